@@ -1,0 +1,149 @@
+# xsa: an embeddable engine in C, scripted in Lua 5.4, for Exclusive Self
+# Attention research. `make` builds; `make test`, `make bench`, `make run`.
+#
+# Outputs (at the root of the checkout, for the default BUILD=build):
+#   libxsa.a libxsa.so   the core (pure C, no Lua)
+#   xsa.so               the Lua module: LUA_CPATH=./?.so LUA_PATH='lua/?.lua' lua5.4 -l xsa
+#   xsa                  the executable: REPL and script runner
+# Objects live under $(BUILD); a different BUILD keeps separate trees apart
+# (the sanitizer build uses build-asan and links nothing at the root).
+
+# C compiler and the standard we hold to
+CC       ?= gcc
+# optimisation: -O2 plus the host's vector units (the kernels rely on AVX2/512)
+OPT      ?= -O2 -march=native
+# warnings, one family per line; -Werror when WERROR=1 (CI sets it)
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wformat=2 -Wno-format-nonliteral
+# where objects go
+BUILD    ?= build
+# install prefix for `make install`
+PREFIX   ?= /usr/local
+# packages found through pkg-config (Debian names: see mk/deps.sh)
+PKGS     := lua5.4 openblas libutf8proc libcjson
+# extra flags for sanitizer builds (make asan / ubsan set them)
+SANITIZE ?=
+WERROR   ?= 0
+
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+EDIT_CFLAGS := $(shell pkg-config --cflags libedit 2>/dev/null)
+EDIT_LIBS   := $(shell pkg-config --libs libedit 2>/dev/null)
+
+CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) $(SANITIZE) $(PKG_CFLAGS) $(EDIT_CFLAGS) $(EXTRA_CFLAGS)
+LDFLAGS  := $(SANITIZE) $(EXTRA_LDFLAGS)
+LIBS     := $(PKG_LIBS) -lm -lpthread -ldl
+
+CORE_SRC := $(sort $(wildcard core/*.c))
+BIND_SRC := $(sort $(wildcard lua/l_*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+BENCH_SRC := $(sort $(wildcard tests/bench_*.c))
+
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+BIND_OBJ := $(BIND_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_BIN := $(BENCH_SRC:tests/%.c=$(BUILD)/tests/%)
+
+LIB_A    := $(BUILD)/libxsa.a
+LIB_SO   := $(BUILD)/libxsa.so
+LUA_SO   := $(BUILD)/xsa.so
+EXE      := $(BUILD)/xsa
+
+.PHONY: all deps test check bench run run-all asan ubsan sanitize install uninstall clean data
+
+all: $(LIB_A) $(LIB_SO) $(LUA_SO) $(EXE) $(TEST_BIN) $(BENCH_BIN)
+ifeq ($(BUILD),build)
+all: libxsa.a libxsa.so xsa.so xsa
+libxsa.a libxsa.so xsa.so xsa: %: $(BUILD)/%
+	@ln -sf $< $@
+endif
+
+# Installs missing system packages (apt-get when root or passwordless sudo),
+# or stops with the exact apt-get line to run.
+deps:
+	@sh mk/deps.sh
+
+$(BUILD)/%.o: %.c $(wildcard core/*.h lua/*.h tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB_A): $(CORE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(LIB_SO): $(CORE_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# The Lua module carries the core inside it, so a stock lua5.4 needs only xsa.so.
+$(LUA_SO): $(BIND_OBJ) $(CORE_OBJ)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(EXE): $(BUILD)/lua/xsa.o $(BIND_OBJ) $(CORE_OBJ)
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LIBS) $(EDIT_LIBS)
+
+$(BUILD)/tests/%: tests/%.c $(LIB_A) $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDFLAGS) $(LIBS)
+
+# Every C test binary and every Lua test; ends with "N passed, M failed".
+test: deps
+	@$(MAKE) --no-print-directory all
+	@XSA_EXE=$(EXE) XSA_BUILD=$(BUILD) sh tests/run.sh
+
+check: test
+
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+asan sanitize: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" \
+	    SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	@XSA_EXE=build-asan/xsa XSA_BUILD=build-asan XSA_SANITIZED=1 \
+	    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	    LSAN_OPTIONS=suppressions=$(CURDIR)/mk/lsan.supp:print_suppressions=0 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
+
+ubsan: asan
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@XSA_EXE=$(EXE) XSA_BUILD=$(BUILD) sh tests/bench.sh
+
+data:
+	@sh data/fetch.sh
+
+# The main experiment: paired SA/XSA training with plots and a table.
+run: deps
+	@$(MAKE) --no-print-directory all
+	@sh data/fetch.sh --if-missing
+	./$(EXE) scripts/part3_train.lua $(ARGS)
+
+run-all: deps
+	@$(MAKE) --no-print-directory all
+	@sh data/fetch.sh --if-missing
+	./$(EXE) scripts/run_all.lua $(ARGS)
+
+LUA_LMOD := $(PREFIX)/share/lua/5.4
+LUA_CMOD := $(PREFIX)/lib/lua/5.4
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/xsa \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(LUA_LMOD)/xsa $(DESTDIR)$(LUA_CMOD)
+	install -m 755 $(EXE) $(DESTDIR)$(PREFIX)/bin/xsa
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/libxsa.a
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libxsa.so
+	install -m 644 core/*.h $(DESTDIR)$(PREFIX)/include/xsa/
+	install -m 755 $(LUA_SO) $(DESTDIR)$(LUA_CMOD)/xsa.so
+	install -m 644 lua/xsa/*.lua $(DESTDIR)$(LUA_LMOD)/xsa/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*XSA_VERSION "\(.*\)".*/\1/p' core/xsa.h)|g' \
+	    mk/xsa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xsa.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/xsa $(DESTDIR)$(PREFIX)/lib/libxsa.a $(DESTDIR)$(PREFIX)/lib/libxsa.so \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/xsa.pc $(DESTDIR)$(LUA_CMOD)/xsa.so
+	rm -rf $(DESTDIR)$(PREFIX)/include/xsa $(DESTDIR)$(LUA_LMOD)/xsa
+
+clean:
+	rm -rf build build-asan build-* libxsa.a libxsa.so xsa.so xsa

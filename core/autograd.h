@@ -1,0 +1,102 @@
+/*
+ * autograd.h: reverse-mode differentiation over tensor ops.
+ *
+ * A tensor with requires_grad set is a leaf; every op applied through the
+ * xsa_ag_* functions records a node (t->grad_fn) when grad mode is on and an
+ * input requires grad. xsa_ag_backward(loss) walks the graph in reverse
+ * topological order and ADDS into the ->grad of the leaves (gradients
+ * accumulate until zeroed, as in PyTorch).
+ *
+ * The contract other parts of the core rely on (the GPT model attaches its
+ * hand-written backward this way):
+ *
+ *   xsa_ag_attach_custom(out, "gpt_loss", n, inputs, fn, ctx, ctx_free)
+ *
+ * makes `out` a non-leaf whose backward calls fn(ctx, grad_out, grad_inputs):
+ * grad_inputs[i] is a zero-filled tensor shaped like inputs[i] (NULL when
+ * inputs[i] does not need a gradient) that fn fills; the engine then
+ * propagates each into inputs[i]. With n == 0, fn is responsible for
+ * accumulating into whatever gradients it owns (e.g. a parameter block whose
+ * tensors' ->grad views it). ctx_free(ctx) runs when the node is released.
+ */
+#ifndef XSA_AUTOGRAD_H
+#define XSA_AUTOGRAD_H
+
+#include "tensor.h"
+
+#define XSA_AG_MAX_INPUTS 8
+
+typedef int (*xsa_ag_custom_fn)(void *ctx, const xsa_tensor *grad_out,
+                                xsa_tensor **grad_inputs);
+
+/* Grad mode is on by default; no_grad regions switch it off (nestable).
+ * Returns the previous mode. */
+int xsa_ag_set_enabled(int enabled);
+int xsa_ag_is_enabled(void);
+
+/* Marks t as a leaf that needs a gradient (t->grad allocated lazily, or
+ * preset by the owner to a view of a gradient block). */
+int xsa_ag_set_requires_grad(xsa_tensor *t, int requires_grad);
+
+int xsa_ag_attach_custom(xsa_tensor *out, const char *name, int n_inputs,
+                         xsa_tensor *const *inputs, xsa_ag_custom_fn fn,
+                         void *ctx, void (*ctx_free)(void *));
+
+/* Backpropagates from `out`; grad_out NULL means ones (out must then have
+ * one element). Frees the graph behind `out` unless retain_graph. */
+int xsa_ag_backward(xsa_tensor *out, const xsa_tensor *grad_out, int retain_graph);
+
+/* The hook tensor.c needs: when a tensor's last reference drops,
+ * xsa_tensor_free must call xsa_ag_node_release(t->grad_fn) (NULL is fine)
+ * and xsa_tensor_free(t->grad), so a freed tensor frees the graph behind it.
+ * Release is iterative (no deep recursion on long graphs). */
+void xsa_ag_node_release(struct xsa_ag_node *n);
+
+/* ---- queries ---------------------------------------------------------- */
+/* 1 when t is a leaf with requires_grad set or the output of a recorded op. */
+int xsa_ag_requires_grad(const xsa_tensor *t);
+/* "MulBackward", "gpt_loss", ... for a non-leaf; NULL for a leaf. */
+const char *xsa_ag_grad_fn_name(const xsa_tensor *t);
+/* A new tensor sharing t's storage, outside any graph (no gradient). */
+xsa_tensor *xsa_ag_detach(xsa_tensor *t);
+/* Zero-fills t->grad in place when present (keeps a preset view). */
+int xsa_ag_zero_grad(xsa_tensor *t);
+/* The guard in-place ops call: -1 with "OP: in-place operation on a tensor
+ * that requires grad" when grad mode is on and t requires grad (a leaf or
+ * part of a graph), as PyTorch refuses it. Under no_grad (optimizers,
+ * initialisation) in-place updates of leaves are fine. */
+int xsa_ag_check_inplace(const xsa_tensor *t, const char *op);
+
+/* ---- differentiable ops ------------------------------------------------
+ * Same arguments, results and errors as the tensor.h function of the same
+ * name. When grad mode is on and an input requires grad, the result records
+ * a node (result->grad_fn) whose backward reduces broadcast gradients back
+ * to each input's shape. Otherwise they are exactly the tensor op.
+ * Not differentiable (the result never records a node): the comparisons
+ * EQ NE LT LE GT GE, ARGMAX / ARGMIN, int32 results and `cond` of where.
+ * Ties of MAXIMUM / MINIMUM split the gradient in halves; ties of the MAX /
+ * MIN reductions share it evenly (PyTorch's rule for the full reduction). */
+xsa_tensor *xsa_ag_binary(xsa_binop op, xsa_tensor *a, xsa_tensor *b);
+xsa_tensor *xsa_ag_binary_scalar(xsa_binop op, xsa_tensor *a, double s, int reversed);
+xsa_tensor *xsa_ag_unary(xsa_unop op, xsa_tensor *a);
+xsa_tensor *xsa_ag_reduce(xsa_redop op, xsa_tensor *a, int dim, int keepdim);
+xsa_tensor *xsa_ag_softmax(xsa_tensor *a, int dim);
+xsa_tensor *xsa_ag_log_softmax(xsa_tensor *a, int dim);
+xsa_tensor *xsa_ag_matmul(xsa_tensor *a, xsa_tensor *b);
+xsa_tensor *xsa_ag_where(xsa_tensor *cond, xsa_tensor *a, xsa_tensor *b);
+xsa_tensor *xsa_ag_clamp(xsa_tensor *a, double lo, double hi);
+xsa_tensor *xsa_ag_clone(xsa_tensor *t);
+/* views: the result shares storage with the input; its gradient flows back */
+xsa_tensor *xsa_ag_view(xsa_tensor *t, int ndim, const int64_t *shape);
+xsa_tensor *xsa_ag_reshape(xsa_tensor *t, int ndim, const int64_t *shape);
+xsa_tensor *xsa_ag_transpose(xsa_tensor *t, int d0, int d1);
+xsa_tensor *xsa_ag_permute(xsa_tensor *t, const int *perm);
+xsa_tensor *xsa_ag_narrow(xsa_tensor *t, int dim, int64_t start, int64_t len);
+xsa_tensor *xsa_ag_select(xsa_tensor *t, int dim, int64_t index);
+xsa_tensor *xsa_ag_unsqueeze(xsa_tensor *t, int dim);
+xsa_tensor *xsa_ag_squeeze(xsa_tensor *t, int dim);
+xsa_tensor *xsa_ag_expand(xsa_tensor *t, int ndim, const int64_t *shape);
+/* returns t itself (retained) when already contiguous, as tensor.h does */
+xsa_tensor *xsa_ag_contiguous(xsa_tensor *t);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * fileio.h: atomic file writes shared by checkpoints, token caches and
+ * results: write to "PATH.tmp.<pid>" in the same folder, fflush + fsync,
+ * rename over PATH. A crash or error leaves the old PATH untouched and no
+ * temporary file behind.
+ */
+#ifndef XSA_FILEIO_H
+#define XSA_FILEIO_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct xsa_atomic_file {
+    FILE *fp;
+    char *path;
+    char *tmp_path;
+} xsa_atomic_file;
+
+/* Opens the temporary file for writing ("wb"); -1 with xsa_error on failure. */
+int xsa_atomic_open(xsa_atomic_file *af, const char *path);
+/* Flushes, fsyncs, closes and renames; -1 (and the temporary removed) on any
+ * write error seen so far. Always releases af. */
+int xsa_atomic_commit(xsa_atomic_file *af);
+/* Closes and removes the temporary file, leaving PATH as it was. */
+void xsa_atomic_abort(xsa_atomic_file *af);
+/* Whole buffer in one call. */
+int xsa_atomic_write(const char *path, const void *data, size_t n);
+/* Reads a whole file (malloc'd, NUL-terminated beyond *n); NULL + xsa_error. */
+char *xsa_read_file(const char *path, size_t *n);
+
+#endif

@@ -1,0 +1,19 @@
+/*
+ * system.h: facts about the machine the engine runs on: the OpenBLAS kernel
+ * ("core") in use, what the CPU could use, and the number of BLAS threads.
+ */
+#ifndef XSA_SYSTEM_H
+#define XSA_SYSTEM_H
+
+/* The kernel OpenBLAS picked when it loaded, e.g. "Haswell", "SkylakeX". */
+const char *xsa_blas_corename(void);
+/* The best OPENBLAS_CORETYPE this CPU supports ("Cooperlake", "SkylakeX",
+ * "Haswell"), or NULL when none of these applies. */
+const char *xsa_cpu_best_coretype(void);
+/* 1 when OpenBLAS runs a kernel below what the CPU supports (a fallback). */
+int xsa_blas_is_fallback(void);
+int xsa_threads(void);
+/* Sets the number of BLAS (and engine) threads; n < 1 is an error. */
+int xsa_set_threads(int n);
+
+#endif

@@ -1,0 +1,42 @@
+/*
+ * lxsa.h: what the Lua binding files share. Not installed; not for C users
+ * of libxsa (they include core/xsa.h).
+ *
+ * Each l_*.c file binds one userdata type or area and exposes one
+ * `xsa_lua_open_*` function that adds its functions to the `xsa` table
+ * found at the top of the stack (it must leave the stack as it found it).
+ */
+#ifndef LXSA_H
+#define LXSA_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "../core/xsa.h"
+
+#define XSA_TENSOR_MT "xsa.tensor"
+
+/* l_tensor.c */
+int xsa_lua_open_tensor(lua_State *L);
+/* The tensor at idx or a "bad argument" error. Raises "attempt to use a freed
+ * tensor" for one released with :free() / <close>. */
+xsa_tensor *xsa_lua_checktensor(lua_State *L, int idx);
+xsa_tensor *xsa_lua_testtensor(lua_State *L, int idx); /* NULL if not a tensor */
+/* Pushes a userdata owning the reference `t` (steals it). If t is NULL,
+ * raises a Lua error with xsa_last_error(). */
+void xsa_lua_pushtensor(lua_State *L, xsa_tensor *t);
+/* Raises a Lua error with xsa_last_error() prefixed by nothing: core messages
+ * already name the function. */
+int xsa_lua_corefail(lua_State *L);
+
+/* l_autograd.c: requires_grad, backward, grad, no_grad, nn ops */
+int xsa_lua_open_autograd(lua_State *L);
+/* l_gpt.c: xsa.gpt, xsa.optim */
+int xsa_lua_open_gpt(lua_State *L);
+/* l_safetensors.c: xsa.safetensors.load/save, xsa.json */
+int xsa_lua_open_safetensors(lua_State *L);
+/* l_bpe.c: xsa.tokenizer; l_data.c: the C side of xsa.data */
+int xsa_lua_open_bpe(lua_State *L);
+int xsa_lua_open_data(lua_State *L);
+
+#endif

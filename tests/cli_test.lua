@@ -1,0 +1,88 @@
+-- The xsa executable as a user drives it: scripts, -e, stdin, arg, errors,
+-- exit codes, --help and --version.
+local T = require "testing"
+local exe = assert(os.getenv("XSA_EXE"), "XSA_EXE must name the xsa executable")
+if not exe:find("^/") then exe = (os.getenv("XSA_ROOT") or ".") .. "/" .. exe end
+
+local function run(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1", "r"))
+  local out = p:read("a")
+  local ok, how, code = p:close()
+  return out, (how == "exit") and code or 128 + (code or 0)
+end
+
+local tmp = os.tmpname()
+
+T.case("--version names the OpenBLAS kernel and threads", function()
+  local out, code = run(exe .. " --version")
+  T.eq(code, 0)
+  T.ok(out:find("^xsa %d+%.%d+%.%d+"), out)
+  T.ok(out:find("OpenBLAS kernel: %S+, %d+ thread"), out)
+end)
+
+T.case("--help prints usage", function()
+  local out, code = run(exe .. " --help")
+  T.eq(code, 0)
+  T.ok(out:find("usage: xsa"), out)
+end)
+
+T.case("-e runs code with the engine loaded", function()
+  local out, code = run(exe .. [[ -e 'print(type(xsa), require("xsa") == xsa)']])
+  T.eq(code, 0)
+  T.eq(out, "table\ttrue\n")
+end)
+
+T.case("script gets arg like the stock interpreter", function()
+  local f = assert(io.open(tmp, "w"))
+  f:write("print(arg[0] ~= nil, arg[1], arg[2], select('#', ...))\n")
+  f:close()
+  local out, code = run(exe .. " " .. tmp .. " a b")
+  T.eq(code, 0)
+  T.eq(out, "true\ta\tb\t2\n")
+end)
+
+T.case("- reads the script from stdin", function()
+  local out, code = run("echo 'print(1 + 1)' | " .. exe .. " -")
+  T.eq(code, 0)
+  T.eq(out, "2\n")
+end)
+
+T.case("an error exits 1 with file:line and a traceback", function()
+  local f = assert(io.open(tmp, "w"))
+  f:write("local x = 1\nerror('boom here')\n")
+  f:close()
+  local out, code = run(exe .. " " .. tmp)
+  T.eq(code, 1)
+  T.ok(out:find(":2: boom here", 1, true), out)
+  T.ok(out:find("stack traceback", 1, true), out)
+end)
+
+T.case("a missing script is an error, not a crash", function()
+  local out, code = run(exe .. " /nonexistent/script.lua")
+  T.eq(code, 1)
+  T.ok(out:find("cannot open /nonexistent/script.lua", 1, true), out)
+end)
+
+T.case("unknown option", function()
+  local out, code = run(exe .. " --bogus")
+  T.eq(code, 1)
+  T.ok(out:find("unrecognized option '--bogus'", 1, true), out)
+end)
+
+T.case("syntax error is reported", function()
+  local out, code = run(exe .. " -e 'x = = 1'")
+  T.eq(code, 1)
+  T.ok(out:find("unexpected symbol", 1, true), out)
+end)
+
+T.case("SIGINT interrupts a running loop with an error", function()
+  local f = assert(io.open(tmp, "w"))
+  f:write("io.stdout:write('started\\n') io.stdout:flush()\nwhile true do end\n")
+  f:close()
+  local out, code = run("sh -c '" .. exe .. " " .. tmp .. " & pid=$!; sleep 0.5; kill -INT $pid; wait $pid'")
+  T.eq(code, 1)
+  T.ok(out:find("interrupted!", 1, true), out)
+end)
+
+os.remove(tmp)
+T.done()

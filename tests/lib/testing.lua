@@ -1,0 +1,61 @@
+-- testing.lua: the small harness of the Lua tests.
+--   local T = require "testing"
+--   T.case("name", function() T.eq(1 + 1, 2) end)
+--   T.done()   -- prints "FILE: N passed, M failed", exits non-zero on failure
+local T = {}
+local passed, failed = 0, 0
+local current = "?"
+
+local function where(level)
+  local info = debug.getinfo(level + 1, "Sl")
+  return info and (info.short_src .. ":" .. info.currentline) or "?"
+end
+
+function T.case(name, fn)
+  current = name
+  local ok, err = xpcall(fn, debug.traceback)
+  if ok then
+    passed = passed + 1
+  else
+    failed = failed + 1
+    io.stdout:write("FAIL ", name, ": ", tostring(err), "\n")
+  end
+end
+
+function T.ok(cond, msg)
+  if not cond then error((msg or "assertion failed") .. " at " .. where(2), 2) end
+end
+
+function T.eq(a, b, msg)
+  if a ~= b then
+    error(string.format("%s: expected %s, got %s at %s", msg or "eq", tostring(b), tostring(a), where(2)), 2)
+  end
+end
+
+-- |a - b| <= tol * max(1, |b|)
+function T.near(a, b, tol, msg)
+  tol = tol or 1e-6
+  if not (math.abs(a - b) <= tol * math.max(1, math.abs(b))) then
+    error(string.format("%s: %.9g vs %.9g (tol %g) at %s", msg or "near", a, b, tol, where(2)), 2)
+  end
+end
+
+-- fn must raise an error whose message contains `pattern` (plain text).
+function T.raises(fn, pattern, msg)
+  local ok, err = pcall(fn)
+  if ok then error((msg or "expected an error") .. " matching '" .. pattern .. "' at " .. where(2), 2) end
+  err = tostring(err)
+  if not err:find(pattern, 1, true) then
+    error(string.format("%s: error '%s' does not contain '%s' at %s", msg or "raises", err, pattern, where(2)), 2)
+  end
+  return err
+end
+
+function T.done()
+  local name = (arg and arg[0] or "lua"):match("([^/]+)$")
+  io.stdout:write(string.format("%s: %d passed, %d failed\n", name, passed, failed))
+  io.stdout:flush()
+  os.exit(failed == 0 and 0 or 1)
+end
+
+return T

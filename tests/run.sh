@@ -1,0 +1,54 @@
+#!/bin/sh
+# Runs every C test binary ($XSA_BUILD/tests/test_*) and every Lua test
+# (tests/*_test.lua, through $XSA_EXE), adds up their "NAME: N passed, M
+# failed" lines and ends with the total. A program that dies before its
+# summary counts as one failure. Exit status: non-zero on any failure.
+set -u
+BUILD=${XSA_BUILD:-build}
+EXE=${XSA_EXE:-$BUILD/xsa}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+export XSA_ROOT="$ROOT"
+export LUA_PATH="$ROOT/tests/lib/?.lua;$ROOT/lua/?.lua;;"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+total_pass=0
+total_fail=0
+
+run_one() {
+    name=$1; shift
+    start=$(date +%s)
+    "$@" >"$out" 2>&1
+    status=$?
+    cat "$out"
+    line=$(grep -E '^[^ ]+: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
+    if [ -n "$line" ]; then
+        p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
+        f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
+    else
+        p=0; f=0
+    fi
+    if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "FAIL $name exited with status $status"
+        f=1
+    fi
+    echo "   ($name: $(( $(date +%s) - start ))s)"
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+}
+
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    run_one "$(basename "$t")" "$t"
+done
+for t in tests/*_test.lua; do
+    [ -f "$t" ] || continue
+    run_one "$(basename "$t")" "$EXE" "$t"
+done
+# The module must also load in a stock lua5.4 (not in sanitizer builds,
+# whose runtime must come first in the process).
+if [ -z "${XSA_SANITIZED:-}" ] && [ -f tests/stock_lua.lua ] && command -v lua5.4 >/dev/null 2>&1; then
+    run_one stock_lua.lua env LUA_CPATH="$ROOT/$BUILD/?.so;;" lua5.4 tests/stock_lua.lua
+fi
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
