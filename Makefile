@@ -20,7 +20,8 @@ BUILD    ?= build
 # install prefix for `make install`
 PREFIX   ?= /usr/local
 # packages found through pkg-config (Debian names: see mk/deps.sh)
-PKGS     := lua5.4 openblas libutf8proc libcjson
+CORE_PKGS := openblas libutf8proc libcjson
+PKGS     := lua5.4 $(CORE_PKGS)
 # extra flags for sanitizer builds (make asan / ubsan set them)
 SANITIZE ?=
 WERROR   ?= 0
@@ -30,13 +31,16 @@ WARN += -Werror
 endif
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# the core links without Lua; the executable adds Lua; the module takes Lua
+# from the interpreter that loads it
+CORE_PKG_LIBS := $(shell pkg-config --libs $(CORE_PKGS) 2>/dev/null)
+LUA_LIBS      := $(shell pkg-config --libs lua5.4 2>/dev/null)
 EDIT_CFLAGS := $(shell pkg-config --cflags libedit 2>/dev/null)
 EDIT_LIBS   := $(shell pkg-config --libs libedit 2>/dev/null)
 
 CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) $(SANITIZE) $(PKG_CFLAGS) $(EDIT_CFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS  := $(SANITIZE) $(EXTRA_LDFLAGS)
-LIBS     := $(PKG_LIBS) -lm -lpthread -ldl
+LIBS     := $(CORE_PKG_LIBS) -lm -lpthread -ldl
 
 CORE_SRC := $(sort $(wildcard core/*.c))
 BIND_SRC := $(sort $(wildcard lua/l_*.c))
@@ -83,7 +87,7 @@ $(LUA_SO): $(BIND_OBJ) $(CORE_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(EXE): $(BUILD)/lua/xsa.o $(BIND_OBJ) $(CORE_OBJ)
-	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LIBS) $(EDIT_LIBS)
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LUA_LIBS) $(LIBS) $(EDIT_LIBS)
 
 $(BUILD)/tests/%: tests/%.c $(LIB_A) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)

@@ -238,7 +238,12 @@ static char *history_path(void)
     return p;
 }
 
-/* Reads one line into a Lua string on the stack; 0 at end of input. */
+/* Set by Ctrl-C at the prompt: readline then returns NULL as it does at
+ * end of input, and this tells the two apart. */
+static volatile sig_atomic_t prompt_interrupted = 0;
+
+/* Reads one line into a Lua string on the stack; 0 at end of input or when
+ * Ctrl-C abandoned the line (prompt_interrupted set). */
 static int push_line(lua_State *L, int first)
 {
     char *line = readline(first ? "> " : ">> ");
@@ -273,9 +278,15 @@ static int multiline(lua_State *L)
         size_t len;
         const char *line = lua_tolstring(L, 1, &len);
         int status = luaL_loadbuffer(L, line, len, "=stdin");
-        if (!incomplete(L, status) || !push_line(L, 0)) {
+        if (!incomplete(L, status)) {
             add_history(line);
             return status;
+        }
+        if (!push_line(L, 0)) {
+            add_history(line);
+            if (prompt_interrupted) return -2;
+            lua_pushliteral(L, "unfinished statement at end of input");
+            return LUA_ERRSYNTAX;
         }
         lua_pushliteral(L, "\n");
         lua_insert(L, -2);
@@ -283,10 +294,12 @@ static int multiline(lua_State *L)
     }
 }
 
+/* LUA_OK with a chunk on the stack, an error status with a message, -1 at
+ * end of input, -2 when Ctrl-C abandoned the statement. */
 static int load_line(lua_State *L)
 {
     lua_settop(L, 0);
-    if (!push_line(L, 1)) return -1;
+    if (!push_line(L, 1)) return prompt_interrupted ? -2 : -1;
     int status = try_return(L);
     if (status != LUA_OK) status = multiline(L);
     lua_remove(L, 1);
@@ -308,6 +321,7 @@ static void print_results(lua_State *L)
 static void prompt_sigint(int sig)
 {
     (void)sig;
+    prompt_interrupted = 1;
     static const char msg[] = "\n(Ctrl-C: line abandoned; Ctrl-D leaves)\n";
     ssize_t ignored = write(STDOUT_FILENO, msg, sizeof msg - 1);
     (void)ignored;
@@ -327,10 +341,15 @@ static void repl(lua_State *L)
     sigemptyset(&sa.sa_mask);
     int status;
     for (;;) {
+        prompt_interrupted = 0;
         sigaction(SIGINT, &sa, &old);
         status = load_line(L);
         sigaction(SIGINT, &old, NULL);
         if (status == -1) break;
+        if (status == -2) {
+            lua_settop(L, 0);
+            continue;
+        }
         if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET);
         if (status == LUA_OK)
             print_results(L);
