@@ -1,0 +1,220 @@
+/*
+ * fileio.c: atomic whole-file writes and whole-file reads, shared by
+ * safetensors checkpoints, token caches, JSON results and plots.
+ *
+ * A write goes to "PATH.tmp.<pid>" in PATH's own folder (rename is atomic
+ * only within one file system), is flushed and fsync'ed, then renamed over
+ * PATH; the folder is fsync'ed afterwards so the rename itself survives a
+ * crash. On any error the temporary file is removed and PATH is untouched.
+ *
+ * Non-goals: locking between processes writing the same PATH (the last
+ * rename wins, which is what caches want), Windows.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "fileio.h"
+
+static char *dupstr(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static void release(xsa_atomic_file *af)
+{
+    free(af->path);
+    free(af->tmp_path);
+    af->fp = NULL;
+    af->path = NULL;
+    af->tmp_path = NULL;
+}
+
+int xsa_atomic_open(xsa_atomic_file *af, const char *path)
+{
+    af->fp = NULL;
+    af->path = NULL;
+    af->tmp_path = NULL;
+    if (!path || !*path) return xsa_error("atomic write: empty path");
+    size_t n = strlen(path) + 32;
+    af->path = dupstr(path);
+    af->tmp_path = malloc(n);
+    if (!af->path || !af->tmp_path) {
+        release(af);
+        return xsa_error("%s: out of memory", path);
+    }
+    snprintf(af->tmp_path, n, "%s.tmp.%ld", path, (long)getpid());
+    /* A stale temporary of a crashed process with our pid is simply
+     * overwritten: nobody else can own that name. */
+    int fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        xsa_error("%s: cannot create %s: %s", path, af->tmp_path, strerror(e));
+        release(af);
+        return -1;
+    }
+    af->fp = fdopen(fd, "wb");
+    if (!af->fp) {
+        int e = errno;
+        close(fd);
+        unlink(af->tmp_path);
+        xsa_error("%s: cannot open a stream: %s", path, strerror(e));
+        release(af);
+        return -1;
+    }
+    return 0;
+}
+
+/* The folder holding `path` ("." when there is no slash), fsync'ed so the
+ * rename is durable. Best effort: some file systems refuse fsync on a
+ * directory, and the data is already safe in the file. */
+static void sync_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    if (!slash) {
+        strcpy(dir, ".");
+    } else if (slash == path) {
+        strcpy(dir, "/");
+    } else {
+        size_t len = (size_t)(slash - path);
+        if (len >= sizeof dir) return;
+        memcpy(dir, path, len);
+        dir[len] = '\0';
+    }
+    int fd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    (void)fsync(fd);
+    close(fd);
+}
+
+int xsa_atomic_commit(xsa_atomic_file *af)
+{
+    if (!af->fp) {
+        release(af);
+        return xsa_error("atomic write: commit without a successful open");
+    }
+    const char *what = NULL;
+    int e = 0;
+    errno = 0;
+    if (ferror(af->fp)) {
+        what = "write failed";
+        e = errno;
+    } else if (fflush(af->fp) != 0) {
+        what = "write failed";
+        e = errno;
+    } else if (fsync(fileno(af->fp)) != 0) {
+        what = "fsync failed";
+        e = errno;
+    }
+    if (fclose(af->fp) != 0 && !what) {
+        what = "close failed";
+        e = errno;
+    }
+    af->fp = NULL;
+    if (!what && rename(af->tmp_path, af->path) != 0) {
+        what = "rename failed";
+        e = errno;
+    }
+    if (what) {
+        unlink(af->tmp_path);
+        if (e)
+            xsa_error("%s: %s: %s (the file was left unchanged)", af->path, what, strerror(e));
+        else
+            xsa_error("%s: %s (the file was left unchanged)", af->path, what);
+        release(af);
+        return -1;
+    }
+    sync_dir(af->path);
+    release(af);
+    return 0;
+}
+
+void xsa_atomic_abort(xsa_atomic_file *af)
+{
+    if (af->fp) fclose(af->fp);
+    if (af->tmp_path) unlink(af->tmp_path);
+    release(af);
+}
+
+int xsa_atomic_write(const char *path, const void *data, size_t n)
+{
+    xsa_atomic_file af;
+    if (xsa_atomic_open(&af, path) != 0) return -1;
+    if (n > 0 && fwrite(data, 1, n, af.fp) != n) {
+        int e = errno;
+        xsa_atomic_abort(&af);
+        return xsa_error("%s: write failed: %s (the file was left unchanged)", path,
+                         strerror(e));
+    }
+    return xsa_atomic_commit(&af);
+}
+
+char *xsa_read_file(const char *path, size_t *n)
+{
+    if (n) *n = 0;
+    if (!path || !*path) {
+        xsa_error("read: empty path");
+        return NULL;
+    }
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        xsa_error("%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    /* The size from fstat is only a first guess: the loop also reads pipes
+     * and files that grow while we read. */
+    struct stat st;
+    size_t cap = 4096;
+    if (fstat(fileno(fp), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            fclose(fp);
+            xsa_error("%s: %s", path, strerror(EISDIR));
+            return NULL;
+        }
+        if (S_ISREG(st.st_mode) && st.st_size > 0) cap = (size_t)st.st_size + 1;
+    }
+    char *buf = malloc(cap);
+    size_t len = 0;
+    if (!buf) {
+        fclose(fp);
+        xsa_error("%s: out of memory reading %zu bytes", path, cap);
+        return NULL;
+    }
+    for (;;) {
+        if (len + 1 >= cap) {
+            size_t ncap = cap * 2;
+            char *nb = realloc(buf, ncap);
+            if (!nb) {
+                free(buf);
+                fclose(fp);
+                xsa_error("%s: out of memory reading %zu bytes", path, ncap);
+                return NULL;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + len, 1, cap - 1 - len, fp);
+        len += got;
+        if (got == 0) break;
+    }
+    if (ferror(fp)) {
+        int e = errno;
+        free(buf);
+        fclose(fp);
+        xsa_error("%s: read error: %s", path, strerror(e));
+        return NULL;
+    }
+    fclose(fp);
+    buf[len] = '\0';
+    if (n) *n = len;
+    return buf;
+}
