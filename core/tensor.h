@@ -74,6 +74,11 @@ void xsa_storage_retain(xsa_storage *s);
 void xsa_storage_free(xsa_storage *s);       /* drops one reference */
 /* Total bytes currently held by live storages (for the Lua GC and tests). */
 size_t xsa_storage_live_bytes(void);
+/* Freed buffers of 1 MiB or more (up to 8 of them, 1 GiB in all) are kept
+ * for reuse by a request of the same size; these give their total and
+ * release them (live_bytes never counts them). */
+size_t xsa_storage_cached_bytes(void);
+void xsa_storage_cache_clear(void);
 
 /* ---- lifetime --------------------------------------------------------- */
 size_t xsa_dtype_size(xsa_dtype dt);
@@ -115,7 +120,18 @@ xsa_tensor *xsa_tensor_to_dtype(const xsa_tensor *t, xsa_dtype dt);
 
 /* ---- random: xoshiro256** seeded through splitmix64; normals by
  * Box-Muller in double precision. The same seed gives the same numbers on
- * every machine. A NULL generator means the global one. ------------------ */
+ * every machine. A NULL generator means the global one (seeded with 0 at
+ * start). The exact streams, so other implementations can reproduce them:
+ *   seed:    s[0..3] = four successive splitmix64 outputs from x = seed
+ *   uniform: (next >> 11) * 2^-53
+ *   normal:  u1 = 1 - uniform, u2 = uniform, r = sqrt(-2 ln u1);
+ *            returns r cos(2 pi u2) and keeps r sin(2 pi u2) as the spare
+ *            (returned by the next call; reseeding drops it)
+ *   int:     r = next until r >= 2^64 mod (hi - lo); lo + r mod (hi - lo)
+ *   rand (tensor): one next per element, (next >> 40) * 2^-24 (exact in
+ *            float, so 1.0 never appears); randn: mean + std * normal,
+ *            rounded to float; randint: rng_int per element.
+ * rng_int with hi <= lo records an error and returns lo. ----------------- */
 typedef struct xsa_rng {
     uint64_t s[4];
     int has_spare;
@@ -143,13 +159,17 @@ xsa_tensor *xsa_tensor_permute(xsa_tensor *t, const int *perm);
 xsa_tensor *xsa_tensor_narrow(xsa_tensor *t, int dim, int64_t start, int64_t len);
 xsa_tensor *xsa_tensor_select(xsa_tensor *t, int dim, int64_t index);
 xsa_tensor *xsa_tensor_unsqueeze(xsa_tensor *t, int dim);
+/* squeeze: dim of size != 1 is a no-op (PyTorch); dim = XSA_ALL_DIMS drops
+ * every size-1 dim. */
 xsa_tensor *xsa_tensor_squeeze(xsa_tensor *t, int dim);
 /* expand: size-1 dimensions broadcast with stride 0 (read-only use). */
 xsa_tensor *xsa_tensor_expand(xsa_tensor *t, int ndim, const int64_t *shape);
 /* contiguous: returns t itself (retained) when already contiguous. */
 xsa_tensor *xsa_tensor_contiguous(xsa_tensor *t);
 
-/* ---- copy / fill (in place, dst keeps its shape; src broadcasts) -------- */
+/* ---- copy / fill (in place, dst keeps its shape; src broadcasts; float
+ * to int32 truncates toward zero, saturating, NaN -> 0; a source that shares
+ * storage with dst is read before anything is written) -------------------- */
 int xsa_tensor_copy_(xsa_tensor *dst, const xsa_tensor *src);
 int xsa_tensor_fill_(xsa_tensor *dst, double v);
 
@@ -163,7 +183,12 @@ typedef enum {
     XSA_ABS, XSA_SIGMOID
 } xsa_unop;
 /* Result dtype: float32 if either operand is float32, else int32 (int32 DIV
- * and POW give float32). Comparisons give float32 0/1 values. */
+ * and POW give float32). Comparisons give float32 0/1 values. Float32 math
+ * is done in float (as PyTorch); int32 ADD/SUB/MUL wrap around. A scalar s
+ * counts as int32 when it is an integer in int32 range, else float32.
+ * MAXIMUM/MINIMUM propagate NaN. In-place forms keep a's dtype: an int32 a
+ * with a float32 operand (or DIV/POW) is an error, not a silent truncation.
+ * In-place writes to an expanded (stride 0) tensor are refused. */
 xsa_tensor *xsa_tensor_binary(xsa_binop op, const xsa_tensor *a, const xsa_tensor *b);
 /* a op s, or s op a when `reversed` is nonzero. */
 xsa_tensor *xsa_tensor_binary_scalar(xsa_binop op, const xsa_tensor *a, double s, int reversed);
@@ -172,7 +197,9 @@ int xsa_tensor_binary_(xsa_binop op, xsa_tensor *a, const xsa_tensor *b);
 int xsa_tensor_binary_scalar_(xsa_binop op, xsa_tensor *a, double s);
 xsa_tensor *xsa_tensor_unary(xsa_unop op, const xsa_tensor *a);  /* float32 out */
 int xsa_tensor_unary_(xsa_unop op, xsa_tensor *a);               /* float32 a */
-/* where(cond != 0, a, b), all three broadcast together. */
+/* where(cond != 0, a, b), all three broadcast together; int32 only when a
+ * and b both are. clamp keeps a's dtype: min(max(a, lo), hi) as PyTorch
+ * (NaN stays NaN; use -INFINITY/INFINITY for one side; NaN bounds refused). */
 xsa_tensor *xsa_tensor_where(const xsa_tensor *cond, const xsa_tensor *a, const xsa_tensor *b);
 xsa_tensor *xsa_tensor_clamp(const xsa_tensor *a, double lo, double hi);
 
@@ -180,7 +207,12 @@ xsa_tensor *xsa_tensor_clamp(const xsa_tensor *a, double lo, double hi);
 typedef enum { XSA_SUM, XSA_MEAN, XSA_MAX, XSA_MIN, XSA_ARGMAX, XSA_ARGMIN, XSA_VAR } xsa_redop;
 /* dim = XSA_ALL_DIMS reduces everything to a 0-d tensor (keepdim ignored).
  * Sums accumulate in double. VAR is unbiased (divides by n-1) as PyTorch's
- * default. ARGMAX/ARGMIN give int32; others float32. */
+ * default. ARGMAX/ARGMIN give int32; others float32. Ties give the first
+ * index; NaN propagates (MAX/MIN) and counts as the extreme (ARG*). SUM over
+ * nothing is 0, MEAN NaN, the others an error. int32 input is reduced
+ * exactly (int64 sums, integer comparisons); only the float32 result rounds.
+ * softmax/log_softmax (any dtype in, float32 out) subtract the max and sum
+ * in double; a row of all -inf gives NaN, as PyTorch. */
 xsa_tensor *xsa_tensor_reduce(xsa_redop op, const xsa_tensor *a, int dim, int keepdim);
 xsa_tensor *xsa_tensor_softmax(const xsa_tensor *a, int dim);
 xsa_tensor *xsa_tensor_log_softmax(const xsa_tensor *a, int dim);
