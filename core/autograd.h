@@ -17,7 +17,22 @@
  * inputs[i] does not need a gradient) that fn fills; the engine then
  * propagates each into inputs[i]. With n == 0, fn is responsible for
  * accumulating into whatever gradients it owns (e.g. a parameter block whose
- * tensors' ->grad views it). ctx_free(ctx) runs when the node is released.
+ * tensors' ->grad views it). ctx_free(ctx) runs when the node is released:
+ * when `out` is freed, or when a backward without retain_graph frees the
+ * graph; on failure attach_custom calls ctx_free(ctx) itself. It attaches
+ * even under no_grad: callers check xsa_ag_is_enabled() to skip the work.
+ *
+ * Example (d/dw of sum(tanh(x w)) for a leaf w):
+ *   xsa_tensor *w = xsa_tensor_randn(NULL, 2, (int64_t[]){3, 2}, 0.0, 1.0);
+ *   xsa_ag_set_requires_grad(w, 1);
+ *   xsa_tensor *y = xsa_ag_matmul(x, w);              // records MatmulBackward
+ *   xsa_tensor *h = xsa_ag_unary(XSA_TANH, y);
+ *   xsa_tensor *l = xsa_ag_reduce(XSA_SUM, h, XSA_ALL_DIMS, 0);
+ *   if (xsa_ag_backward(l, NULL, 0) != 0) puts(xsa_last_error());
+ *   ... w->grad holds dl/dw; xsa_ag_zero_grad(w) before the next pass ...
+ *   xsa_tensor_free(l); xsa_tensor_free(h); xsa_tensor_free(y); xsa_tensor_free(w);
+ *
+ * In-place ops are not recorded: use xsa_ag_check_inplace before them.
  */
 #ifndef XSA_AUTOGRAD_H
 #define XSA_AUTOGRAD_H
@@ -46,10 +61,10 @@ int xsa_ag_attach_custom(xsa_tensor *out, const char *name, int n_inputs,
  * one element). Frees the graph behind `out` unless retain_graph. */
 int xsa_ag_backward(xsa_tensor *out, const xsa_tensor *grad_out, int retain_graph);
 
-/* The hook tensor.c needs: when a tensor's last reference drops,
- * xsa_tensor_free must call xsa_ag_node_release(t->grad_fn) (NULL is fine)
- * and xsa_tensor_free(t->grad), so a freed tensor frees the graph behind it.
- * Release is iterative (no deep recursion on long graphs). */
+/* Drops one reference to a node (NULL is fine). autograd.c installs it as
+ * tensor.h's xsa_tensor_grad_fn_release hook when it makes its first node, so
+ * a freed tensor frees the graph behind it. Release is iterative (no deep
+ * recursion on long graphs). */
 void xsa_ag_node_release(struct xsa_ag_node *n);
 
 /* ---- queries ---------------------------------------------------------- */
@@ -96,7 +111,35 @@ xsa_tensor *xsa_ag_select(xsa_tensor *t, int dim, int64_t index);
 xsa_tensor *xsa_ag_unsqueeze(xsa_tensor *t, int dim);
 xsa_tensor *xsa_ag_squeeze(xsa_tensor *t, int dim);
 xsa_tensor *xsa_ag_expand(xsa_tensor *t, int ndim, const int64_t *shape);
+/* cat: n tensors of one dtype and equal sizes except along dim, joined along
+ * dim into a new tensor (any n >= 1; the gradient of each is its slice) */
+xsa_tensor *xsa_ag_cat(int n, xsa_tensor *const *ts, int dim);
 /* returns t itself (retained) when already contiguous, as tensor.h does */
 xsa_tensor *xsa_ag_contiguous(xsa_tensor *t);
+
+/* ---- fused nn ops (nn.h kernels; hand-written backward) ------------------
+ * Dimension letters as in nn.h. Inputs may be strided (copied contiguous);
+ * everything is validated here (the kernels trust their inputs).
+ *   embedding: idx int32 [T] or [B,T], wte [V,C], wpe NULL or [>=T,C]
+ *              -> idx's shape + [C] = wte[idx] (+ wpe[t]); no gradient to idx
+ *   linear:    x [...,C], w [C,OC] (GPT-2 Conv1D, input-major), b NULL or [OC]
+ *              -> [...,OC] = x w + b
+ *   layernorm: x [...,C], w [C], b [C] over the last dim, eps 1e-5
+ *   gelu:      exact erf GELU (nn.h), any shape
+ *   attention: causal multi-head self attention of q, k, v [B,T,C], or of a
+ *              packed qkv [B,T,3C] passed as q with k = v = NULL; n_head
+ *              divides C; lambda 0 is SA, 1 full XSA (see DESIGN.md).
+ *              -> [B,T,C]. probe: NULL or n_head * XSA_NN_PROBE_N doubles
+ *              (nn.h); att_out: NULL or receives the attention weights
+ *              [B,NH,T,T] (no gradient).
+ *   cross_entropy: logits [...,V] float32, targets int32 [...] in [0,V)
+ *              -> 0-d mean loss (natural log) */
+xsa_tensor *xsa_ag_embedding(xsa_tensor *idx, xsa_tensor *wte, xsa_tensor *wpe);
+xsa_tensor *xsa_ag_linear(xsa_tensor *x, xsa_tensor *w, xsa_tensor *b);
+xsa_tensor *xsa_ag_layernorm(xsa_tensor *x, xsa_tensor *w, xsa_tensor *b);
+xsa_tensor *xsa_ag_gelu(xsa_tensor *x);
+xsa_tensor *xsa_ag_attention(xsa_tensor *q, xsa_tensor *k, xsa_tensor *v, int n_head,
+                             double lambda, double *probe, xsa_tensor **att_out);
+xsa_tensor *xsa_ag_cross_entropy(xsa_tensor *logits, xsa_tensor *targets);
 
 #endif

@@ -1,0 +1,632 @@
+/*
+ * nn.c: the fused layer kernels declared in nn.h (shapes and conventions
+ * there). Matrix products go through cblas_sgemm; the softmax over the
+ * vocabulary is the only other hot loop (N*V elements per step), so it has an
+ * AVX-512 exp and splits its rows over POSIX threads. Everything else is
+ * plain loops: at the study's sizes they cost little next to the lm_head.
+ *
+ * Non-goals: strided inputs, float64, dropout, kernels for other layers.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "nn.h"
+
+/* ---- embedding ---------------------------------------------------------- */
+
+void xsa_nn_embedding_forward(float *out, const int32_t *inp, const float *wte,
+                              const float *wpe, int B, int T, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((size_t)b * T + t) * C;
+            const float *te = wte + (size_t)inp[b * T + t] * C;
+            const float *pe = wpe + (size_t)t * C;
+            for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
+        }
+}
+
+void xsa_nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
+                               const int32_t *inp, int B, int T, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((size_t)b * T + t) * C;
+            if (dwte) {
+                float *g = dwte + (size_t)inp[b * T + t] * C;
+                for (int c = 0; c < C; c++) g[c] += d[c];
+            }
+            if (dwpe) {
+                float *g = dwpe + (size_t)t * C;
+                for (int c = 0; c < C; c++) g[c] += d[c];
+            }
+        }
+}
+
+/* ---- linear ------------------------------------------------------------- */
+
+void xsa_nn_linear_forward(float *out, const float *inp, const float *w,
+                           const float *b, int N, int C, int OC)
+{
+    float beta = 0.0f;
+    if (b) {
+        for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, b, (size_t)OC * sizeof(float));
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, C, 1.0f, inp, C, w, OC,
+                beta, out, OC);
+}
+
+void xsa_nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, int N, int C, int OC)
+{
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC, 1.0f, dout, OC, w, OC,
+                    1.0f, dinp, C);
+    if (dw)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N, 1.0f, inp, C, dout, OC,
+                    1.0f, dw, OC);
+    if (db)
+        for (int n = 0; n < N; n++) {
+            const float *d = dout + (size_t)n * OC;
+            for (int o = 0; o < OC; o++) db[o] += d[o];
+        }
+}
+
+/* ---- tied lm_head ------------------------------------------------------- */
+
+void xsa_nn_lmhead_forward(float *logits, const float *inp, const float *wte,
+                           int N, int C, int V)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, V, C, 1.0f, inp, C, wte, C, 0.0f,
+                logits, V);
+}
+
+void xsa_nn_lmhead_backward(float *dinp, float *dwte, const float *dlogits,
+                            const float *inp, const float *wte, int N, int C, int V)
+{
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1.0f, dlogits, V, wte, C,
+                    1.0f, dinp, C);
+    if (dwte)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1.0f, dlogits, V, inp, C,
+                    1.0f, dwte, C);
+}
+
+/* ---- layernorm ---------------------------------------------------------- */
+
+void xsa_nn_layernorm_forward(float *out, float *mean, float *rstd,
+                              const float *inp, const float *w, const float *b,
+                              int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        double s = 0.0;
+        for (int c = 0; c < C; c++) s += x[c];
+        double m = s / C;
+        double v = 0.0;
+        for (int c = 0; c < C; c++) {
+            double d = x[c] - m;
+            v += d * d;
+        }
+        v /= C;
+        double r = 1.0 / sqrt(v + (double)XSA_NN_LN_EPS);
+        float *o = out + (size_t)n * C;
+        for (int c = 0; c < C; c++) o[c] = (float)((x[c] - m) * r) * w[c] + b[c];
+        mean[n] = (float)m;
+        rstd[n] = (float)r;
+    }
+}
+
+void xsa_nn_layernorm_backward(float *dinp, float *dw, float *db,
+                               const float *dout, const float *inp,
+                               const float *w, const float *mean,
+                               const float *rstd, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        const float *d = dout + (size_t)n * C;
+        float m = mean[n], r = rstd[n];
+        /* dinp = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) */
+        double dsum = 0.0, dnsum = 0.0;
+        for (int c = 0; c < C; c++) {
+            float norm = (x[c] - m) * r;
+            float dn = w[c] * d[c];
+            dsum += dn;
+            dnsum += (double)dn * norm;
+        }
+        float dmean = (float)(dsum / C), dnmean = (float)(dnsum / C);
+        for (int c = 0; c < C; c++) {
+            float norm = (x[c] - m) * r;
+            if (db) db[c] += d[c];
+            if (dw) dw[c] += norm * d[c];
+            if (dinp) dinp[(size_t)n * C + c] += (w[c] * d[c] - dmean - norm * dnmean) * r;
+        }
+    }
+}
+
+/* ---- gelu (exact) ------------------------------------------------------- */
+
+#define INV_SQRT2 0.70710678118654752440
+#define INV_SQRT2PI 0.39894228040143267794
+
+/* exp(x), 16 lanes, for x <= 88 (results below e^-87 flush to about 0):
+ * Cephes' expf reduction and polynomial, accurate to about 1 ulp. */
+#if defined(__AVX512F__)
+static inline __m512 exp512(__m512 x)
+{
+    /* operand order: a NaN x comes out as x, so NaN propagates */
+    x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    __m512 r2 = _mm512_mul_ps(r, r);
+    p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+#endif
+
+#if defined(__AVX512F__)
+/* Phi(x) = 0.5 (1 + erf(x / sqrt 2)), the normal CDF, through
+ * erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2), z = |x|/sqrt 2
+ * (the Chebyshev fit of Numerical Recipes' erfcc: fractional error below
+ * 1.2e-7 for every z >= 0, so Phi keeps its relative accuracy in the
+ * negative tail, where 1 + erf would cancel). In float, the rounding of z^2
+ * adds about 1.2e-7 z^2 relative error: measured max 1.8e-6 for gelu over
+ * values above 1e-7 in magnitude (tests/test_nn.c). */
+static inline __m512 phi512(__m512 x)
+{
+    __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps((float)INV_SQRT2));
+    __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f),
+                             _mm512_fmadd_ps(z, _mm512_set1_ps(0.5f), _mm512_set1_ps(1.0f)));
+    __m512 p = _mm512_set1_ps(0.17087277f);
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.82215223f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.48851587f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.13520398f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.27886807f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.18628806f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.09678418f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.37409196f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.00002368f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.26551223f));
+    p = _mm512_fnmadd_ps(z, z, p);
+    __m512 half_erfc = _mm512_mul_ps(_mm512_mul_ps(t, exp512(p)), _mm512_set1_ps(0.5f));
+    __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(1.0f), half_erfc), half_erfc);
+}
+#endif
+
+void xsa_nn_gelu_forward(float *out, const float *inp, size_t count)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= count; i += 16) {
+        __m512 x = _mm512_loadu_ps(inp + i);
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(x, phi512(x)));
+    }
+#endif
+    for (; i < count; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + erff(x * (float)INV_SQRT2));
+    }
+}
+
+void xsa_nn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t count)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    /* gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi) */
+    for (; i + 16 <= count; i += 16) {
+        __m512 x = _mm512_loadu_ps(inp + i);
+        __m512 pdf = _mm512_mul_ps(
+            exp512(_mm512_mul_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.5f))),
+            _mm512_set1_ps((float)INV_SQRT2PI));
+        __m512 d = _mm512_fmadd_ps(x, pdf, phi512(x));
+        _mm512_storeu_ps(dinp + i,
+                         _mm512_fmadd_ps(_mm512_loadu_ps(dout + i), d, _mm512_loadu_ps(dinp + i)));
+    }
+#endif
+    for (; i < count; i++) {
+        float x = inp[i];
+        float cdf = 0.5f * (1.0f + erff(x * (float)INV_SQRT2));
+        float pdf = (float)INV_SQRT2PI * expf(-0.5f * x * x);
+        dinp[i] += dout[i] * (cdf + x * pdf);
+    }
+}
+
+/* ---- residual ----------------------------------------------------------- */
+
+void xsa_nn_residual_forward(float *out, const float *a, const float *b, size_t count)
+{
+    for (size_t i = 0; i < count; i++) out[i] = a[i] + b[i];
+}
+
+void xsa_nn_residual_backward(float *da, float *db, const float *dout, size_t count)
+{
+    if (da)
+        for (size_t i = 0; i < count; i++) da[i] += dout[i];
+    if (db)
+        for (size_t i = 0; i < count; i++) db[i] += dout[i];
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+#define VN_EPS 1e-12f
+#define COS_EPS 1e-8
+
+/* The head-size loops of attention (n = HS), 16 lanes with a masked tail.
+ * At -O2 without -ffast-math GCC vectorizes neither (a float reduction, and
+ * pointers that may alias), and they are most of attention's time. */
+static inline float dot(const float *a, const float *b, int n)
+{
+#if defined(__AVX512F__)
+    __m512 acc = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+#else
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+#endif
+}
+
+/* y[0..n) += w * x[0..n) */
+static inline void axpy(float *y, float w, const float *x, int n)
+{
+#if defined(__AVX512F__)
+    __m512 vw = _mm512_set1_ps(w);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(vw, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, k,
+                              _mm512_fmadd_ps(vw, _mm512_maskz_loadu_ps(k, x + i),
+                                              _mm512_maskz_loadu_ps(k, y + i)));
+    }
+#else
+    for (int i = 0; i < n; i++) y[i] += w * x[i];
+#endif
+}
+
+static double cosine(const float *a, const float *b, int n)
+{
+    double ab = 0.0, aa = 0.0, bb = 0.0;
+    for (int i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    double den = sqrt(aa) * sqrt(bb);
+    return ab / (den > COS_EPS ? den : COS_EPS);
+}
+
+/* Probe statistics from the saved tensors of one forward (see nn.h). */
+static void attention_probe(double *probe, const float *out, const float *y,
+                            const float *att, const float *qkv, int B, int T,
+                            int C, int NH)
+{
+    int HS = C / NH, C3 = 3 * C;
+    for (int h = 0; h < NH; h++) {
+        double vc = 0.0, sa = 0.0, pre = 0.0, post = 0.0, pre1 = 0.0, post1 = 0.0;
+        for (int b = 0; b < B; b++) {
+            const float *base = qkv + (size_t)b * T * C3 + 2 * C + h * HS;
+            for (int i = 0; i < T; i++)
+                for (int j = 0; j < T; j++)
+                    if (i != j) vc += cosine(base + (size_t)i * C3, base + (size_t)j * C3, HS);
+            for (int t = 0; t < T; t++) {
+                const float *v = base + (size_t)t * C3;
+                size_t o = ((size_t)b * T + t) * C + h * HS;
+                double cp = cosine(y + o, v, HS), cz = cosine(out + o, v, HS);
+                sa += att[(((size_t)b * NH + h) * T + t) * T + t];
+                pre += cp;
+                post += cz;
+                if (t > 0) {
+                    pre1 += cp;
+                    post1 += cz;
+                }
+            }
+        }
+        double *p = probe + (size_t)h * XSA_NN_PROBE_N;
+        double nt = (double)B * T, nt1 = (double)B * (T - 1);
+        p[XSA_NN_PROBE_VALUE_COS] = T > 1 ? vc / (nt * (T - 1)) : 0.0;
+        p[XSA_NN_PROBE_SELF_ATTN] = sa / nt;
+        p[XSA_NN_PROBE_PRE_COS] = pre / nt;
+        p[XSA_NN_PROBE_POST_COS] = post / nt;
+        p[XSA_NN_PROBE_PRE_COS1] = T > 1 ? pre1 / nt1 : 0.0;
+        p[XSA_NN_PROBE_POST_COS1] = T > 1 ? post1 / nt1 : 0.0;
+    }
+}
+
+void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv,
+                              int B, int T, int C, int NH, float lambda,
+                              double *probe)
+{
+    int HS = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)HS);
+    int xsa = lambda != 0.0f;
+    float *ydst = xsa ? y : out;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * C3 + h * HS;
+                float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                float mx = -INFINITY;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * HS;
+                    float s = dot(q, k, HS) * scale;
+                    a[t2] = s;
+                    if (s > mx) mx = s;
+                }
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    a[t2] = expf(a[t2] - mx);
+                    sum += a[t2];
+                }
+                float inv = 1.0f / sum;
+                for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+                float *yo = ydst + ((size_t)b * T + t) * C + h * HS;
+                for (int i = 0; i < HS; i++) yo[i] = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++)
+                    axpy(yo, a[t2], qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS, HS);
+                if (xsa) {
+                    /* Z = Y - lambda (Y.Vn) Vn, Vn = V / max(|V|, eps) */
+                    const float *v = qkv + ((size_t)b * T + t) * C3 + 2 * C + h * HS;
+                    float nv = sqrtf(dot(v, v, HS));
+                    float r = 1.0f / (nv > VN_EPS ? nv : VN_EPS);
+                    float s = dot(yo, v, HS) * r;
+                    float f = lambda * s * r;
+                    float *zo = out + ((size_t)b * T + t) * C + h * HS;
+                    for (int i = 0; i < HS; i++) zo[i] = yo[i] - f * v[i];
+                }
+            }
+    if (probe) attention_probe(probe, out, ydst, att, qkv, B, T, C, NH);
+}
+
+size_t xsa_nn_attention_scratch_floats(int B, int T, int C, int NH)
+{
+    (void)NH;
+    return (size_t)B * T * C + (size_t)T;
+}
+
+void xsa_nn_attention_backward(float *dqkv, float *scratch, const float *dout,
+                               const float *qkv, const float *att, const float *y,
+                               int B, int T, int C, int NH, float lambda)
+{
+    int HS = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)HS);
+    const float *dy = dout;
+    float *datt = scratch + (size_t)B * T * C;
+    if (lambda != 0.0f) {
+        /* Through the projection: with s = Y.Vn, g = dZ.Vn,
+         *   dY  = dZ - lambda g Vn
+         *   dVn = -lambda (s dZ + g Y)
+         *   dV  = (dVn - (dVn.Vn) Vn) / |V|   (or dVn / eps when |V| <= eps) */
+        float *dyw = scratch;
+        for (size_t bt = 0; bt < (size_t)B * T; bt++)
+            for (int h = 0; h < NH; h++) {
+                const float *v = qkv + bt * C3 + 2 * C + h * HS;
+                float *dv = dqkv + bt * C3 + 2 * C + h * HS;
+                const float *yy = y + bt * C + h * HS;
+                const float *dz = dout + bt * C + h * HS;
+                float *dyo = dyw + bt * C + h * HS;
+                float nv = sqrtf(dot(v, v, HS));
+                float r = 1.0f / (nv > VN_EPS ? nv : VN_EPS);
+                float s = dot(yy, v, HS) * r, g = dot(dz, v, HS) * r;
+                float dvn_vn = 0.0f;
+                for (int i = 0; i < HS; i++) {
+                    float vn = v[i] * r;
+                    dyo[i] = dz[i] - lambda * g * vn;
+                    dvn_vn += -lambda * (s * dz[i] + g * yy[i]) * vn;
+                }
+                int normal = nv > VN_EPS;
+                for (int i = 0; i < HS; i++) {
+                    float vn = v[i] * r;
+                    float dvn = -lambda * (s * dz[i] + g * yy[i]);
+                    dv[i] += normal ? (dvn - dvn_vn * vn) * r : dvn * r;
+                }
+            }
+        dy = dyw;
+    }
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                const float *dyt = dy + ((size_t)b * T + t) * C + h * HS;
+                const float *q = qkv + ((size_t)b * T + t) * C3 + h * HS;
+                float *dq = dqkv + ((size_t)b * T + t) * C3 + h * HS;
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    size_t row = ((size_t)b * T + t2) * C3;
+                    const float *v = qkv + row + 2 * C + h * HS;
+                    float *dv = dqkv + row + 2 * C + h * HS;
+                    datt[t2] = dot(dyt, v, HS);
+                    sum += a[t2] * datt[t2];
+                    axpy(dv, a[t2], dyt, HS);
+                }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    size_t row = ((size_t)b * T + t2) * C3;
+                    const float *k = qkv + row + C + h * HS;
+                    float *dk = dqkv + row + C + h * HS;
+                    float dpre = a[t2] * (datt[t2] - sum) * scale;
+                    axpy(dq, dpre, k, HS);
+                    axpy(dk, dpre, q, HS);
+                }
+            }
+}
+
+/* ---- cross-entropy ------------------------------------------------------ */
+
+/* One row: returns log(sum exp(l - max)) + max, and writes the unnormalised
+ * exponentials to pr (may alias l) when non-NULL; *ssum gets their sum. */
+static double row_lse(const float *l, float *pr, int V, double *ssum)
+{
+    float mx = -INFINITY;
+    int i = 0;
+#if defined(__AVX512F__)
+    __m512 vm = _mm512_set1_ps(-INFINITY);
+    for (; i + 16 <= V; i += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(l + i));
+    mx = _mm512_reduce_max_ps(vm);
+#endif
+    for (; i < V; i++)
+        if (l[i] > mx) mx = l[i];
+    double sum = 0.0;
+    i = 0;
+#if defined(__AVX512F__)
+    __m512 vmx = _mm512_set1_ps(mx), acc = _mm512_setzero_ps();
+    for (; i + 16 <= V; i += 16) {
+        __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(l + i), vmx));
+        if (pr) _mm512_storeu_ps(pr + i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    {
+        float lanes[16];
+        _mm512_storeu_ps(lanes, acc);
+        for (int k = 0; k < 16; k++) sum += lanes[k];
+    }
+#endif
+    for (; i < V; i++) {
+        float e = expf(l[i] - mx);
+        if (pr) pr[i] = e;
+        sum += e;
+    }
+    *ssum = sum;
+    return log(sum) + mx;
+}
+
+typedef struct {
+    int task; /* 0 forward, 1 backward */
+    int r0, r1, V, N;
+    const float *logits;
+    float *probs, *pscale, *losses, *dlogits;
+    const float *cprobs, *cpscale;
+    const int32_t *targets;
+    float dloss;
+    double total;
+} ce_job;
+
+static void ce_rows(ce_job *j)
+{
+    size_t V = (size_t)j->V;
+    if (j->task == 0) {
+        double total = 0.0;
+        for (int n = j->r0; n < j->r1; n++) {
+            const float *l = j->logits + n * V;
+            float lt = l[j->targets[n]]; /* read before pr may overwrite it */
+            double sum;
+            double lse = row_lse(l, j->probs ? j->probs + n * V : NULL, j->V, &sum);
+            double loss = lse - lt;
+            if (j->pscale) j->pscale[n] = (float)(1.0 / sum);
+            if (j->losses) j->losses[n] = (float)loss;
+            total += loss;
+        }
+        j->total = total;
+    } else {
+        float g = j->dloss / (float)j->N;
+        for (int n = j->r0; n < j->r1; n++) {
+            const float *p = j->cprobs + n * V;
+            float *d = j->dlogits + n * V;
+            float s = j->cpscale[n] * g;
+            size_t i = 0;
+#if defined(__AVX512F__)
+            __m512 vs = _mm512_set1_ps(s);
+            for (; i + 16 <= V; i += 16)
+                _mm512_storeu_ps(d + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), vs));
+#endif
+            for (; i < V; i++) d[i] = p[i] * s;
+            d[j->targets[n]] -= g;
+        }
+    }
+}
+
+static void *ce_thread(void *arg)
+{
+    ce_rows(arg);
+    return NULL;
+}
+
+#define CE_MAX_THREADS 16
+
+/* Splits rows [0,N) over up to nthreads threads (the caller's thread takes
+ * the first share); falls back to one thread if creation fails. */
+static double ce_run(ce_job *proto, int nthreads)
+{
+    int N = proto->N;
+    if (nthreads > CE_MAX_THREADS) nthreads = CE_MAX_THREADS;
+    if ((size_t)N * proto->V < ((size_t)1 << 20) || nthreads > N) nthreads = 1;
+    if (nthreads < 1) nthreads = 1;
+    ce_job jobs[CE_MAX_THREADS];
+    pthread_t tid[CE_MAX_THREADS];
+    int started[CE_MAX_THREADS] = {0};
+    for (int k = 0; k < nthreads; k++) {
+        jobs[k] = *proto;
+        jobs[k].r0 = (int)((long)N * k / nthreads);
+        jobs[k].r1 = (int)((long)N * (k + 1) / nthreads);
+        jobs[k].total = 0.0;
+    }
+    for (int k = 1; k < nthreads; k++)
+        started[k] = pthread_create(&tid[k], NULL, ce_thread, &jobs[k]) == 0;
+    ce_rows(&jobs[0]);
+    double total = jobs[0].total;
+    for (int k = 1; k < nthreads; k++) {
+        if (started[k])
+            pthread_join(tid[k], NULL);
+        else
+            ce_rows(&jobs[k]);
+        total += jobs[k].total;
+    }
+    return total;
+}
+
+double xsa_nn_crossentropy_forward(float *probs, float *pscale, float *losses,
+                                   const float *logits, const int32_t *targets,
+                                   int N, int V, int nthreads)
+{
+    ce_job j = {0};
+    j.task = 0;
+    j.N = N;
+    j.V = V;
+    j.logits = logits;
+    j.probs = probs;
+    j.pscale = pscale;
+    j.losses = losses;
+    j.targets = targets;
+    return ce_run(&j, nthreads) / N;
+}
+
+void xsa_nn_crossentropy_backward(float *dlogits, const float *probs,
+                                  const float *pscale, const int32_t *targets,
+                                  float dloss, int N, int V, int nthreads)
+{
+    ce_job j = {0};
+    j.task = 1;
+    j.N = N;
+    j.V = V;
+    j.cprobs = probs;
+    j.dlogits = dlogits;
+    j.cpscale = pscale;
+    j.targets = targets;
+    j.dloss = dloss;
+    ce_run(&j, nthreads);
+}

@@ -1,0 +1,141 @@
+/*
+ * nn.h: the fused layer kernels of the GPT model, as forward/backward pairs
+ * over raw contiguous float arrays (llm.c style). The GPT model (gpt.c) calls
+ * them directly on its parameter/activation blocks; the autograd layer wraps
+ * them as ops for Lua users.
+ *
+ * Dimension letters: B batch, T time, C channels (d_model), V vocabulary,
+ * NH heads, HS = C/NH head size, N = B*T rows, OC output channels.
+ *
+ * Conventions:
+ *   - Every array is contiguous row-major with the shape given in brackets.
+ *   - Backward functions ADD into gradient buffers (dinp, dw, db, ...); the
+ *     caller zeroes them first. Any gradient pointer may be NULL when that
+ *     gradient is not wanted. Exception: the cross-entropy backward WRITES
+ *     dlogits (it is the first gradient of the chain; it may alias probs).
+ *   - Inputs are trusted (sizes positive, token ids in range): callers
+ *     validate. These functions cannot fail except where they return int.
+ *
+ * Non-goals: strided inputs, other dtypes, dropout.
+ *
+ * Example (one linear layer, forward and backward):
+ *   xsa_nn_linear_forward(out, x, w, b, N, C, OC);
+ *   ... dout = dLoss/dout ...
+ *   xsa_nn_linear_backward(dx, dw, db, dout, x, w, N, C, OC);  // adds
+ */
+#ifndef XSA_NN_H
+#define XSA_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- embedding --------------------------------------------------------
+ * out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]
+ * inp[B,T] int32 in [0,V); wte[V,C]; wpe[>=T,C] */
+void xsa_nn_embedding_forward(float *out, const int32_t *inp, const float *wte,
+                              const float *wpe, int B, int T, int C);
+/* dwte[V,C] += scatter(dout); dwpe[T,C] += sum over b of dout[b] */
+void xsa_nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
+                               const int32_t *inp, int B, int T, int C);
+
+/* ---- linear (GPT-2 Conv1D: weight stored input-major) -----------------
+ * out[N,OC] = inp[N,C] w[C,OC] + b[OC]   (b may be NULL) */
+void xsa_nn_linear_forward(float *out, const float *inp, const float *w,
+                           const float *b, int N, int C, int OC);
+/* dinp[N,C] += dout w^T; dw[C,OC] += inp^T dout; db[OC] += sum_n dout */
+void xsa_nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, int N, int C, int OC);
+
+/* ---- tied lm_head -------------------------------------------------------
+ * logits[N,V] = inp[N,C] wte[V,C]^T */
+void xsa_nn_lmhead_forward(float *logits, const float *inp, const float *wte,
+                           int N, int C, int V);
+/* dinp[N,C] += dlogits wte; dwte[V,C] += dlogits^T inp */
+void xsa_nn_lmhead_backward(float *dinp, float *dwte, const float *dlogits,
+                            const float *inp, const float *wte, int N, int C, int V);
+
+/* ---- layernorm over the last dimension (eps 1e-5, biased variance) ------
+ * out[N,C] = (inp - mean) * rstd * w + b; saves mean[N], rstd[N] */
+#define XSA_NN_LN_EPS 1e-5f
+void xsa_nn_layernorm_forward(float *out, float *mean, float *rstd,
+                              const float *inp, const float *w, const float *b,
+                              int N, int C);
+/* dinp[N,C] += ..., dw[C] += ..., db[C] += ... (uses the saved mean/rstd) */
+void xsa_nn_layernorm_backward(float *dinp, float *dw, float *db,
+                               const float *dout, const float *inp,
+                               const float *w, const float *mean,
+                               const float *rstd, int N, int C);
+
+/* ---- GELU, exact: x * 0.5 * (1 + erf(x / sqrt 2)) --------------------------
+ * out[n] for n < count; out may alias inp in the forward */
+void xsa_nn_gelu_forward(float *out, const float *inp, size_t count);
+/* dinp[n] += dout[n] * gelu'(inp[n]) */
+void xsa_nn_gelu_backward(float *dinp, const float *inp, const float *dout,
+                          size_t count);
+
+/* ---- residual ---------------------------------------------------------
+ * out = a + b (count elements; out may alias a or b) */
+void xsa_nn_residual_forward(float *out, const float *a, const float *b, size_t count);
+/* da += dout; db += dout */
+void xsa_nn_residual_backward(float *da, float *db, const float *dout, size_t count);
+
+/* ---- causal multi-head self attention, SA or XSA -----------------------
+ * qkv[B,T,3C]: q, k, v in that order along the last dim, each [C] split into
+ * NH heads of HS consecutive channels. Per (b, head):
+ *   att = softmax(q k^T / sqrt(HS) + causal mask)      att[B,NH,T,T]
+ *   Y   = att v                                         y[B,T,C]
+ *   Vn  = v / max(||v||, 1e-12)          (per head and token)
+ *   Z   = Y - lambda (Y . Vn) Vn                         out[B,T,C]
+ * heads concatenated along C in out and y. att's upper triangle (t2 > t) is
+ * written as 0. lambda == 0 is plain SA: the projection is skipped, y may be
+ * NULL (then nothing is saved) and out = Y.
+ * When lambda != 0, y must be non-NULL: the backward needs it.
+ *
+ * probe: NULL, or NH * XSA_NN_PROBE_N doubles receiving, for each head h,
+ * probe[h*XSA_NN_PROBE_N + k] = the means over this batch of the statistics
+ * below, with cos(a,b) = a.b / max(|a||b|, 1e-8):
+ *   XSA_NN_PROBE_VALUE_COS  mean cos(v_i, v_j), ordered pairs i != j of all T
+ *                           positions of a sequence (0 when T == 1)
+ *   XSA_NN_PROBE_SELF_ATTN  mean a_ii over all positions (incl. 0)
+ *   XSA_NN_PROBE_PRE_COS    mean cos(y_i, v_i), all positions
+ *   XSA_NN_PROBE_POST_COS   mean cos(z_i, v_i), all positions (z = y for SA)
+ *   XSA_NN_PROBE_PRE_COS1   as PRE_COS over positions 1..T-1 (0 when T == 1)
+ *   XSA_NN_PROBE_POST_COS1  as POST_COS over positions 1..T-1
+ */
+enum {
+    XSA_NN_PROBE_VALUE_COS = 0,
+    XSA_NN_PROBE_SELF_ATTN,
+    XSA_NN_PROBE_PRE_COS,
+    XSA_NN_PROBE_POST_COS,
+    XSA_NN_PROBE_PRE_COS1,
+    XSA_NN_PROBE_POST_COS1,
+    XSA_NN_PROBE_N
+};
+void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv,
+                              int B, int T, int C, int NH, float lambda,
+                              double *probe);
+/* Floats of scratch the backward needs (B*T*C + T). */
+size_t xsa_nn_attention_scratch_floats(int B, int T, int C, int NH);
+/* dqkv[B,T,3C] += d(loss)/d(qkv) given dout[B,T,C] = d(loss)/dZ, the saved
+ * att and y (y unused, may be NULL, when lambda == 0) and the same qkv.
+ * scratch: xsa_nn_attention_scratch_floats() floats, contents irrelevant. */
+void xsa_nn_attention_backward(float *dqkv, float *scratch, const float *dout,
+                               const float *qkv, const float *att, const float *y,
+                               int B, int T, int C, int NH, float lambda);
+
+/* ---- cross-entropy from logits (natural log, mean over the N rows) ------
+ * logits[N,V], targets[N] in [0,V). Returns the mean loss (computed in
+ * double). When probs is non-NULL the softmax is saved for the backward as
+ * probs[N,V] = exp(logits - rowmax) (unnormalised; may alias logits) and
+ * pscale[N] = 1 / sum of that row. losses[N] (optional) receives per-row
+ * losses. Splits the rows over `nthreads` POSIX threads (<= 1: none). */
+double xsa_nn_crossentropy_forward(float *probs, float *pscale, float *losses,
+                                   const float *logits, const int32_t *targets,
+                                   int N, int V, int nthreads);
+/* dlogits[N,V] = (probs * pscale - onehot(targets)) * dloss / N  (WRITTEN,
+ * not added; may alias probs). */
+void xsa_nn_crossentropy_backward(float *dlogits, const float *probs,
+                                  const float *pscale, const int32_t *targets,
+                                  float dloss, int N, int V, int nthreads);
+
+#endif

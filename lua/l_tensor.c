@@ -1,0 +1,1339 @@
+/*
+ * l_tensor.c: the `xsa.tensor` userdata and the `xsa.generator` RNG object.
+ *
+ * The Lua face is 1-based: element indices (t[i], get/set, narrow, select,
+ * argmax/argmin results) and dimension arguments (dim 1 = first, -1 = last)
+ * are converted here to the core's 0-based ones. Values (token ids, arange,
+ * randint) are values, not indices, and are not shifted.
+ *
+ * Every op routes through the xsa_ag_* wrappers, so autograd works from Lua
+ * (l_autograd.c adds requires_grad/backward/... to the same method table).
+ *
+ * Memory: a userdata box holds one reference to its tensor. Lua's collector
+ * sees only the small box, so large buffers are reported to it (a GC step
+ * worth their size, as torch7's THHeapUpdate does) and t:free() / <close>
+ * release early; a freed tensor raises "attempt to use a freed tensor".
+ *
+ * API (sizes as varargs or one table; trailing dtype "float32"|"int32" and/or
+ * {dtype=, requires_grad=} where it makes sense):
+ *   xsa.tensor(data) zeros ones full(sizes..., v) arange([start,] stop [,step])
+ *   rand randn randint(lo, hi, sizes...) ([g,] first: an xsa.generator(seed))
+ *   zeros_like ones_like full_like rand_like randn_like  cat stack where
+ *   matmul allclose manual_seed is_tensor live_bytes
+ *   t: shape size stride dim numel dtype is_contiguous get set item totable
+ *      view reshape expand transpose T permute narrow select unsqueeze squeeze
+ *      contiguous clone float int flatten split chunk
+ *      add sub mul div pow maximum minimum eq ne lt le gt ge (+ - * / ^ unary -)
+ *      neg exp log sqrt tanh relu gelu abs sigmoid clamp masked_fill matmul mm
+ *      sum mean max min argmax argmin var std softmax log_softmax
+ *      add_ sub_ mul_ div_ fill_ copy_ zero_  free  allclose equal
+ *      t[i], t[i] = v, #t, tostring(t), t.grad
+ *
+ * Non-goals: algorithms (all in core/), fancy indexing with tensors or
+ * ranges (use narrow/select), dtypes beyond float32/int32.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lxsa.h"
+
+#define GEN_MT "xsa.generator"
+
+typedef struct {
+    xsa_tensor *t;
+} tbox;
+
+/* ---- boxes --------------------------------------------------------------- */
+
+static tbox *newbox(lua_State *L)
+{
+    tbox *b = lua_newuserdatauv(L, sizeof *b, 1);
+    b->t = NULL;
+    luaL_setmetatable(L, XSA_TENSOR_MT);
+    return b;
+}
+
+/* Tells the collector about a big buffer that just appeared behind a small
+ * box, so garbage tensors in a loop are reclaimed before memory runs out:
+ * a GC step worth the buffer, and (torch7's THHeapUpdate idea) a full
+ * collection whenever the bytes held by live storages double past a soft
+ * limit. The step alone is not enough: results of metamethods (t + 1) were
+ * seen to escape it for hundreds of iterations. */
+static size_t heap_soft_limit = (size_t)256 << 20;
+
+static void account(lua_State *L, const xsa_tensor *t)
+{
+    size_t nb = t->storage->nbytes;
+    /* a fresh result covers its whole storage; a view of a big tensor (t[i]
+     * in a loop) brings no new memory and must not drive the collector */
+    int fresh = t->storage->refcount <= 2 && t->offset == 0 &&
+                (size_t)xsa_tensor_numel(t) * xsa_dtype_size(t->dtype) == nb;
+    if (nb < ((size_t)256 << 10) || !fresh) return;
+    size_t kb = nb >> 10;
+    lua_gc(L, LUA_GCSTEP, kb > 1u << 30 ? 1 << 30 : (int)kb);
+    size_t live = xsa_storage_live_bytes();
+    if (live > heap_soft_limit) {
+        lua_gc(L, LUA_GCCOLLECT);
+        live = xsa_storage_live_bytes();
+        size_t floor = (size_t)256 << 20;
+        heap_soft_limit = live * 2 > floor ? live * 2 : floor;
+    }
+}
+
+int xsa_lua_corefail(lua_State *L)
+{
+    return luaL_error(L, "%s", xsa_last_error());
+}
+
+void xsa_lua_pushtensor(lua_State *L, xsa_tensor *t)
+{
+    if (!t) {
+        xsa_lua_corefail(L);
+        return;
+    }
+    tbox *b = newbox(L);
+    b->t = t;
+    account(L, t);
+}
+
+xsa_tensor *xsa_lua_testtensor(lua_State *L, int idx)
+{
+    tbox *b = luaL_testudata(L, idx, XSA_TENSOR_MT);
+    if (!b) return NULL;
+    if (!b->t) luaL_error(L, "attempt to use a freed tensor");
+    return b->t;
+}
+
+xsa_tensor *xsa_lua_checktensor(lua_State *L, int idx)
+{
+    tbox *b = luaL_checkudata(L, idx, XSA_TENSOR_MT);
+    if (!b->t) luaL_error(L, "attempt to use a freed tensor");
+    return b->t;
+}
+
+#define check xsa_lua_checktensor
+#define push xsa_lua_pushtensor
+
+static int t_gc(lua_State *L)
+{
+    tbox *b = luaL_checkudata(L, 1, XSA_TENSOR_MT);
+    if (b->t) {
+        xsa_tensor_free(b->t);
+        b->t = NULL;
+    }
+    return 0;
+}
+
+/* ---- argument helpers ----------------------------------------------------- */
+
+static int64_t checkint(lua_State *L, int arg)
+{
+    int ok;
+    lua_Integer v = lua_tointegerx(L, arg, &ok);
+    if (!ok) {
+        if (lua_type(L, arg) == LUA_TNUMBER)
+            luaL_argerror(L, arg, lua_pushfstring(L, "number has no integer representation (got %s)",
+                                                  luaL_tolstring(L, arg, NULL)));
+        luaL_typeerror(L, arg, "integer");
+    }
+    return (int64_t)v;
+}
+
+/* A 1-based (or negative, from the end) dimension to the core's 0-based one.
+ * `extra` is 1 for unsqueeze, whose range includes one past the end. */
+static int checkdim_x(lua_State *L, int arg, int ndim, int extra)
+{
+    int64_t d = checkint(L, arg);
+    int n = ndim + extra;
+    if (d == 0 || d > n || d < -n) {
+        if (n == 0)
+            return luaL_argerror(L, arg, "a 0-d tensor has no dimensions");
+        return luaL_argerror(L, arg, lua_pushfstring(L, "dimension %d out of range (expected 1..%d or -%d..-1)",
+                                                     (int)d, n, n));
+    }
+    return d > 0 ? (int)(d - 1) : (int)(d + n);
+}
+
+static int checkdim(lua_State *L, int arg, int ndim) { return checkdim_x(L, arg, ndim, 0); }
+
+/* 1-based (negative from the end) index into a dimension of `size`. */
+static int64_t checkindex(lua_State *L, int arg, int64_t size, int dim)
+{
+    int64_t i = checkint(L, arg);
+    int64_t j = i < 0 ? i + size + 1 : i;
+    if (j < 1 || j > size)
+        luaL_argerror(L, arg, lua_pushfstring(L, "index %I out of range for dimension %d of size %I",
+                                              (lua_Integer)i, dim + 1, (lua_Integer)size));
+    return j - 1;
+}
+
+static xsa_dtype checkdtype(lua_State *L, int arg)
+{
+    static const char *const names[] = {"float32", "int32", "float", "int", NULL};
+    int k = luaL_checkoption(L, arg, NULL, names);
+    return (k == 0 || k == 2) ? XSA_FLOAT32 : XSA_INT32;
+}
+
+typedef struct {
+    int ndim;
+    int64_t shape[XSA_MAX_DIMS];
+    xsa_dtype dt;
+    int dt_set; /* a dtype was given */
+    int requires_grad;
+} spec;
+
+/* An options table: not an array (no [1]); {dtype=..., requires_grad=...}. */
+static int is_options(lua_State *L, int idx)
+{
+    if (lua_type(L, idx) != LUA_TTABLE) return 0;
+    int t = lua_rawgeti(L, idx, 1);
+    lua_pop(L, 1);
+    return t == LUA_TNIL;
+}
+
+static void read_options(lua_State *L, int idx, spec *sp)
+{
+    if (lua_getfield(L, idx, "dtype") != LUA_TNIL) {
+        sp->dt = checkdtype(L, lua_gettop(L));
+        sp->dt_set = 1;
+    }
+    lua_pop(L, 1);
+    lua_getfield(L, idx, "requires_grad");
+    sp->requires_grad = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+}
+
+/* Strips a trailing options table and dtype string from [first, *last]. */
+static void read_tail(lua_State *L, int first, int *last, spec *sp)
+{
+    if (*last >= first && is_options(L, *last)) read_options(L, (*last)--, sp);
+    if (*last >= first && lua_type(L, *last) == LUA_TSTRING) {
+        sp->dt = checkdtype(L, (*last)--);
+        sp->dt_set = 1;
+    }
+}
+
+static int64_t checksize(lua_State *L, int arg, int64_t v)
+{
+    if (v < 0) luaL_argerror(L, arg, lua_pushfstring(L, "size must be non-negative (got %I)", (lua_Integer)v));
+    if (v > XSA_MAX_NUMEL)
+        luaL_argerror(L, arg, lua_pushfstring(L, "size %I is too large", (lua_Integer)v));
+    return v;
+}
+
+/* Sizes from args [first, last]: either one table {2,3} or integers 2, 3. */
+static void read_sizes(lua_State *L, int first, int last, spec *sp)
+{
+    sp->ndim = 0;
+    if (last == first && lua_type(L, first) == LUA_TTABLE) {
+        lua_Integer n = luaL_len(L, first);
+        if (n > XSA_MAX_DIMS)
+            luaL_argerror(L, first, lua_pushfstring(L, "at most %d dimensions", XSA_MAX_DIMS));
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, first, i);
+            int ok;
+            lua_Integer v = lua_tointegerx(L, -1, &ok);
+            if (!ok)
+                luaL_argerror(L, first, lua_pushfstring(L, "size %d must be an integer (got %s)", (int)i,
+                                                        luaL_typename(L, -1)));
+            sp->shape[sp->ndim++] = checksize(L, first, v);
+            lua_pop(L, 1);
+        }
+        return;
+    }
+    if (last - first + 1 > XSA_MAX_DIMS)
+        luaL_argerror(L, first, lua_pushfstring(L, "at most %d dimensions", XSA_MAX_DIMS));
+    for (int a = first; a <= last; a++) sp->shape[sp->ndim++] = checksize(L, a, checkint(L, a));
+}
+
+static void spec_init(spec *sp)
+{
+    memset(sp, 0, sizeof *sp);
+    sp->dt = XSA_FLOAT32;
+}
+
+/* Pushes a fresh tensor made by the core, applying requires_grad. */
+static void push_new(lua_State *L, xsa_tensor *t, const spec *sp)
+{
+    if (t && sp->requires_grad && xsa_ag_set_requires_grad(t, 1) != 0) {
+        xsa_tensor_free(t);
+        t = NULL;
+    }
+    push(L, t);
+}
+
+static xsa_rng *optgen(lua_State *L, int *first)
+{
+    xsa_rng *g = luaL_testudata(L, *first, GEN_MT);
+    if (g) (*first)++;
+    return g;
+}
+
+/* ---- constructors ---------------------------------------------------------- */
+
+static void nested_shape(lua_State *L, int idx, spec *sp)
+{
+    lua_pushvalue(L, idx);
+    for (;;) {
+        if (lua_type(L, -1) != LUA_TTABLE) break;
+        if (sp->ndim == XSA_MAX_DIMS)
+            luaL_argerror(L, 1, lua_pushfstring(L, "more than %d nested levels", XSA_MAX_DIMS));
+        lua_Integer n = luaL_len(L, -1);
+        sp->shape[sp->ndim++] = n;
+        if (n == 0) break;
+        lua_rawgeti(L, -1, 1);
+        lua_remove(L, -2);
+    }
+    lua_pop(L, 1);
+}
+
+/* Fills data[*pos ...] from the nested table at the top, checking that it is
+ * rectangular and holds numbers. */
+static void nested_fill(lua_State *L, const spec *sp, int depth, void *data, int64_t *pos)
+{
+    lua_Integer n = luaL_len(L, -1);
+    if (n != sp->shape[depth])
+        luaL_argerror(L, 1, lua_pushfstring(L, "ragged nested table: %I elements at depth %d, expected %I",
+                                            n, depth + 1, (lua_Integer)sp->shape[depth]));
+    for (lua_Integer i = 1; i <= n; i++) {
+        int ty = lua_rawgeti(L, -1, i);
+        if (depth + 1 < sp->ndim) {
+            if (ty != LUA_TTABLE)
+                luaL_argerror(L, 1, lua_pushfstring(L, "ragged nested table: %s at depth %d, expected a table",
+                                                    lua_typename(L, ty), depth + 2));
+            nested_fill(L, sp, depth + 1, data, pos);
+        } else {
+            if (ty != LUA_TNUMBER)
+                luaL_argerror(L, 1, lua_pushfstring(L, "element %I at depth %d is a %s, expected a number",
+                                                    i, depth + 1, lua_typename(L, ty)));
+            if (sp->dt == XSA_FLOAT32) {
+                ((float *)data)[(*pos)++] = (float)lua_tonumber(L, -1);
+            } else {
+                int ok;
+                lua_Integer v = lua_tointegerx(L, -1, &ok);
+                if (!ok || v < INT32_MIN || v > INT32_MAX)
+                    luaL_argerror(L, 1, lua_pushfstring(L, "element %s is not an int32", luaL_tolstring(L, -1, NULL)));
+                ((int32_t *)data)[(*pos)++] = (int32_t)v;
+            }
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/* xsa.tensor(data [, dtype] [, {requires_grad=, dtype=}]): data is a number,
+ * a nested table or a tensor (copied). */
+static int l_tensor(lua_State *L)
+{
+    spec sp;
+    spec_init(&sp);
+    int last = lua_gettop(L);
+    read_tail(L, 2, &last, &sp);
+    if (last > 1) return luaL_argerror(L, 2, "dtype string or options table expected");
+    xsa_tensor *src = xsa_lua_testtensor(L, 1);
+    if (src) {
+        xsa_tensor *t = xsa_tensor_to_dtype(src, sp.dt); /* a copy, outside any graph */
+        if (t && t == src) {
+            xsa_tensor_free(t);
+            t = xsa_tensor_clone(src);
+        }
+        push_new(L, t, &sp);
+        return 1;
+    }
+    if (lua_type(L, 1) == LUA_TNUMBER) {
+        push_new(L, xsa_tensor_full(sp.dt, 0, NULL, lua_tonumber(L, 1)), &sp);
+        return 1;
+    }
+    luaL_checktype(L, 1, LUA_TTABLE);
+    nested_shape(L, 1, &sp);
+    tbox *b = newbox(L); /* owns the tensor if filling raises */
+    b->t = xsa_tensor_new(sp.dt, sp.ndim, sp.shape);
+    if (!b->t) return xsa_lua_corefail(L);
+    int64_t pos = 0;
+    lua_pushvalue(L, 1);
+    nested_fill(L, &sp, 0, b->t->storage->data, &pos);
+    lua_pop(L, 1);
+    if (sp.requires_grad && xsa_ag_set_requires_grad(b->t, 1) != 0) return xsa_lua_corefail(L);
+    account(L, b->t);
+    return 1;
+}
+
+static int filled(lua_State *L, int kind)
+{
+    spec sp;
+    spec_init(&sp);
+    int last = lua_gettop(L);
+    read_tail(L, 1, &last, &sp);
+    double v = kind == 1 ? 1.0 : 0.0;
+    if (kind == 2) {
+        if (last < 1) return luaL_error(L, "bad argument #1 to 'full' (sizes and a value expected)");
+        v = luaL_checknumber(L, last--);
+    }
+    read_sizes(L, 1, last, &sp);
+    push_new(L, xsa_tensor_full(sp.dt, sp.ndim, sp.shape, v), &sp);
+    return 1;
+}
+
+static int l_zeros(lua_State *L) { return filled(L, 0); }
+static int l_ones(lua_State *L) { return filled(L, 1); }
+static int l_full(lua_State *L) { return filled(L, 2); }
+
+/* arange(stop) / arange(start, stop [, step]) [, dtype] [, opts]; PyTorch's
+ * half-open [start, stop). Integer arguments give int32 unless a dtype says. */
+static int l_arange(lua_State *L)
+{
+    spec sp;
+    spec_init(&sp);
+    int last = lua_gettop(L);
+    read_tail(L, 1, &last, &sp);
+    if (last < 1 || last > 3) return luaL_error(L, "bad argument #1 to 'arange' (1 to 3 numbers expected)");
+    double a[3] = {0, 0, 1};
+    int all_int = 1;
+    for (int i = 1; i <= last; i++) {
+        double v = luaL_checknumber(L, i);
+        if (!lua_isinteger(L, i)) all_int = 0;
+        a[last == 1 ? 1 : i - 1] = v;
+    }
+    if (!sp.dt_set && all_int) sp.dt = XSA_INT32;
+    push_new(L, xsa_tensor_arange(sp.dt, a[0], a[1], a[2]), &sp);
+    return 1;
+}
+
+static int random_tensor(lua_State *L, int kind)
+{
+    int first = 1;
+    xsa_rng *g = optgen(L, &first);
+    spec sp;
+    spec_init(&sp);
+    int last = lua_gettop(L);
+    read_tail(L, first, &last, &sp);
+    xsa_tensor *t;
+    if (kind == 2) {
+        if (last - first < 1) return luaL_error(L, "bad argument #%d to 'randint' (lo, hi and sizes expected)", first);
+        int64_t lo = checkint(L, first), hi = checkint(L, first + 1);
+        luaL_argcheck(L, hi > lo, first + 1, "hi must be greater than lo");
+        read_sizes(L, first + 2, last, &sp);
+        if (sp.requires_grad) return luaL_error(L, "randint: an int32 tensor cannot require grad");
+        t = xsa_tensor_randint(g, lo, hi, sp.ndim, sp.shape);
+    } else {
+        read_sizes(L, first, last, &sp);
+        if (sp.dt == XSA_INT32) return luaL_error(L, "%s: only float32 is supported", kind ? "randn" : "rand");
+        t = kind ? xsa_tensor_randn(g, sp.ndim, sp.shape, 0.0, 1.0) : xsa_tensor_rand(g, sp.ndim, sp.shape);
+    }
+    push_new(L, t, &sp);
+    return 1;
+}
+
+static int l_rand(lua_State *L) { return random_tensor(L, 0); }
+static int l_randn(lua_State *L) { return random_tensor(L, 1); }
+static int l_randint(lua_State *L) { return random_tensor(L, 2); }
+
+static uint64_t checkseed(lua_State *L, int arg)
+{
+    int64_t s = checkint(L, arg);
+    return (uint64_t)s;
+}
+
+static int l_generator(lua_State *L)
+{
+    uint64_t seed = luaL_opt(L, checkseed, 1, 0);
+    xsa_rng *g = lua_newuserdatauv(L, sizeof *g, 0);
+    xsa_rng_seed(g, seed);
+    luaL_setmetatable(L, GEN_MT);
+    return 1;
+}
+
+static int l_manual_seed(lua_State *L)
+{
+    xsa_rng_seed(xsa_rng_global(), checkseed(L, 1));
+    return 0;
+}
+
+static int g_manual_seed(lua_State *L)
+{
+    xsa_rng *g = luaL_checkudata(L, 1, GEN_MT);
+    xsa_rng_seed(g, checkseed(L, 2));
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int g_tostring(lua_State *L)
+{
+    luaL_checkudata(L, 1, GEN_MT);
+    lua_pushfstring(L, "xsa.generator (%p)", lua_topointer(L, 1));
+    return 1;
+}
+
+/* ---- facts ------------------------------------------------------------------ */
+
+static void push_dims(lua_State *L, int n, const int64_t *v)
+{
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushinteger(L, v[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static int t_shape(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    push_dims(L, t->ndim, t->shape);
+    return 1;
+}
+
+static int t_size(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    if (lua_isnoneornil(L, 2)) return t_shape(L);
+    lua_pushinteger(L, t->shape[checkdim(L, 2, t->ndim)]);
+    return 1;
+}
+
+static int t_stride(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    if (!lua_isnoneornil(L, 2)) {
+        lua_pushinteger(L, t->stride[checkdim(L, 2, t->ndim)]);
+        return 1;
+    }
+    push_dims(L, t->ndim, t->stride);
+    return 1;
+}
+
+static int t_dim(lua_State *L)
+{
+    lua_pushinteger(L, check(L, 1)->ndim);
+    return 1;
+}
+
+static int t_numel(lua_State *L)
+{
+    lua_pushinteger(L, xsa_tensor_numel(check(L, 1)));
+    return 1;
+}
+
+static int t_len(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    if (t->ndim == 0) return luaL_error(L, "len() of a 0-d tensor");
+    lua_pushinteger(L, t->shape[0]);
+    return 1;
+}
+
+static int t_dtype(lua_State *L)
+{
+    lua_pushstring(L, xsa_dtype_name(check(L, 1)->dtype));
+    return 1;
+}
+
+static int t_is_contiguous(lua_State *L)
+{
+    lua_pushboolean(L, xsa_tensor_is_contiguous(check(L, 1)));
+    return 1;
+}
+
+static int t_tostring(lua_State *L)
+{
+    tbox *b = luaL_checkudata(L, 1, XSA_TENSOR_MT);
+    if (!b->t) {
+        lua_pushstring(L, "tensor(freed)");
+        return 1;
+    }
+    char *s = xsa_tensor_format(b->t);
+    if (!s) return xsa_lua_corefail(L);
+    size_t n = strlen(s);
+    const char *name = xsa_ag_grad_fn_name(b->t);
+    if (n > 0 && (name || b->t->requires_grad)) {
+        s[n - 1] = '\0'; /* the closing parenthesis */
+        if (name) lua_pushfstring(L, "%s, grad_fn=<%s>)", s, name);
+        else lua_pushfstring(L, "%s, requires_grad=True)", s);
+    } else {
+        lua_pushstring(L, s);
+    }
+    free(s);
+    return 1;
+}
+
+/* ---- element access --------------------------------------------------------- */
+
+static void push_value(lua_State *L, const xsa_tensor *t, double v)
+{
+    if (t->dtype == XSA_INT32) lua_pushinteger(L, (lua_Integer)v);
+    else lua_pushnumber(L, v);
+}
+
+/* Reads ndim 1-based indices from args first.. into ix. */
+static void read_index(lua_State *L, xsa_tensor *t, int first, int nargs, int64_t *ix)
+{
+    if (nargs != t->ndim)
+        luaL_error(L, "bad argument #%d to 'get' (%d indices for a tensor of %d dimensions)", first - 1,
+                   nargs, t->ndim);
+    for (int d = 0; d < t->ndim; d++) ix[d] = checkindex(L, first + d, t->shape[d], d);
+}
+
+static int t_get(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int64_t ix[XSA_MAX_DIMS];
+    read_index(L, t, 2, lua_gettop(L) - 1, ix);
+    double v;
+    if (xsa_tensor_get(t, ix, &v) != 0) return xsa_lua_corefail(L);
+    push_value(L, t, v);
+    return 1;
+}
+
+static int t_set(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int top = lua_gettop(L);
+    double v = luaL_checknumber(L, top);
+    int64_t ix[XSA_MAX_DIMS];
+    read_index(L, t, 2, top - 2, ix);
+    if (xsa_ag_check_inplace(t, "set") != 0) return xsa_lua_corefail(L);
+    if (xsa_tensor_set(t, ix, v) != 0) return xsa_lua_corefail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int t_item(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    if (xsa_tensor_numel(t) != 1) {
+        char b[128];
+        return luaL_error(L, "item: a tensor of shape %s has %d elements, not one",
+                          xsa_shape_str(t->ndim, t->shape, b, sizeof b), (int)xsa_tensor_numel(t));
+    }
+    int64_t ix[XSA_MAX_DIMS] = {0};
+    double v;
+    if (xsa_tensor_get(t, ix, &v) != 0) return xsa_lua_corefail(L);
+    push_value(L, t, v);
+    return 1;
+}
+
+static void totable_rec(lua_State *L, const xsa_tensor *t, int d, int64_t *ix)
+{
+    lua_createtable(L, (int)t->shape[d], 0);
+    for (int64_t i = 0; i < t->shape[d]; i++) {
+        ix[d] = i;
+        if (d + 1 == t->ndim) {
+            double v;
+            xsa_tensor_get(t, ix, &v);
+            push_value(L, t, v);
+        } else {
+            totable_rec(L, t, d + 1, ix);
+        }
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static int t_totable(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int64_t ix[XSA_MAX_DIMS] = {0};
+    if (t->ndim == 0) {
+        double v;
+        xsa_tensor_get(t, ix, &v);
+        push_value(L, t, v);
+        return 1;
+    }
+    luaL_checkstack(L, t->ndim + 4, "tensor too deep");
+    totable_rec(L, t, 0, ix);
+    return 1;
+}
+
+/* The grad box is cached in the tensor box's user value so `t.grad` gives the
+ * same userdata each time while t->grad is the same tensor. */
+static void push_grad(lua_State *L, int idx, xsa_tensor *t)
+{
+    if (!t->grad) {
+        lua_pushnil(L);
+        return;
+    }
+    lua_getiuservalue(L, idx, 1);
+    tbox *c = luaL_testudata(L, -1, XSA_TENSOR_MT);
+    if (c && c->t == t->grad) return;
+    lua_pop(L, 1);
+    xsa_tensor_retain(t->grad);
+    push(L, t->grad);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, idx, 1);
+}
+
+/* __index: methods, t.grad, and t[i] (a number for 1-D, a view otherwise). */
+static int t_index(lua_State *L)
+{
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        lua_pushvalue(L, 2);
+        if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+        const char *k = lua_tostring(L, 2);
+        if (strcmp(k, "grad") == 0) {
+            push_grad(L, 1, check(L, 1));
+            return 1;
+        }
+        return 1; /* nil */
+    }
+    xsa_tensor *t = check(L, 1);
+    if (lua_type(L, 2) != LUA_TNUMBER)
+        return luaL_error(L, "tensor index must be an integer or a method name (got %s)", luaL_typename(L, 2));
+    if (t->ndim == 0) return luaL_error(L, "cannot index a 0-d tensor (use :item())");
+    int64_t i = checkindex(L, 2, t->shape[0], 0);
+    if (t->ndim == 1) {
+        double v;
+        if (xsa_tensor_get(t, &i, &v) != 0) return xsa_lua_corefail(L);
+        push_value(L, t, v);
+        return 1;
+    }
+    push(L, xsa_ag_select(t, 0, i));
+    return 1;
+}
+
+/* t[i] = v: an element of a 1-D tensor, or fills / copies into a slice. */
+static int t_newindex(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "grad") == 0) {
+        xsa_tensor *g = lua_isnil(L, 3) ? NULL : check(L, 3);
+        if (g && (!xsa_tensor_same_shape(g, t) || g->dtype != XSA_FLOAT32))
+            return luaL_error(L, "grad: a float32 tensor of the tensor's shape expected");
+        if (g) xsa_tensor_retain(g);
+        xsa_tensor_free(t->grad);
+        t->grad = g;
+        return 0;
+    }
+    if (lua_type(L, 2) != LUA_TNUMBER)
+        return luaL_error(L, "cannot set field '%s' of a tensor", luaL_tolstring(L, 2, NULL));
+    if (t->ndim == 0) return luaL_error(L, "cannot index a 0-d tensor");
+    int64_t i = checkindex(L, 2, t->shape[0], 0);
+    if (xsa_ag_check_inplace(t, "__newindex") != 0) return xsa_lua_corefail(L);
+    if (t->ndim == 1) {
+        if (xsa_tensor_set(t, &i, luaL_checknumber(L, 3)) != 0) return xsa_lua_corefail(L);
+        return 0;
+    }
+    xsa_tensor *src = xsa_lua_testtensor(L, 3);
+    if (!src && lua_type(L, 3) != LUA_TNUMBER) return luaL_typeerror(L, 3, "number or tensor");
+    xsa_tensor *v = xsa_tensor_select(t, 0, i);
+    if (!v) return xsa_lua_corefail(L);
+    int rc = src ? xsa_tensor_copy_(v, src) : xsa_tensor_fill_(v, lua_tonumber(L, 3));
+    xsa_tensor_free(v);
+    if (rc != 0) return xsa_lua_corefail(L);
+    return 0;
+}
+
+static int t_free(lua_State *L)
+{
+    check(L, 1);
+    return t_gc(L);
+}
+
+/* ---- views -------------------------------------------------------------------- */
+
+/* Shape arguments that may hold -1 (view/reshape/expand). */
+static void read_shape_m1(lua_State *L, int first, spec *sp)
+{
+    int last = lua_gettop(L);
+    sp->ndim = 0;
+    if (last == first && lua_type(L, first) == LUA_TTABLE) {
+        lua_Integer n = luaL_len(L, first);
+        if (n > XSA_MAX_DIMS) luaL_argerror(L, first, "too many dimensions");
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, first, i);
+            int ok;
+            lua_Integer v = lua_tointegerx(L, -1, &ok);
+            if (!ok || v < -1 || v > XSA_MAX_NUMEL)
+                luaL_argerror(L, first, lua_pushfstring(L, "bad size at position %d", (int)i));
+            sp->shape[sp->ndim++] = v;
+            lua_pop(L, 1);
+        }
+        return;
+    }
+    if (last - first + 1 > XSA_MAX_DIMS) luaL_argerror(L, first, "too many dimensions");
+    for (int a = first; a <= last; a++) {
+        int64_t v = checkint(L, a);
+        if (v < -1 || v > XSA_MAX_NUMEL) luaL_argerror(L, a, "size must be -1 or non-negative");
+        sp->shape[sp->ndim++] = v;
+    }
+}
+
+static int t_view(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    spec sp;
+    read_shape_m1(L, 2, &sp);
+    push(L, xsa_ag_view(t, sp.ndim, sp.shape));
+    return 1;
+}
+
+static int t_reshape(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    spec sp;
+    read_shape_m1(L, 2, &sp);
+    push(L, xsa_ag_reshape(t, sp.ndim, sp.shape));
+    return 1;
+}
+
+static int t_expand(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    spec sp;
+    read_shape_m1(L, 2, &sp);
+    for (int i = 0; i < sp.ndim; i++) {
+        int j = i - (sp.ndim - t->ndim);
+        if (sp.shape[i] == -1) {
+            if (j < 0) return luaL_error(L, "expand: -1 is not allowed for a new leading dimension");
+            sp.shape[i] = t->shape[j];
+        }
+    }
+    push(L, xsa_ag_expand(t, sp.ndim, sp.shape));
+    return 1;
+}
+
+static int t_transpose(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int d0 = checkdim(L, 2, t->ndim), d1 = checkdim(L, 3, t->ndim);
+    push(L, xsa_ag_transpose(t, d0, d1));
+    return 1;
+}
+
+/* t:T(): the transpose of a 2-D tensor (reversed dimensions for n-D) */
+static int t_T(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int perm[XSA_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) perm[i] = t->ndim - 1 - i;
+    push(L, xsa_ag_permute(t, perm));
+    return 1;
+}
+
+static int t_permute(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int perm[XSA_MAX_DIMS], n;
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        n = (int)luaL_len(L, 2);
+        if (n != t->ndim)
+            return luaL_argerror(L, 2, lua_pushfstring(L, "%d dimensions for a tensor of %d", n, t->ndim));
+        for (int i = 0; i < n; i++) {
+            lua_rawgeti(L, 2, i + 1);
+            perm[i] = checkdim(L, lua_gettop(L), t->ndim);
+            lua_pop(L, 1);
+        }
+    } else {
+        n = lua_gettop(L) - 1;
+        if (n != t->ndim)
+            return luaL_error(L, "bad argument #1 to 'permute' (%d dimensions for a tensor of %d)", n, t->ndim);
+        for (int i = 0; i < n; i++) perm[i] = checkdim(L, i + 2, t->ndim);
+    }
+    push(L, xsa_ag_permute(t, perm));
+    return 1;
+}
+
+static int t_narrow(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int d = checkdim(L, 2, t->ndim);
+    int64_t start = checkindex(L, 3, t->shape[d], d);
+    int64_t len = checkint(L, 4);
+    luaL_argcheck(L, len >= 0 && start + len <= t->shape[d], 4,
+                  lua_pushfstring(L, "length %I from %I runs past size %I", (lua_Integer)len,
+                                  (lua_Integer)start + 1, (lua_Integer)t->shape[d]));
+    push(L, xsa_ag_narrow(t, d, start, len));
+    return 1;
+}
+
+static int t_select(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int d = checkdim(L, 2, t->ndim);
+    push(L, xsa_ag_select(t, d, checkindex(L, 3, t->shape[d], d)));
+    return 1;
+}
+
+static int t_unsqueeze(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    push(L, xsa_ag_unsqueeze(t, checkdim_x(L, 2, t->ndim, 1)));
+    return 1;
+}
+
+static int t_squeeze(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int d = lua_isnoneornil(L, 2) ? XSA_ALL_DIMS : checkdim(L, 2, t->ndim);
+    push(L, xsa_ag_squeeze(t, d));
+    return 1;
+}
+
+static int t_contiguous(lua_State *L)
+{
+    push(L, xsa_ag_contiguous(check(L, 1)));
+    return 1;
+}
+
+static int t_clone(lua_State *L)
+{
+    push(L, xsa_ag_clone(check(L, 1)));
+    return 1;
+}
+
+static int to_dtype(lua_State *L, xsa_dtype dt)
+{
+    xsa_tensor *t = check(L, 1);
+    if (t->dtype == dt) {
+        lua_settop(L, 1);
+        return 1;
+    }
+    push(L, xsa_tensor_to_dtype(t, dt));
+    return 1;
+}
+
+static int t_float(lua_State *L) { return to_dtype(L, XSA_FLOAT32); }
+static int t_int(lua_State *L) { return to_dtype(L, XSA_INT32); }
+
+/* ---- arithmetic ----------------------------------------------------------------- */
+
+static int binary(lua_State *L, xsa_binop op, const char *name)
+{
+    xsa_tensor *a = xsa_lua_testtensor(L, 1), *b = xsa_lua_testtensor(L, 2);
+    if (a && b) {
+        push(L, xsa_ag_binary(op, a, b));
+    } else if (a) {
+        if (lua_type(L, 2) != LUA_TNUMBER)
+            return luaL_error(L, "bad argument #2 to '%s' (tensor or number expected, got %s)", name,
+                              luaL_typename(L, 2));
+        push(L, xsa_ag_binary_scalar(op, a, lua_tonumber(L, 2), 0));
+    } else if (b) {
+        if (lua_type(L, 1) != LUA_TNUMBER)
+            return luaL_error(L, "bad argument #1 to '%s' (tensor or number expected, got %s)", name,
+                              luaL_typename(L, 1));
+        push(L, xsa_ag_binary_scalar(op, b, lua_tonumber(L, 1), 1));
+    } else {
+        return luaL_error(L, "bad argument #1 to '%s' (tensor expected, got %s)", name, luaL_typename(L, 1));
+    }
+    return 1;
+}
+
+#define BINOP(fn, op, name) \
+    static int fn(lua_State *L) { return binary(L, op, name); }
+BINOP(t_add, XSA_ADD, "add")
+BINOP(t_sub, XSA_SUB, "sub")
+BINOP(t_mul, XSA_MUL, "mul")
+BINOP(t_div, XSA_DIV, "div")
+BINOP(t_pow, XSA_POW, "pow")
+BINOP(t_maximum, XSA_MAXIMUM, "maximum")
+BINOP(t_minimum, XSA_MINIMUM, "minimum")
+BINOP(t_eq, XSA_EQ, "eq")
+BINOP(t_ne, XSA_NE, "ne")
+BINOP(t_lt, XSA_LT, "lt")
+BINOP(t_le, XSA_LE, "le")
+BINOP(t_gt, XSA_GT, "gt")
+BINOP(t_ge, XSA_GE, "ge")
+
+static int unary(lua_State *L, xsa_unop op)
+{
+    push(L, xsa_ag_unary(op, check(L, 1)));
+    return 1;
+}
+
+#define UNOP(fn, op) \
+    static int fn(lua_State *L) { return unary(L, op); }
+UNOP(t_neg, XSA_NEG)
+UNOP(t_exp, XSA_EXP)
+UNOP(t_log, XSA_LOG)
+UNOP(t_sqrt, XSA_SQRT)
+UNOP(t_tanh, XSA_TANH)
+UNOP(t_relu, XSA_RELU)
+UNOP(t_gelu, XSA_GELU)
+UNOP(t_abs, XSA_ABS)
+UNOP(t_sigmoid, XSA_SIGMOID)
+
+/* number or tensor argument as a tensor; numbers become 0-d tensors pushed on
+ * the stack (so nothing leaks if a later step raises). */
+static xsa_tensor *totensor(lua_State *L, int arg, const char *name)
+{
+    xsa_tensor *t = xsa_lua_testtensor(L, arg);
+    if (t) return t;
+    if (lua_type(L, arg) != LUA_TNUMBER)
+        luaL_error(L, "bad argument #%d to '%s' (tensor or number expected, got %s)", arg, name,
+                   luaL_typename(L, arg));
+    t = xsa_tensor_full(XSA_FLOAT32, 0, NULL, lua_tonumber(L, arg));
+    push(L, t);
+    return t;
+}
+
+static int l_where(lua_State *L)
+{
+    xsa_tensor *c = check(L, 1);
+    xsa_tensor *a = totensor(L, 2, "where"), *b = totensor(L, 3, "where");
+    push(L, xsa_ag_where(c, a, b));
+    return 1;
+}
+
+static int t_clamp(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    double lo = luaL_optnumber(L, 2, -HUGE_VAL), hi = luaL_optnumber(L, 3, HUGE_VAL);
+    push(L, xsa_ag_clamp(t, lo, hi));
+    return 1;
+}
+
+static int t_matmul(lua_State *L)
+{
+    xsa_tensor *a = check(L, 1), *b = check(L, 2);
+    push(L, xsa_ag_matmul(a, b));
+    return 1;
+}
+
+static int t_allclose(lua_State *L)
+{
+    xsa_tensor *a = check(L, 1), *b = check(L, 2);
+    double rtol = luaL_optnumber(L, 3, 1e-5), atol = luaL_optnumber(L, 4, 1e-8);
+    int r = xsa_tensor_allclose(a, b, rtol, atol);
+    if (r < 0) return xsa_lua_corefail(L);
+    lua_pushboolean(L, r);
+    return 1;
+}
+
+static int t_equal(lua_State *L)
+{
+    xsa_tensor *a = check(L, 1), *b = check(L, 2);
+    lua_pushboolean(L, xsa_tensor_same_shape(a, b) && xsa_tensor_allclose(a, b, 0.0, 0.0) == 1);
+    return 1;
+}
+
+
+/* t:masked_fill(mask, v): v where mask != 0, else t (differentiable in t) */
+static int t_masked_fill(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1), *m = check(L, 2);
+    double v = luaL_checknumber(L, 3);
+    xsa_tensor *f = xsa_tensor_full(XSA_FLOAT32, 0, NULL, v);
+    push(L, f); /* owned by the stack */
+    push(L, xsa_ag_where(m, f, t));
+    return 1;
+}
+
+/* Pushes views of t along d: pieces of `size` (the last may be shorter). */
+static int pieces(lua_State *L, xsa_tensor *t, int d, int64_t size)
+{
+    int64_t n = t->shape[d], k = size > 0 ? (n + size - 1) / size : 0;
+    if (k > 100000) return luaL_error(L, "split: %I pieces are too many", (lua_Integer)k);
+    luaL_checkstack(L, (int)k + 2, "too many pieces");
+    for (int64_t off = 0; off < n; off += size)
+        push(L, xsa_ag_narrow(t, d, off, off + size <= n ? size : n - off));
+    return (int)k;
+}
+
+/* t:split(size [, dim]) -> views of `size` along dim (default 1) */
+static int t_split(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int64_t size = checkint(L, 2);
+    luaL_argcheck(L, size >= 1, 2, "piece size must be positive");
+    if (t->ndim == 0) return luaL_error(L, "split: a 0-d tensor has no dimensions");
+    int d = lua_isnoneornil(L, 3) ? 0 : checkdim(L, 3, t->ndim);
+    return pieces(L, t, d, size);
+}
+
+/* t:chunk(n [, dim]) -> n (or fewer) views, as torch.chunk */
+static int t_chunk(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int64_t n = checkint(L, 2);
+    luaL_argcheck(L, n >= 1, 2, "chunk count must be positive");
+    if (t->ndim == 0) return luaL_error(L, "chunk: a 0-d tensor has no dimensions");
+    int d = lua_isnoneornil(L, 3) ? 0 : checkdim(L, 3, t->ndim);
+    int64_t size = (t->shape[d] + n - 1) / n;
+    return pieces(L, t, d, size < 1 ? 1 : size);
+}
+
+static int t_flatten(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int64_t m1 = -1;
+    push(L, xsa_ag_reshape(t, 1, &m1));
+    return 1;
+}
+
+/* t:std([dim [, keepdim]]): sqrt of the unbiased variance */
+static int t_std(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int dim = lua_isnoneornil(L, 2) ? XSA_ALL_DIMS : checkdim(L, 2, t->ndim);
+    push(L, xsa_ag_reduce(XSA_VAR, t, dim, lua_toboolean(L, 3)));
+    push(L, xsa_ag_unary(XSA_SQRT, check(L, -1)));
+    return 1;
+}
+
+/* ---- in place ----------------------------------------------------------------- */
+
+static int inplace(lua_State *L, xsa_binop op, const char *name)
+{
+    xsa_tensor *t = check(L, 1);
+    xsa_tensor *b = xsa_lua_testtensor(L, 2);
+    if (!b && lua_type(L, 2) != LUA_TNUMBER) return luaL_typeerror(L, 2, "tensor or number");
+    if (xsa_ag_check_inplace(t, name) != 0) return xsa_lua_corefail(L);
+    int rc = b ? xsa_tensor_binary_(op, t, b) : xsa_tensor_binary_scalar_(op, t, lua_tonumber(L, 2));
+    if (rc != 0) return xsa_lua_corefail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int t_add_(lua_State *L) { return inplace(L, XSA_ADD, "add_"); }
+static int t_sub_(lua_State *L) { return inplace(L, XSA_SUB, "sub_"); }
+static int t_mul_(lua_State *L) { return inplace(L, XSA_MUL, "mul_"); }
+static int t_div_(lua_State *L) { return inplace(L, XSA_DIV, "div_"); }
+
+static int t_fill_(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    double v = luaL_checknumber(L, 2);
+    if (xsa_ag_check_inplace(t, "fill_") != 0 || xsa_tensor_fill_(t, v) != 0) return xsa_lua_corefail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int t_zero_(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    if (xsa_ag_check_inplace(t, "zero_") != 0 || xsa_tensor_fill_(t, 0.0) != 0) return xsa_lua_corefail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int t_copy_(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1), *s = check(L, 2);
+    if (xsa_ag_check_inplace(t, "copy_") != 0 || xsa_tensor_copy_(t, s) != 0) return xsa_lua_corefail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* ---- reductions -------------------------------------------------------------- */
+
+/* t:OP([dim [, keepdim]]); for max/min with a dim also the 1-based indices. */
+static int reduce(lua_State *L, xsa_redop op)
+{
+    xsa_tensor *t = check(L, 1);
+    int dim = lua_isnoneornil(L, 2) ? XSA_ALL_DIMS : checkdim(L, 2, t->ndim);
+    int keep = lua_toboolean(L, 3);
+    xsa_tensor *r = xsa_ag_reduce(op, t, dim, keep);
+    if (r && (op == XSA_ARGMAX || op == XSA_ARGMIN) && xsa_tensor_binary_scalar_(XSA_ADD, r, 1.0) != 0) {
+        xsa_tensor_free(r);
+        r = NULL;
+    }
+    push(L, r);
+    if ((op == XSA_MAX || op == XSA_MIN) && dim != XSA_ALL_DIMS) {
+        xsa_tensor *ix = xsa_tensor_reduce(op == XSA_MAX ? XSA_ARGMAX : XSA_ARGMIN, t, dim, keep);
+        if (ix && xsa_tensor_binary_scalar_(XSA_ADD, ix, 1.0) != 0) {
+            xsa_tensor_free(ix);
+            ix = NULL;
+        }
+        push(L, ix);
+        return 2;
+    }
+    return 1;
+}
+
+static int t_sum(lua_State *L) { return reduce(L, XSA_SUM); }
+static int t_mean(lua_State *L) { return reduce(L, XSA_MEAN); }
+static int t_max(lua_State *L) { return reduce(L, XSA_MAX); }
+static int t_min(lua_State *L) { return reduce(L, XSA_MIN); }
+static int t_argmax(lua_State *L) { return reduce(L, XSA_ARGMAX); }
+static int t_argmin(lua_State *L) { return reduce(L, XSA_ARGMIN); }
+static int t_var(lua_State *L) { return reduce(L, XSA_VAR); }
+
+static int t_softmax(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int d = lua_isnoneornil(L, 2) ? t->ndim - 1 : checkdim(L, 2, t->ndim);
+    if (t->ndim == 0) return luaL_error(L, "softmax: a 0-d tensor has no dimensions");
+    push(L, xsa_ag_softmax(t, d));
+    return 1;
+}
+
+static int t_log_softmax(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    int d = lua_isnoneornil(L, 2) ? t->ndim - 1 : checkdim(L, 2, t->ndim);
+    if (t->ndim == 0) return luaL_error(L, "log_softmax: a 0-d tensor has no dimensions");
+    push(L, xsa_ag_log_softmax(t, d));
+    return 1;
+}
+
+static int l_live_bytes(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)xsa_storage_live_bytes());
+    return 1;
+}
+
+static int l_is_tensor(lua_State *L)
+{
+    tbox *b = luaL_testudata(L, 1, XSA_TENSOR_MT);
+    lua_pushboolean(L, b != NULL);
+    return 1;
+}
+
+
+/* Tensors of the list at `arg` into a GC-owned array (nothing leaks if a
+ * later step raises). With unsq >= 0 each is unsqueezed at that dim first
+ * (stack), the views kept alive on the stack. */
+static xsa_tensor **tensor_list(lua_State *L, int arg, int *n, const char *name)
+{
+    luaL_checktype(L, arg, LUA_TTABLE);
+    lua_Integer len = luaL_len(L, arg);
+    if (len < 1) luaL_argerror(L, arg, "a non-empty list of tensors expected");
+    if (len > 1000000) luaL_argerror(L, arg, "too many tensors");
+    xsa_tensor **v = lua_newuserdatauv(L, sizeof *v * (size_t)len, 0);
+    for (lua_Integer i = 1; i <= len; i++) {
+        lua_rawgeti(L, arg, i);
+        v[i - 1] = xsa_lua_testtensor(L, -1);
+        if (!v[i - 1])
+            luaL_argerror(L, arg, lua_pushfstring(L, "element %I of the list to '%s' is a %s, not a tensor", i,
+                                                  name, luaL_typename(L, -1)));
+        lua_pop(L, 1);
+    }
+    *n = (int)len;
+    return v;
+}
+
+/* xsa.cat({a, b, ...} [, dim]) */
+static int l_cat(lua_State *L)
+{
+    int n;
+    lua_settop(L, 2);
+    xsa_tensor **v = tensor_list(L, 1, &n, "cat");
+    int nd = v[0]->ndim;
+    int d = lua_isnoneornil(L, 2) ? 0 : checkdim(L, 2, nd);
+    push(L, xsa_ag_cat(n, v, d));
+    return 1;
+}
+
+/* xsa.stack({a, b, ...} [, dim]): a new dimension at dim */
+static int l_stack(lua_State *L)
+{
+    int n;
+    lua_settop(L, 2);
+    xsa_tensor **v = tensor_list(L, 1, &n, "stack");
+    int d = lua_isnoneornil(L, 2) ? 0 : checkdim_x(L, 2, v[0]->ndim, 1);
+    luaL_checkstack(L, n + 4, "too many tensors");
+    for (int i = 0; i < n; i++) {
+        if (!xsa_tensor_same_shape(v[i], v[0])) {
+            char b1[128], b2[128];
+            return luaL_error(L, "stack: tensor %d %s and tensor 1 %s differ in shape", i + 1,
+                              xsa_shape_str(v[i]->ndim, v[i]->shape, b1, sizeof b1),
+                              xsa_shape_str(v[0]->ndim, v[0]->shape, b2, sizeof b2));
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        push(L, xsa_ag_unsqueeze(v[i], d)); /* the stack owns the view */
+        v[i] = xsa_lua_checktensor(L, -1);
+    }
+    push(L, xsa_ag_cat(n, v, d));
+    return 1;
+}
+
+/* zeros_like / ones_like / full_like(t, v) / rand_like / randn_like(t [, g]) */
+static int like(lua_State *L, int kind)
+{
+    xsa_tensor *t = check(L, 1);
+    spec sp;
+    spec_init(&sp);
+    sp.dt = t->dtype;
+    int last = lua_gettop(L);
+    read_tail(L, 2, &last, &sp);
+    xsa_tensor *r;
+    if (kind <= 2) {
+        double v = kind == 2 ? luaL_checknumber(L, 2) : (double)kind;
+        r = xsa_tensor_full(sp.dt, t->ndim, t->shape, v);
+    } else {
+        xsa_rng *g = luaL_testudata(L, 2, GEN_MT);
+        r = kind == 3 ? xsa_tensor_rand(g, t->ndim, t->shape) : xsa_tensor_randn(g, t->ndim, t->shape, 0.0, 1.0);
+    }
+    push_new(L, r, &sp);
+    return 1;
+}
+
+static int l_zeros_like(lua_State *L) { return like(L, 0); }
+static int l_ones_like(lua_State *L) { return like(L, 1); }
+static int l_full_like(lua_State *L) { return like(L, 2); }
+static int l_rand_like(lua_State *L) { return like(L, 3); }
+static int l_randn_like(lua_State *L) { return like(L, 4); }
+
+/* ---- registration --------------------------------------------------------------- */
+
+static const luaL_Reg methods[] = {
+    {"shape", t_shape}, {"size", t_size}, {"stride", t_stride}, {"dim", t_dim},
+    {"numel", t_numel}, {"dtype", t_dtype}, {"is_contiguous", t_is_contiguous},
+    {"get", t_get}, {"set", t_set}, {"item", t_item}, {"totable", t_totable},
+    {"free", t_free},
+    {"view", t_view}, {"reshape", t_reshape}, {"expand", t_expand},
+    {"transpose", t_transpose}, {"T", t_T}, {"permute", t_permute},
+    {"narrow", t_narrow}, {"select", t_select}, {"unsqueeze", t_unsqueeze},
+    {"squeeze", t_squeeze}, {"contiguous", t_contiguous}, {"clone", t_clone},
+    {"float", t_float}, {"int", t_int},
+    {"add", t_add}, {"sub", t_sub}, {"mul", t_mul}, {"div", t_div}, {"pow", t_pow},
+    {"maximum", t_maximum}, {"minimum", t_minimum},
+    {"eq", t_eq}, {"ne", t_ne}, {"lt", t_lt}, {"le", t_le}, {"gt", t_gt}, {"ge", t_ge},
+    {"neg", t_neg}, {"exp", t_exp}, {"log", t_log}, {"sqrt", t_sqrt}, {"tanh", t_tanh},
+    {"relu", t_relu}, {"gelu", t_gelu}, {"abs", t_abs}, {"sigmoid", t_sigmoid},
+    {"clamp", t_clamp}, {"matmul", t_matmul}, {"allclose", t_allclose}, {"equal", t_equal},
+    {"add_", t_add_}, {"sub_", t_sub_}, {"mul_", t_mul_}, {"div_", t_div_},
+    {"fill_", t_fill_}, {"zero_", t_zero_}, {"copy_", t_copy_},
+    {"sum", t_sum}, {"mean", t_mean}, {"max", t_max}, {"min", t_min},
+    {"argmax", t_argmax}, {"argmin", t_argmin}, {"var", t_var},
+    {"softmax", t_softmax}, {"log_softmax", t_log_softmax},
+    {"masked_fill", t_masked_fill}, {"split", t_split}, {"chunk", t_chunk},
+    {"flatten", t_flatten}, {"std", t_std},
+    {"mm", t_matmul}, {"bmm", t_matmul}, {"tolist", t_totable},
+    {NULL, NULL},
+};
+
+static const luaL_Reg metamethods[] = {
+    {"__gc", t_gc}, {"__close", t_gc}, {"__tostring", t_tostring}, {"__len", t_len},
+    {"__add", t_add}, {"__sub", t_sub}, {"__mul", t_mul}, {"__div", t_div},
+    {"__pow", t_pow}, {"__unm", t_neg}, {"__newindex", t_newindex},
+    {NULL, NULL},
+};
+
+static const luaL_Reg funcs[] = {
+    {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full},
+    {"arange", l_arange}, {"rand", l_rand}, {"randn", l_randn}, {"randint", l_randint},
+    {"generator", l_generator}, {"manual_seed", l_manual_seed},
+    {"where", l_where}, {"matmul", t_matmul}, {"allclose", t_allclose},
+    {"is_tensor", l_is_tensor}, {"live_bytes", l_live_bytes},
+    {"cat", l_cat}, {"stack", l_stack},
+    {"zeros_like", l_zeros_like}, {"ones_like", l_ones_like}, {"full_like", l_full_like},
+    {"rand_like", l_rand_like}, {"randn_like", l_randn_like},
+    {NULL, NULL},
+};
+
+static const luaL_Reg gen_methods[] = {
+    {"rand", l_rand}, {"randn", l_randn}, {"randint", l_randint},
+    {"manual_seed", g_manual_seed},
+    {NULL, NULL},
+};
+
+int xsa_lua_open_tensor(lua_State *L)
+{
+    luaL_newmetatable(L, XSA_TENSOR_MT);
+    luaL_setfuncs(L, metamethods, 0);
+    luaL_newlib(L, methods);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "methods"); /* l_autograd.c adds its methods here */
+    lua_pushcclosure(L, t_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+
+    luaL_newmetatable(L, GEN_MT);
+    luaL_newlib(L, gen_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, g_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+
+    luaL_setfuncs(L, funcs, 0);
+    return 0;
+}

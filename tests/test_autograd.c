@@ -1,0 +1,623 @@
+/*
+ * test_autograd.c: finite-difference checks of every differentiable op of
+ * autograd.h, plus the engine's rules (accumulation, broadcasting, no_grad,
+ * in-place refusal, freed graphs, xsa_ag_attach_custom).
+ *
+ * The check: out = f(inputs) through the xsa_ag_* ops; backward with
+ * grad_out = W (a fixed random tensor shaped like out) gives the analytic
+ * J^T W; the numeric one is (L(x+h) - L(x-h)) / 2h per input element, with
+ * L = sum(out * W) accumulated in double so float32 rounding of the sum does
+ * not swamp the difference.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/xsa.h"
+#include "check.h"
+
+typedef xsa_tensor *(*fwd)(xsa_tensor **in, const void *arg);
+
+static xsa_rng rng;
+
+static xsa_tensor *randn(int ndim, const int64_t *shape)
+{
+    return xsa_tensor_randn(&rng, ndim, shape, 0.0, 1.0);
+}
+
+/* values pushed away from 0 (kinks of abs/relu; log/sqrt/pow domains when
+ * positive is set) */
+static xsa_tensor *randn_away(int ndim, const int64_t *shape, int positive)
+{
+    xsa_tensor *t = randn(ndim, shape);
+    float *p = xsa_tensor_f32(t);
+    for (int64_t i = 0; i < xsa_tensor_numel(t); i++) {
+        float a = fabsf(p[i]) + 0.3f;
+        p[i] = positive ? a : (p[i] < 0 ? -a : a);
+    }
+    return t;
+}
+
+static double wsum(const xsa_tensor *out, const xsa_tensor *w)
+{
+    xsa_tensor *oc = xsa_tensor_contiguous((xsa_tensor *)out);
+    const float *o = xsa_tensor_f32(oc), *ww = xsa_tensor_f32(w);
+    double s = 0;
+    for (int64_t i = 0; i < xsa_tensor_numel(oc); i++) s += (double)o[i] * ww[i];
+    xsa_tensor_free(oc);
+    return s;
+}
+
+/* Compares analytic and numeric gradients of every input that requires grad. */
+static void gradcheck(const char *name, int n, xsa_tensor **in, fwd f, const void *arg,
+                      double h, double rtol, double atol)
+{
+    for (int i = 0; i < n; i++)
+        if (in[i] && in[i]->requires_grad) xsa_ag_zero_grad(in[i]);
+    xsa_tensor *out = f(in, arg);
+    CHECK(out != NULL, "%s: forward failed: %s", name, xsa_last_error());
+    if (!out) return;
+    CHECK(out->grad_fn != NULL, "%s: no grad_fn recorded", name);
+    xsa_tensor *w = randn(out->ndim, out->shape);
+    int rc = xsa_ag_backward(out, w, 0);
+    CHECK(rc == 0, "%s: backward failed: %s", name, xsa_last_error());
+    xsa_tensor_free(out);
+    int prev = xsa_ag_set_enabled(0);
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (!in[i] || !in[i]->requires_grad) continue;
+        CHECK(in[i]->grad != NULL, "%s: input %d got no gradient", name, i);
+        if (!in[i]->grad) continue;
+        CHECK(xsa_tensor_same_shape(in[i]->grad, in[i]), "%s: grad %d has the wrong shape", name, i);
+        int bad = 0;
+        for (int64_t j = 0; j < xsa_tensor_numel(in[i]); j++) {
+            /* logical element j (inputs may be strided views) */
+            int64_t ix[XSA_MAX_DIMS], r = j;
+            for (int d = in[i]->ndim - 1; d >= 0; d--) {
+                ix[d] = r % in[i]->shape[d];
+                r /= in[i]->shape[d];
+            }
+            double x0d, g;
+            xsa_tensor_get(in[i], ix, &x0d);
+            xsa_tensor_get(in[i]->grad, ix, &g);
+            float x0 = (float)x0d, xp = (float)(x0 + h), xm = (float)(x0 - h);
+            xsa_tensor_set(in[i], ix, xp);
+            xsa_tensor *o1 = f(in, arg);
+            xsa_tensor_set(in[i], ix, xm);
+            xsa_tensor *o2 = f(in, arg);
+            xsa_tensor_set(in[i], ix, x0);
+            double num = (wsum(o1, w) - wsum(o2, w)) / ((double)xp - (double)xm);
+            xsa_tensor_free(o1);
+            xsa_tensor_free(o2);
+            double err = fabs(num - g);
+            if (err > atol + rtol * fabs(num) && bad++ < 3)
+                printf("  %s: input %d element %lld: analytic %.6g numeric %.6g\n", name, i,
+                       (long long)j, g, num);
+        }
+        CHECK(bad == 0, "%s: %d gradient elements of input %d off", name, bad, i);
+    }
+    xsa_ag_set_enabled(prev);
+    xsa_tensor_free(w);
+}
+
+/* ---- forward closures ----------------------------------------------- */
+
+typedef struct {
+    int op;
+    double s;
+    int rev;
+    int dim, keepdim;
+} opargs;
+
+static xsa_tensor *f_binary(xsa_tensor **in, const void *a)
+{
+    return xsa_ag_binary(((const opargs *)a)->op, in[0], in[1]);
+}
+static xsa_tensor *f_binary_scalar(xsa_tensor **in, const void *a)
+{
+    const opargs *o = a;
+    return xsa_ag_binary_scalar(o->op, in[0], o->s, o->rev);
+}
+static xsa_tensor *f_unary(xsa_tensor **in, const void *a)
+{
+    return xsa_ag_unary(((const opargs *)a)->op, in[0]);
+}
+static xsa_tensor *f_reduce(xsa_tensor **in, const void *a)
+{
+    const opargs *o = a;
+    return xsa_ag_reduce(o->op, in[0], o->dim, o->keepdim);
+}
+static xsa_tensor *f_softmax(xsa_tensor **in, const void *a)
+{
+    const opargs *o = a;
+    return o->op ? xsa_ag_log_softmax(in[0], o->dim) : xsa_ag_softmax(in[0], o->dim);
+}
+static xsa_tensor *f_matmul(xsa_tensor **in, const void *a)
+{
+    (void)a;
+    return xsa_ag_matmul(in[0], in[1]);
+}
+static xsa_tensor *f_where(xsa_tensor **in, const void *a)
+{
+    (void)a;
+    return xsa_ag_where(in[2], in[0], in[1]);
+}
+static xsa_tensor *f_clamp(xsa_tensor **in, const void *a)
+{
+    (void)a;
+    return xsa_ag_clamp(in[0], -0.5, 0.7);
+}
+/* a chain of views ending in a product so each view's backward matters */
+static xsa_tensor *f_views(xsa_tensor **in, const void *a)
+{
+    int k = ((const opargs *)a)->op;
+    xsa_tensor *t = in[0], *v = NULL;
+    int64_t s6[2] = {6, 4}, s3[3] = {2, 3, 4}, e[3] = {2, 2, 3};
+    int perm[3] = {2, 0, 1};
+    switch (k) {
+    case 0: v = xsa_ag_view(t, 2, s6); break;
+    case 1: v = xsa_ag_transpose(t, 0, 2); break;
+    case 2: v = xsa_ag_permute(t, perm); break;
+    case 3: v = xsa_ag_narrow(t, 1, 1, 2); break;
+    case 4: v = xsa_ag_select(t, 1, 2); break;
+    case 5: v = xsa_ag_unsqueeze(t, 1); break;
+    case 6: {
+        xsa_tensor *u = xsa_ag_unsqueeze(t, 0);
+        v = xsa_ag_squeeze(u, 0);
+        xsa_tensor_free(u);
+        break;
+    }
+    case 7: {
+        xsa_tensor *tr = xsa_ag_transpose(t, 1, 2);
+        v = xsa_ag_reshape(tr, 3, s3);
+        xsa_tensor_free(tr);
+        break;
+    }
+    case 8: {
+        xsa_tensor *tr = xsa_ag_transpose(t, 0, 1);
+        v = xsa_ag_contiguous(tr);
+        xsa_tensor_free(tr);
+        break;
+    }
+    case 9: { /* [1,3,1] expanded to [2,3,3] */
+        xsa_tensor *n1 = xsa_ag_narrow(t, 0, 0, 1);
+        xsa_tensor *n2 = xsa_ag_narrow(n1, 2, 1, 1);
+        int64_t es[3] = {2, 3, 3};
+        v = xsa_ag_expand(n2, 3, es);
+        xsa_tensor_free(n1);
+        xsa_tensor_free(n2);
+        (void)e;
+        break;
+    }
+    case 10: v = xsa_ag_clone(t); break;
+    case 11: {
+        xsa_tensor *parts[3] = {t, t, t};
+        v = xsa_ag_cat(3, parts, 1);
+        break;
+    }
+    }
+    if (!v) return NULL;
+    xsa_tensor *r = xsa_ag_binary(XSA_MUL, v, v); /* nonlinear: the backward must route right */
+    xsa_tensor_free(v);
+    return r;
+}
+
+static xsa_tensor *f_embedding(xsa_tensor **in, const void *a)
+{
+    (void)a;
+    return xsa_ag_embedding(in[2], in[0], in[1]);
+}
+static xsa_tensor *f_linear(xsa_tensor **in, const void *a)
+{
+    (void)a;
+    return xsa_ag_linear(in[0], in[1], in[2]);
+}
+static xsa_tensor *f_layernorm(xsa_tensor **in, const void *a)
+{
+    (void)a;
+    return xsa_ag_layernorm(in[0], in[1], in[2]);
+}
+static xsa_tensor *f_gelu(xsa_tensor **in, const void *a)
+{
+    (void)a;
+    return xsa_ag_gelu(in[0]);
+}
+static xsa_tensor *f_attention(xsa_tensor **in, const void *a)
+{
+    const opargs *o = a;
+    if (o->op) return xsa_ag_attention(in[0], NULL, NULL, 2, o->s, NULL, NULL);
+    return xsa_ag_attention(in[0], in[1], in[2], 2, o->s, NULL, NULL);
+}
+static xsa_tensor *f_cross_entropy(xsa_tensor **in, const void *a)
+{
+    (void)a;
+    return xsa_ag_cross_entropy(in[0], in[1]);
+}
+
+static void rg(xsa_tensor *t) { xsa_ag_set_requires_grad(t, 1); }
+
+static void free_all(int n, xsa_tensor **t)
+{
+    for (int i = 0; i < n; i++) xsa_tensor_free(t[i]);
+}
+
+static void test_binary(void)
+{
+    static const char *names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"};
+    int64_t s23[2] = {2, 3}, s3[1] = {3}, s21[2] = {2, 1};
+    for (int op = XSA_ADD; op <= XSA_MINIMUM; op++) {
+        /* same shape, then broadcast [2,3] op [3], then [2,1] op [2,3] */
+        for (int form = 0; form < 3; form++) {
+            int pos = op == XSA_POW || op == XSA_DIV;
+            xsa_tensor *in[2];
+            in[0] = randn_away(2, form == 2 ? s21 : s23, pos);
+            in[1] = randn_away(form == 1 ? 1 : 2, form == 1 ? s3 : s23, pos);
+            if (op == XSA_POW) { /* exponents of either sign, base > 0 */
+                float *p = xsa_tensor_f32(in[1]);
+                for (int64_t i = 0; i < xsa_tensor_numel(in[1]); i++) p[i] = p[i] - 1.2f;
+            }
+            rg(in[0]);
+            rg(in[1]);
+            opargs o = {.op = op};
+            char nm[64];
+            snprintf(nm, sizeof nm, "%s/%d", names[op], form);
+            gradcheck(nm, 2, in, f_binary, &o, 1e-3, 1e-2, 2e-3);
+            free_all(2, in);
+        }
+        for (int rev = 0; rev < 2; rev++) {
+            xsa_tensor *in[1] = {randn_away(2, s23, op == XSA_POW || (op == XSA_DIV && rev))};
+            rg(in[0]);
+            opargs o = {.op = op, .s = op == XSA_POW ? (rev ? 1.7 : 2.5) : 0.8, .rev = rev};
+            char nm[64];
+            snprintf(nm, sizeof nm, "%s_scalar/%d", names[op], rev);
+            gradcheck(nm, 1, in, f_binary_scalar, &o, 1e-3, 1e-2, 2e-3);
+            free_all(1, in);
+        }
+    }
+    /* comparisons never record a node */
+    int64_t s[1] = {3};
+    xsa_tensor *a = randn(1, s);
+    rg(a);
+    xsa_tensor *c = xsa_ag_binary_scalar(XSA_GT, a, 0.0, 0);
+    CHECK(c && !c->grad_fn && !c->requires_grad, "comparison records no node");
+    xsa_tensor_free(c);
+    xsa_tensor_free(a);
+}
+
+static void test_unary(void)
+{
+    static const char *names[] = {"neg", "exp", "log", "sqrt", "tanh", "relu", "gelu", "abs", "sigmoid"};
+    int64_t s[2] = {3, 4};
+    for (int op = XSA_NEG; op <= XSA_SIGMOID; op++) {
+        xsa_tensor *in[1] = {randn_away(2, s, op == XSA_LOG || op == XSA_SQRT)};
+        rg(in[0]);
+        opargs o = {.op = op};
+        gradcheck(names[op], 1, in, f_unary, &o, 1e-3, 1e-2, 2e-3);
+        free_all(1, in);
+    }
+}
+
+static void test_reduce(void)
+{
+    static const char *names[] = {"sum", "mean", "max", "min", "", "", "var"};
+    int ops[5] = {XSA_SUM, XSA_MEAN, XSA_MAX, XSA_MIN, XSA_VAR};
+    int64_t s[3] = {2, 3, 4};
+    for (int k = 0; k < 5; k++) {
+        int dims[4] = {XSA_ALL_DIMS, 0, 1, -1};
+        for (int d = 0; d < 4; d++)
+            for (int keep = 0; keep < 2; keep++) {
+                xsa_tensor *in[1] = {randn(3, s)};
+                rg(in[0]);
+                opargs o = {.op = ops[k], .dim = dims[d], .keepdim = keep};
+                char nm[64];
+                snprintf(nm, sizeof nm, "%s/dim%d/keep%d", names[ops[k]], dims[d], keep);
+                gradcheck(nm, 1, in, f_reduce, &o, 1e-3, 1e-2, 2e-3);
+                free_all(1, in);
+            }
+    }
+    xsa_tensor *a = randn(3, s);
+    rg(a);
+    xsa_tensor *am = xsa_ag_reduce(XSA_ARGMAX, a, 1, 0);
+    CHECK(am && !am->grad_fn, "argmax records no node");
+    xsa_tensor_free(am);
+    xsa_tensor_free(a);
+}
+
+static void test_softmax_matmul(void)
+{
+    int64_t s[3] = {2, 3, 5};
+    for (int lg = 0; lg < 2; lg++)
+        for (int d = -1; d < 2; d++) {
+            xsa_tensor *in[1] = {randn(3, s)};
+            rg(in[0]);
+            opargs o = {.op = lg, .dim = d};
+            gradcheck(lg ? "log_softmax" : "softmax", 1, in, f_softmax, &o, 1e-3, 1e-2, 2e-3);
+            free_all(1, in);
+        }
+    int64_t a2[2] = {3, 4}, b2[2] = {4, 5}, a3[3] = {2, 3, 4}, b3[3] = {2, 4, 5};
+    const int64_t *as[3] = {a2, a3, a3}, *bs[3] = {b2, b3, b2};
+    int an[3] = {2, 3, 3}, bn[3] = {2, 3, 2};
+    for (int k = 0; k < 3; k++) {
+        xsa_tensor *in[2] = {randn(an[k], as[k]), randn(bn[k], bs[k])};
+        rg(in[0]);
+        rg(in[1]);
+        gradcheck("matmul", 2, in, f_matmul, NULL, 1e-3, 1e-2, 2e-3);
+        free_all(2, in);
+    }
+    /* a transposed (strided) operand */
+    int64_t bt[2] = {5, 4};
+    xsa_tensor *b0 = randn(2, bt);
+    rg(b0);
+    xsa_tensor *in[2] = {randn(2, a2), NULL};
+    rg(in[0]);
+    xsa_ag_set_enabled(0);
+    xsa_tensor *btr = xsa_tensor_transpose(b0, 0, 1);
+    xsa_ag_set_enabled(1);
+    rg(btr);
+    in[1] = btr;
+    gradcheck("matmul strided", 2, in, f_matmul, NULL, 1e-3, 1e-2, 2e-3);
+    free_all(2, in);
+    xsa_tensor_free(b0);
+}
+
+static void test_views_where_clamp(void)
+{
+    static const char *names[] = {"view", "transpose", "permute", "narrow", "select", "unsqueeze",
+                                  "squeeze", "reshape", "contiguous", "expand", "clone", "cat"};
+    int64_t s[3] = {2, 3, 4};
+    for (int k = 0; k <= 11; k++) {
+        xsa_tensor *in[1] = {randn(3, s)};
+        rg(in[0]);
+        opargs o = {.op = k};
+        gradcheck(names[k], 1, in, f_views, &o, 1e-3, 1e-2, 2e-3);
+        free_all(1, in);
+    }
+    int64_t s23[2] = {2, 3}, s3[1] = {3};
+    xsa_tensor *in[3] = {randn(2, s23), randn(1, s3), NULL};
+    xsa_tensor *c = randn(2, s23);
+    in[2] = xsa_tensor_binary_scalar(XSA_GT, c, 0.0, 0);
+    xsa_tensor_free(c);
+    rg(in[0]);
+    rg(in[1]);
+    gradcheck("where", 3, in, f_where, NULL, 1e-3, 1e-2, 2e-3);
+    free_all(3, in);
+    xsa_tensor *cl[1] = {randn(2, s23)};
+    rg(cl[0]);
+    gradcheck("clamp", 1, cl, f_clamp, NULL, 1e-3, 1e-2, 2e-3);
+    free_all(1, cl);
+}
+
+static void test_nn(void)
+{
+    int64_t wte_s[2] = {7, 4}, wpe_s[2] = {5, 4}, idx_s[2] = {2, 3};
+    xsa_tensor *in[3] = {randn(2, wte_s), randn(2, wpe_s), xsa_tensor_randint(&rng, 0, 7, 2, idx_s)};
+    rg(in[0]);
+    rg(in[1]);
+    gradcheck("nn.embedding", 3, in, f_embedding, NULL, 1e-2, 1e-2, 2e-3);
+    free_all(3, in);
+
+    int64_t x_s[3] = {2, 3, 4}, w_s[2] = {4, 5}, b_s[1] = {5};
+    xsa_tensor *li[3] = {randn(3, x_s), randn(2, w_s), randn(1, b_s)};
+    for (int i = 0; i < 3; i++) rg(li[i]);
+    gradcheck("nn.linear", 3, li, f_linear, NULL, 1e-2, 1e-2, 2e-3);
+    free_all(3, li);
+
+    int64_t c_s[1] = {4};
+    xsa_tensor *ln[3] = {randn(3, x_s), randn(1, c_s), randn(1, c_s)};
+    for (int i = 0; i < 3; i++) rg(ln[i]);
+    gradcheck("nn.layernorm", 3, ln, f_layernorm, NULL, 1e-2, 2e-2, 5e-3);
+    free_all(3, ln);
+
+    xsa_tensor *ge[1] = {randn(3, x_s)};
+    rg(ge[0]);
+    gradcheck("nn.gelu", 1, ge, f_gelu, NULL, 1e-2, 1e-2, 2e-3);
+    free_all(1, ge);
+
+    double lambdas[3] = {0.0, 0.5, 1.0};
+    int64_t q_s[3] = {2, 3, 4}, qkv_s[3] = {2, 3, 12};
+    for (int l = 0; l < 3; l++) {
+        xsa_tensor *at[3] = {randn(3, q_s), randn(3, q_s), randn(3, q_s)};
+        for (int i = 0; i < 3; i++) rg(at[i]);
+        opargs o = {.op = 0, .s = lambdas[l]};
+        char nm[64];
+        snprintf(nm, sizeof nm, "nn.attention q,k,v lambda %g", lambdas[l]);
+        gradcheck(nm, 3, at, f_attention, &o, 1e-2, 2e-2, 5e-3);
+        free_all(3, at);
+        xsa_tensor *pk[1] = {randn(3, qkv_s)};
+        rg(pk[0]);
+        o.op = 1;
+        snprintf(nm, sizeof nm, "nn.attention qkv lambda %g", lambdas[l]);
+        gradcheck(nm, 1, pk, f_attention, &o, 1e-2, 2e-2, 5e-3);
+        free_all(1, pk);
+    }
+
+    int64_t lg_s[3] = {2, 3, 6}, tg_s[2] = {2, 3};
+    xsa_tensor *ce[2] = {randn(3, lg_s), xsa_tensor_randint(&rng, 0, 6, 2, tg_s)};
+    rg(ce[0]);
+    gradcheck("nn.cross_entropy", 2, ce, f_cross_entropy, NULL, 1e-2, 1e-2, 1e-3);
+    /* the loss value against log_softmax */
+    xsa_tensor *loss = xsa_ag_cross_entropy(ce[0], ce[1]);
+    xsa_tensor *ls = xsa_tensor_log_softmax(ce[0], -1);
+    double want = 0;
+    for (int64_t i = 0; i < 6; i++) {
+        int64_t ix[3] = {i / 3, i % 3, xsa_tensor_i32(ce[1])[i]};
+        double v;
+        xsa_tensor_get(ls, ix, &v);
+        want -= v / 6;
+    }
+    CHECK_NEAR(xsa_tensor_f32(loss)[0], want, 1e-5, "cross_entropy value");
+    xsa_tensor_free(loss);
+    xsa_tensor_free(ls);
+    /* bad inputs are errors, not crashes */
+    xsa_tensor_i32(ce[1])[0] = 6;
+    CHECK(xsa_ag_cross_entropy(ce[0], ce[1]) == NULL && strstr(xsa_last_error(), "out of range"),
+          "target out of range: %s", xsa_last_error());
+    CHECK(xsa_ag_linear(ce[0], ce[0], NULL) == NULL && strstr(xsa_last_error(), "linear"),
+          "linear shapes: %s", xsa_last_error());
+    CHECK(xsa_ag_attention(ce[0], NULL, NULL, 4, 1.0, NULL, NULL) == NULL,
+          "attention bad heads: %s", xsa_last_error());
+    free_all(2, ce);
+}
+
+/* ---- engine rules ----------------------------------------------------- */
+
+static int custom_calls;
+static int custom_bw(void *ctx, const xsa_tensor *g, xsa_tensor **gin)
+{
+    double k = *(double *)ctx;
+    custom_calls++;
+    /* out = k * a (elementwise): grad a = k g */
+    if (gin[0]) xsa_tensor_binary_(XSA_ADD, gin[0], g), xsa_tensor_binary_scalar_(XSA_MUL, gin[0], k);
+    return 0;
+}
+static int custom_freed;
+static void custom_free(void *ctx)
+{
+    custom_freed++;
+    free(ctx);
+}
+
+static xsa_tensor *block_grad; /* n == 0 form: the fn owns the gradient */
+static int custom_bw0(void *ctx, const xsa_tensor *g, xsa_tensor **gin)
+{
+    (void)ctx;
+    (void)gin;
+    return xsa_tensor_binary_(XSA_ADD, block_grad, g);
+}
+
+static void test_engine(void)
+{
+    int64_t s[2] = {2, 3};
+    xsa_tensor *a = randn(2, s);
+    rg(a);
+    /* accumulation over two backward calls */
+    for (int k = 0; k < 2; k++) {
+        xsa_tensor *y = xsa_ag_binary_scalar(XSA_MUL, a, 3.0, 0);
+        xsa_tensor *l = xsa_ag_reduce(XSA_SUM, y, XSA_ALL_DIMS, 0);
+        CHECK(xsa_ag_backward(l, NULL, 0) == 0, "backward: %s", xsa_last_error());
+        xsa_tensor_free(l);
+        xsa_tensor_free(y);
+    }
+    CHECK_NEAR(xsa_tensor_f32(a->grad)[4], 6.0, 1e-6, "two backward calls accumulate");
+    /* a tensor used twice: gradients of both uses add */
+    xsa_ag_zero_grad(a);
+    xsa_tensor *sq = xsa_ag_binary(XSA_MUL, a, a);
+    xsa_tensor *l = xsa_ag_reduce(XSA_SUM, sq, XSA_ALL_DIMS, 0);
+    xsa_ag_backward(l, NULL, 1);
+    CHECK_NEAR(xsa_tensor_f32(a->grad)[2], 2.0 * xsa_tensor_f32(a)[2], 1e-5, "d(a*a) = 2a");
+    /* retain_graph lets a second pass through; without it the graph is gone */
+    CHECK(xsa_ag_backward(l, NULL, 0) == 0, "retained graph backward: %s", xsa_last_error());
+    CHECK_NEAR(xsa_tensor_f32(a->grad)[2], 4.0 * xsa_tensor_f32(a)[2], 1e-5, "second pass adds");
+    CHECK(xsa_ag_backward(l, NULL, 0) == -1 && strstr(xsa_last_error(), "already freed"),
+          "third pass refused: %s", xsa_last_error());
+    xsa_tensor_free(l);
+    xsa_tensor_free(sq);
+    /* non-scalar output needs a gradient */
+    xsa_tensor *y = xsa_ag_unary(XSA_EXP, a);
+    CHECK(xsa_ag_backward(y, NULL, 0) == -1 && strstr(xsa_last_error(), "backward"),
+          "non-scalar backward refused: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    /* no_grad: no node; in-place allowed there, refused outside */
+    int prev = xsa_ag_set_enabled(0);
+    CHECK(prev == 1 && !xsa_ag_is_enabled(), "grad mode off");
+    y = xsa_ag_unary(XSA_EXP, a);
+    CHECK(y && !y->grad_fn, "no node under no_grad");
+    xsa_tensor_free(y);
+    CHECK(xsa_ag_check_inplace(a, "add_") == 0, "in-place under no_grad is fine");
+    xsa_ag_set_enabled(prev);
+    CHECK(xsa_ag_check_inplace(a, "add_") == -1 && strstr(xsa_last_error(), "in-place"),
+          "in-place on a leaf refused: %s", xsa_last_error());
+    /* a preset gradient view receives the gradient in place */
+    int64_t bs[1] = {12};
+    xsa_tensor *block = xsa_tensor_zeros(XSA_FLOAT32, 1, bs);
+    xsa_tensor *gv = xsa_tensor_narrow(block, 0, 6, 6);
+    int64_t s23[2] = {2, 3};
+    xsa_tensor *gview = xsa_tensor_view(gv, 2, s23);
+    xsa_tensor *p = randn(2, s);
+    rg(p);
+    p->grad = gview;
+    xsa_tensor *ps = xsa_ag_reduce(XSA_SUM, p, XSA_ALL_DIMS, 0);
+    xsa_ag_backward(ps, NULL, 0);
+    CHECK(p->grad == gview && xsa_tensor_f32(block)[7] == 1.0f && xsa_tensor_f32(block)[0] == 0.0f,
+          "gradient added into the preset view");
+    xsa_tensor_free(ps);
+    xsa_tensor_free(p);
+    xsa_tensor_free(gv);
+    xsa_tensor_free(block);
+
+    /* attach_custom with inputs: out = 2.5 a, then sum */
+    double *k = malloc(sizeof *k);
+    *k = 2.5;
+    xsa_ag_zero_grad(a);
+    xsa_tensor *out;
+    {
+        int pg = xsa_ag_set_enabled(0);
+        out = xsa_tensor_binary_scalar(XSA_MUL, a, 2.5, 0);
+        xsa_ag_set_enabled(pg);
+    }
+    CHECK(xsa_ag_attach_custom(out, "times_k", 1, &a, custom_bw, k, custom_free) == 0,
+          "attach_custom: %s", xsa_last_error());
+    CHECK(strcmp(xsa_ag_grad_fn_name(out), "times_k") == 0, "custom node name");
+    xsa_tensor *e = xsa_ag_unary(XSA_EXP, out); /* a regular op after the custom node */
+    xsa_tensor *le = xsa_ag_reduce(XSA_SUM, e, XSA_ALL_DIMS, 0);
+    CHECK(xsa_ag_backward(le, NULL, 0) == 0, "custom backward: %s", xsa_last_error());
+    CHECK(custom_calls == 1 && custom_freed == 1, "custom fn ran once, ctx freed after backward");
+    CHECK_NEAR(xsa_tensor_f32(a->grad)[1], 2.5 * exp(2.5 * xsa_tensor_f32(a)[1]), 1e-4,
+               "custom gradient reaches the leaf");
+    CHECK(xsa_ag_attach_custom(out, "again", 1, &a, custom_bw, NULL, NULL) == -1,
+          "attach twice refused");
+    xsa_tensor_free(le);
+    xsa_tensor_free(e);
+    xsa_tensor_free(out);
+
+    /* n == 0: the fn owns its gradient block */
+    block_grad = xsa_tensor_zeros(XSA_FLOAT32, 0, NULL);
+    xsa_tensor *loss = xsa_tensor_full(XSA_FLOAT32, 0, NULL, 1.25);
+    int *dummy = malloc(sizeof *dummy);
+    CHECK(xsa_ag_attach_custom(loss, "gpt_loss", 0, NULL, custom_bw0, dummy, free) == 0,
+          "attach n=0: %s", xsa_last_error());
+    xsa_tensor *l2 = xsa_ag_binary_scalar(XSA_MUL, loss, 4.0, 0);
+    CHECK(xsa_ag_backward(l2, NULL, 0) == 0, "n=0 backward: %s", xsa_last_error());
+    CHECK_NEAR(xsa_tensor_f32(block_grad)[0], 4.0, 1e-6, "n=0 custom received grad_out");
+    xsa_tensor_free(l2);
+    xsa_tensor_free(loss);
+    xsa_tensor_free(block_grad);
+    /* a custom node released without backward frees its ctx */
+    custom_freed = 0;
+    k = malloc(sizeof *k);
+    out = xsa_tensor_zeros(XSA_FLOAT32, 2, s);
+    xsa_ag_attach_custom(out, "unused", 1, &a, custom_bw, k, custom_free);
+    xsa_tensor_free(out);
+    CHECK(custom_freed == 1, "ctx freed with the node");
+    xsa_tensor_free(a);
+
+    /* a long chain releases without deep recursion */
+    xsa_tensor *x = randn(2, s);
+    rg(x);
+    xsa_tensor *c = x;
+    xsa_tensor_retain(c);
+    for (int i = 0; i < 200000; i++) {
+        xsa_tensor *n = xsa_ag_binary_scalar(XSA_ADD, c, 0.0, 0);
+        xsa_tensor_free(c);
+        c = n;
+    }
+    xsa_tensor *cs = xsa_ag_reduce(XSA_SUM, c, XSA_ALL_DIMS, 0);
+    CHECK(xsa_ag_backward(cs, NULL, 0) == 0, "deep chain backward: %s", xsa_last_error());
+    CHECK_NEAR(xsa_tensor_f32(x->grad)[0], 1.0, 1e-6, "deep chain gradient");
+    xsa_tensor_free(cs);
+    xsa_tensor_free(c);
+    xsa_tensor_free(x);
+}
+
+int main(void)
+{
+    xsa_rng_seed(&rng, 1234);
+    test_binary();
+    test_unary();
+    test_reduce();
+    test_softmax_matmul();
+    test_views_where_clamp();
+    test_nn();
+    test_engine();
+    return check_done("test_autograd");
+}
