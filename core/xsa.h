@@ -24,6 +24,10 @@
 #include "system.h"
 #include "fileio.h"
 #include "safetensors.h"
+#include "bpe.h"
+#include "data.h"
 #include "nn.h"
+#include "optim.h"
+#include "gpt.h"
 
 #endif

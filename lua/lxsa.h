@@ -37,6 +37,8 @@ int xsa_lua_open_gpt(lua_State *L);
 int xsa_lua_open_safetensors(lua_State *L);
 /* l_bpe.c: xsa.tokenizer; l_data.c: the C side of xsa.data */
 int xsa_lua_open_bpe(lua_State *L);
+/* The tokenizer userdata at idx (l_bpe.c) or a "bad argument" error. */
+xsa_bpe *xsa_lua_checkbpe(lua_State *L, int idx);
 int xsa_lua_open_data(lua_State *L);
 
 #endif

@@ -1,0 +1,204 @@
+/*
+ * l_data.c: the C side of xsa.data (core/data.h), registered as xsa._data;
+ * lua/xsa/data.lua builds the public loaders on it.
+ *   xsa._data.story_tokens(tok, source [, cache]) -> int32 tensor [N], status
+ *       status = {from_cache=, reason=, written=, write_error=}
+ *   xsa._data.tokenize_stories(tok, text) -> int32 tensor [N]
+ *   xsa._data.split(n_tokens, seq_len, val_fraction) -> n_windows, n_train
+ *   xsa._data.loader(tokens, first_window, n_windows, seq_len, batch, shuffle, seed)
+ *       -> userdata with :num_batches() :batch(i) :next() :reset() :epoch()
+ *          :position() :window(k) (1-based i, k, epochs and window numbers)
+ * Non-goals: finding files, the loader protocol's fields (data.lua).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lxsa.h"
+
+#define LOADER_MT "xsa.data.loader"
+
+typedef struct {
+    xsa_data_loader *l;
+} lloader;
+
+static xsa_data_loader *check(lua_State *L)
+{
+    lloader *u = luaL_checkudata(L, 1, LOADER_MT);
+    if (!u->l) luaL_error(L, "attempt to use a freed loader");
+    return u->l;
+}
+
+static int ld_gc(lua_State *L)
+{
+    lloader *u = luaL_checkudata(L, 1, LOADER_MT);
+    xsa_data_loader_free(u->l);
+    u->l = NULL;
+    return 0;
+}
+
+/* ids (malloc'd, consumed) -> tensor pushed, or a Lua error after freeing */
+static void push_ids(lua_State *L, int32_t *ids, size_t n)
+{
+    int64_t shape[1] = {(int64_t)n};
+    xsa_tensor *t = xsa_tensor_new(XSA_INT32, 1, shape);
+    if (t && n) memcpy(xsa_tensor_i32(t), ids, n * sizeof *ids);
+    free(ids);
+    xsa_lua_pushtensor(L, t); /* raises the core error when t is NULL */
+}
+
+static int l_story_tokens(lua_State *L)
+{
+    xsa_bpe *tok = xsa_lua_checkbpe(L, 1);
+    const char *src = luaL_checkstring(L, 2);
+    const char *cache = luaL_optstring(L, 3, NULL);
+    xsa_data_cache_status st;
+    size_t n;
+    int32_t *ids = xsa_data_story_tokens(tok, src, cache, &n, &st);
+    if (!ids) return xsa_lua_corefail(L);
+    push_ids(L, ids, n);
+    lua_createtable(L, 0, 4);
+    lua_pushboolean(L, st.from_cache);
+    lua_setfield(L, -2, "from_cache");
+    lua_pushstring(L, st.reason);
+    lua_setfield(L, -2, "reason");
+    lua_pushboolean(L, st.written);
+    lua_setfield(L, -2, "written");
+    if (st.write_error[0]) {
+        lua_pushstring(L, st.write_error);
+        lua_setfield(L, -2, "write_error");
+    }
+    return 2;
+}
+
+static int l_tokenize_stories(lua_State *L)
+{
+    xsa_bpe *tok = xsa_lua_checkbpe(L, 1);
+    size_t len, n;
+    const char *s = luaL_checklstring(L, 2, &len);
+    int32_t *ids = xsa_data_tokenize_stories(tok, s, len, &n);
+    if (!ids) return xsa_lua_corefail(L);
+    push_ids(L, ids, n);
+    return 1;
+}
+
+static int l_split(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    lua_Integer T = luaL_checkinteger(L, 2);
+    lua_Number vf = luaL_checknumber(L, 3);
+    int64_t nw, nt;
+    if (xsa_data_split(n, T, vf, &nw, &nt) != 0) return xsa_lua_corefail(L);
+    lua_pushinteger(L, nw);
+    lua_pushinteger(L, nt);
+    return 2;
+}
+
+static int l_loader(lua_State *L)
+{
+    xsa_tensor *tokens = xsa_lua_checktensor(L, 1);
+    lua_Integer first = luaL_checkinteger(L, 2);
+    lua_Integer nw = luaL_checkinteger(L, 3);
+    lua_Integer T = luaL_checkinteger(L, 4);
+    lua_Integer B = luaL_checkinteger(L, 5);
+    int shuffle = lua_toboolean(L, 6);
+    lua_Integer seed = luaL_optinteger(L, 7, 0);
+    lloader *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->l = NULL;
+    luaL_setmetatable(L, LOADER_MT);
+    u->l = xsa_data_loader_new(tokens, first, nw, T, B, shuffle, (uint64_t)seed);
+    if (!u->l) return xsa_lua_corefail(L);
+    return 1;
+}
+
+static int push_pair(lua_State *L, int rc, xsa_tensor *x, xsa_tensor *y)
+{
+    if (rc != 0) return xsa_lua_corefail(L);
+    xsa_lua_pushtensor(L, x);
+    xsa_lua_pushtensor(L, y);
+    return 2;
+}
+
+static int ld_num_batches(lua_State *L)
+{
+    lua_pushinteger(L, xsa_data_loader_num_batches(check(L)));
+    return 1;
+}
+
+static int ld_batch(lua_State *L)
+{
+    xsa_data_loader *l = check(L);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    xsa_tensor *x, *y;
+    int rc = xsa_data_loader_batch(l, i - 1, &x, &y);
+    return push_pair(L, rc, x, y);
+}
+
+static int ld_next(lua_State *L)
+{
+    xsa_data_loader *l = check(L);
+    xsa_tensor *x, *y;
+    int rc = xsa_data_loader_next(l, &x, &y);
+    return push_pair(L, rc, x, y);
+}
+
+static int ld_reset(lua_State *L)
+{
+    xsa_data_loader_reset(check(L));
+    return 0;
+}
+
+static int ld_epoch(lua_State *L)
+{
+    lua_pushinteger(L, xsa_data_loader_epoch(check(L)) + 1);
+    return 1;
+}
+
+static int ld_position(lua_State *L)
+{
+    lua_pushinteger(L, xsa_data_loader_position(check(L)));
+    return 1;
+}
+
+static int ld_window(lua_State *L)
+{
+    xsa_data_loader *l = check(L);
+    int64_t w = xsa_data_loader_window(l, luaL_checkinteger(L, 2) - 1);
+    if (w < 0) return luaL_argerror(L, 2, "window position out of range");
+    lua_pushinteger(L, w + 1);
+    return 1;
+}
+
+static const luaL_Reg loader_methods[] = {
+    {"num_batches", ld_num_batches},
+    {"batch", ld_batch},
+    {"next", ld_next},
+    {"reset", ld_reset},
+    {"epoch", ld_epoch},
+    {"position", ld_position},
+    {"window", ld_window},
+    {"free", ld_gc},
+    {NULL, NULL},
+};
+
+static const luaL_Reg funcs[] = {
+    {"story_tokens", l_story_tokens},
+    {"tokenize_stories", l_tokenize_stories},
+    {"split", l_split},
+    {"loader", l_loader},
+    {NULL, NULL},
+};
+
+int xsa_lua_open_data(lua_State *L)
+{
+    luaL_newmetatable(L, LOADER_MT);
+    lua_pushcfunction(L, ld_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, ld_gc);
+    lua_setfield(L, -2, "__close");
+    luaL_newlib(L, loader_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    luaL_newlib(L, funcs);
+    lua_setfield(L, -2, "_data");
+    return 0;
+}

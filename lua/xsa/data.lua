@@ -1,0 +1,216 @@
+-- xsa.data: where the data files are, and TinyStories train/val loaders.
+--
+--   local train, val, info = xsa.data.tinystories{seq_len=64, max_tokens=500000, batch=16,
+--                                                 val_fraction=0.1, seed=0}
+--   local x, y = train:next()        -- int32 [16,64] each; y is x shifted by one token
+--
+-- Files are looked for in $XSA_DATA, <root>/data, <root>/../shared/data, then data/ and
+-- ../shared/data under the current directory (<root> is $XSA_ROOT, else the checkout that
+-- holds this file). data/fetch.sh downloads them. TinyStories is tokenised once (stories
+-- joined with <|endoftext|> = 50256, see core/data.h) and the ids are cached in
+-- $XSA_CACHE or <root>/data as "<text file name>.tokens.cache".
+--
+-- Loader protocol (any table with these methods works where a loader is expected):
+--   loader:num_batches(), loader:batch(i) -> inputs, targets, loader:next(), loader:reset(),
+--   fields loader.batch_size, loader.seq_len, loader.num_windows.
+-- Non-goals: datasets other than story files, streaming, multi-process loading.
+local xsa = require "xsa"
+local C = xsa._data
+
+local M = {EOT = 50256}
+
+M.TEXT_NAMES = {"tinystories.txt", "TinyStories-valid.txt"}
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return false
+end
+
+local function is_dir(path)
+  local ok, _, code = os.rename(path, path)
+  return ok or code == 13 -- 13: permission denied, but it exists
+end
+
+-- The repository root: $XSA_ROOT, else the folder holding lua/xsa/data.lua, else ".".
+function M.root()
+  local r = os.getenv("XSA_ROOT")
+  if r and r ~= "" then return r end
+  local p = package.searchpath("xsa.data", package.path)
+  if p then
+    local root = p:gsub("/?lua/xsa/data%.lua$", "")
+    if root == "" then root = "." end
+    return root
+  end
+  return "."
+end
+
+-- The folders searched for data files, in order.
+function M.search_dirs()
+  local dirs, seen = {}, {}
+  local function add(d)
+    if d and d ~= "" and not seen[d] then
+      seen[d] = true
+      dirs[#dirs + 1] = d
+    end
+  end
+  add(os.getenv("XSA_DATA"))
+  local root = M.root()
+  add(root .. "/data")
+  add(root .. "/../shared/data")
+  add("data")
+  add("../shared/data")
+  return dirs
+end
+
+local function not_found(what)
+  local looked = {}
+  local env = os.getenv("XSA_DATA")
+  if not env or env == "" then looked[1] = "$XSA_DATA (unset)" end
+  for _, d in ipairs(M.search_dirs()) do looked[#looked + 1] = d end
+  return string.format("xsa.data: cannot find %s; looked in: %s. Run `sh data/fetch.sh` "
+    .. "(or `make data`) in the repository to download it, or set XSA_DATA to a folder "
+    .. "that holds it.", what, table.concat(looked, ", "))
+end
+
+-- The first existing file among `names` (a string or a list) in the search folders,
+-- or nil and a message saying where it looked and what to run.
+function M.find(names)
+  if type(names) == "string" then names = {names} end
+  for _, d in ipairs(M.search_dirs()) do
+    for _, n in ipairs(names) do
+      local p = d .. "/" .. n
+      if exists(p) then return p end
+    end
+  end
+  return nil, not_found(table.concat(names, " or "))
+end
+
+-- Paths of encoder.json and vocab.bpe (raises when missing).
+function M.tokenizer_files()
+  local enc, e1 = M.find("encoder.json")
+  if not enc then error(e1, 2) end
+  local vocab, e2 = M.find("vocab.bpe")
+  if not vocab then error(e2, 2) end
+  return enc, vocab
+end
+
+-- Path of the TinyStories text (raises when missing).
+function M.tinystories_file()
+  local p, err = M.find(M.TEXT_NAMES)
+  if not p then error(err, 2) end
+  return p
+end
+
+-- Where token caches go: $XSA_CACHE, else <root>/data (never next to a read-only source).
+function M.cache_dir()
+  local c = os.getenv("XSA_CACHE")
+  if c and c ~= "" then return c end
+  return M.root() .. "/data"
+end
+
+local Loader = {}
+Loader.__index = Loader
+
+function Loader:num_batches() return self._c:num_batches() end
+function Loader:batch(i) return self._c:batch(i) end
+function Loader:next() return self._c:next() end
+function Loader:reset() self._c:reset() end
+-- 1-based epoch of the batches next() is handing out
+function Loader:epoch() return self._c:epoch() end
+-- the 1-based window number (in the token list) at position k of this epoch's order
+function Loader:window(k) return self._c:window(k) end
+function Loader:free() self._c:free() end
+function Loader:__tostring()
+  return string.format("xsa.data loader (%s: %d windows of %d+1 tokens, batch %d, %d batches)",
+    self.kind, self.num_windows, self.seq_len, self.batch_size, self:num_batches())
+end
+
+local function int_opt(opts, name, default, min)
+  local v = opts[name]
+  if v == nil then v = default end
+  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
+    error(string.format("xsa.data: option %s must be an integer, got %s", name, tostring(v)), 3)
+  end
+  v = math.tointeger(v)
+  if v < min then error(string.format("xsa.data: option %s must be >= %d, got %d", name, min, v), 3) end
+  return v
+end
+
+-- A loader over the windows [first_window, first_window + num_windows) (0-based) of an int32
+-- token tensor: opts = {seq_len=, batch=, shuffle=false, seed=0, first_window=0, num_windows=all}.
+function M.loader(tokens, opts)
+  opts = opts or {}
+  local T = int_opt(opts, "seq_len", 64, 1)
+  local B = int_opt(opts, "batch", 16, 1)
+  local first = int_opt(opts, "first_window", 0, 0)
+  local all = tokens:numel() // (T + 1) - first
+  local nw = int_opt(opts, "num_windows", all > 0 and all or 0, 0)
+  local seed = int_opt(opts, "seed", 0, math.mininteger)
+  local c = C.loader(tokens, first, nw, T, B, opts.shuffle and true or false, seed)
+  return setmetatable({_c = c, seq_len = T, batch_size = B, num_windows = nw,
+                       kind = opts.shuffle and "train" or "val"}, Loader)
+end
+
+local warned = false
+
+-- Train and val loaders over the first max_tokens tokens of TinyStories (see the header).
+-- Extra options: path (the text file), tokenizer, cache (a path, or false for none).
+-- Returns train, val, info (source, cache, from_cache, rebuilt_because, total_tokens,
+-- n_tokens, num_windows, n_train, n_val).
+function M.tinystories(opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("xsa.data.tinystories: expected a table of options", 2) end
+  local known = {seq_len = 1, max_tokens = 1, batch = 1, val_fraction = 1, seed = 1, path = 1,
+                 tokenizer = 1, cache = 1}
+  for k in pairs(opts) do
+    if not known[k] then error("xsa.data.tinystories: unknown option '" .. tostring(k) .. "'", 2) end
+  end
+  local T = int_opt(opts, "seq_len", 64, 1)
+  local B = int_opt(opts, "batch", 16, 1)
+  local max_tokens = int_opt(opts, "max_tokens", 500000, 1)
+  local seed = int_opt(opts, "seed", 0, math.mininteger)
+  local vf = opts.val_fraction
+  if vf == nil then vf = 0.1 end
+  if type(vf) ~= "number" or not (vf >= 0 and vf < 1) then
+    error("xsa.data.tinystories: val_fraction must be a number in [0, 1), got " .. tostring(vf), 2)
+  end
+  local path = opts.path
+  if path then
+    if not exists(path) then error("xsa.data.tinystories: cannot read " .. path, 2) end
+  else
+    local err
+    path, err = M.find(M.TEXT_NAMES)
+    if not path then error(err, 2) end
+  end
+  local tok = opts.tokenizer or require("xsa.tokenizer").gpt2()
+  local cache = opts.cache
+  if cache == nil then
+    local dir = M.cache_dir()
+    cache = is_dir(dir) and (dir .. "/" .. path:match("([^/]+)$") .. ".tokens.cache") or false
+  end
+  local tokens, st = C.story_tokens(tok, path, cache or nil)
+  if st.write_error and not warned then
+    warned = true
+    io.stderr:write("xsa.data: warning: token cache not written (", st.write_error,
+                    "); set XSA_CACHE to a writable folder to avoid tokenising again\n")
+  end
+  local total = tokens:numel()
+  local n = math.min(total, max_tokens)
+  local nw, ntrain = C.split(n, T, vf)
+  local nval = nw - ntrain
+  if ntrain < B then
+    error(string.format("xsa.data.tinystories: %d tokens give %d training windows of %d+1 tokens, "
+      .. "fewer than one batch of %d", n, ntrain, T, B), 2)
+  end
+  local train = setmetatable({_c = C.loader(tokens, 0, ntrain, T, B, true, seed), seq_len = T,
+                              batch_size = B, num_windows = ntrain, kind = "train"}, Loader)
+  local val = setmetatable({_c = C.loader(tokens, ntrain, nval, T, B, false, seed), seq_len = T,
+                            batch_size = B, num_windows = nval, kind = "val"}, Loader)
+  local info = {source = path, cache = cache or nil, from_cache = st.from_cache,
+                rebuilt_because = st.reason ~= "" and st.reason or nil, cache_written = st.written,
+                total_tokens = total, n_tokens = n, num_windows = nw, n_train = ntrain, n_val = nval}
+  return train, val, info
+end
+
+return M

@@ -1,0 +1,61 @@
+-- tokenize.lua: GPT-2 token ids of a file, one per line, or the text of ids.
+--
+--   xsa scripts/tokenize.lua FILE [--special]   ids of FILE (- for stdin), one per line;
+--                                              with --special, "<|endoftext|>" in the text
+--                                              is the special token 50256
+--   xsa scripts/tokenize.lua --decode FILE      reads ids (any white space between them)
+--                                              and writes the exact bytes back
+--
+-- Ids are identical to tiktoken's "gpt2" encoding (invalid UTF-8 is first repaired to
+-- U+FFFD, as Python's errors="replace"). Also runs under a stock lua5.4 with xsa.so on
+-- LUA_CPATH and lua/ on LUA_PATH.
+local xsa = require "xsa"
+
+local function usage(msg)
+  io.stderr:write((msg and ("tokenize.lua: " .. msg .. "\n") or ""),
+    "usage: tokenize.lua FILE [--special]\n       tokenize.lua --decode FILE\n")
+  os.exit(msg and 2 or 0)
+end
+
+local file, special, decode
+for _, a in ipairs(arg or {}) do
+  if a == "--special" then special = true
+  elseif a == "--decode" then decode = true
+  elseif a == "-h" or a == "--help" then usage()
+  elseif a:sub(1, 2) == "--" then usage("unknown option " .. a)
+  elseif file then usage("more than one FILE")
+  else file = a end
+end
+if not file then usage("no FILE") end
+if decode and special then usage("--special applies to encoding only") end
+
+local text
+if file == "-" then
+  text = io.stdin:read("a")
+else
+  local f, err = io.open(file, "rb")
+  if not f then
+    io.stderr:write("tokenize.lua: ", err, "\n")
+    os.exit(1)
+  end
+  text = f:read("a")
+  f:close()
+end
+
+local tok = xsa.tokenizer.gpt2()
+if decode then
+  local ids, n = {}, 0
+  for w in text:gmatch("%S+") do
+    local v = math.tointeger(tonumber(w))
+    if not v then
+      io.stderr:write("tokenize.lua: '", w, "' is not an integer id\n")
+      os.exit(1)
+    end
+    n = n + 1
+    ids[n] = v
+  end
+  io.stdout:write(tok:decode(ids))
+else
+  local ids = tok:encode_table(text, {special = special})
+  if #ids > 0 then io.stdout:write(table.concat(ids, "\n"), "\n") end
+end
