@@ -152,7 +152,7 @@ static void add_module_paths(lua_State *L)
     char *slash = strrchr(exe, '/');
     if (!slash) return;
     *slash = '\0';
-    char root[PATH_MAX], probe[PATH_MAX + 16];
+    char root[PATH_MAX + 8], probe[2 * PATH_MAX];
     const char *candidates[2] = {"%s", "%s/.."};
     for (int i = 0; i < 2; i++) {
         snprintf(root, sizeof root, candidates[i], exe);
@@ -169,6 +169,18 @@ static void add_module_paths(lua_State *L)
         free(real);
         return;
     }
+    /* an installed xsa: PREFIX/bin/xsa with modules in PREFIX/share/lua/5.4 */
+    snprintf(probe, sizeof probe, "%s/../share/lua/5.4/xsa", exe);
+    if (!is_dir(probe)) return;
+    char *real = realpath(probe, NULL);
+    if (!real) return;
+    real[strlen(real) - strlen("/xsa")] = '\0';
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", real, real, lua_tostring(L, -1));
+    lua_setfield(L, -3, "path");
+    lua_pop(L, 2);
+    free(real);
 }
 
 static int open_engine(lua_State *L)
