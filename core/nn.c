@@ -219,9 +219,11 @@ void xsa_nn_gelu_forward(float *out, const float *inp, size_t count)
         _mm512_storeu_ps(out + i, _mm512_mul_ps(x, phi512(x)));
     }
 #endif
+    /* Phi(x) = erfc(-x/sqrt 2)/2: no cancellation in the negative tail as
+     * with (1 + erf)/2 */
     for (; i < count; i++) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + erff(x * (float)INV_SQRT2));
+        out[i] = x * 0.5f * erfcf(-x * (float)INV_SQRT2);
     }
 }
 
@@ -242,7 +244,7 @@ void xsa_nn_gelu_backward(float *dinp, const float *inp, const float *dout, size
 #endif
     for (; i < count; i++) {
         float x = inp[i];
-        float cdf = 0.5f * (1.0f + erff(x * (float)INV_SQRT2));
+        float cdf = 0.5f * erfcf(-x * (float)INV_SQRT2);
         float pdf = (float)INV_SQRT2PI * expf(-0.5f * x * x);
         dinp[i] += dout[i] * (cdf + x * pdf);
     }
@@ -629,4 +631,40 @@ void xsa_nn_crossentropy_backward(float *dlogits, const float *probs,
     j.targets = targets;
     j.dloss = dloss;
     ce_run(&j, nthreads);
+}
+
+/* ---- fused cross-entropy + lm_head backward ------------------------------ */
+
+void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
+                               const float *probs, const float *pscale,
+                               const int32_t *targets, const float *inp,
+                               const float *wte, float dloss, int N, int C, int V)
+{
+    float g = dloss / (float)N;
+    float *t1 = scratch, *t2 = scratch + (size_t)N * C;
+    if (dinp) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1.0f, probs, V, wte, C,
+                    0.0f, t1, C);
+        for (int n = 0; n < N; n++) {
+            float s = pscale[n] * g;
+            const float *r = t1 + (size_t)n * C, *w = wte + (size_t)targets[n] * C;
+            float *d = dinp + (size_t)n * C;
+            for (int c = 0; c < C; c++) d[c] += s * r[c] - g * w[c];
+        }
+    }
+    if (dwte) {
+        for (int n = 0; n < N; n++) {
+            float s = pscale[n] * g;
+            const float *x = inp + (size_t)n * C;
+            float *r = t2 + (size_t)n * C;
+            for (int c = 0; c < C; c++) r[c] = x[c] * s;
+        }
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1.0f, probs, V, t2, C, 1.0f,
+                    dwte, C);
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C;
+            float *d = dwte + (size_t)targets[n] * C;
+            for (int c = 0; c < C; c++) d[c] -= g * x[c];
+        }
+    }
 }

@@ -67,6 +67,8 @@ void xsa_nn_layernorm_backward(float *dinp, float *dw, float *db,
                                const float *rstd, int N, int C);
 
 /* ---- GELU, exact: x * 0.5 * (1 + erf(x / sqrt 2)) --------------------------
+ * (the erf form, not the tanh approximation; evaluated as x * Phi(x) with
+ * Phi through erfc, to about 2e-6 relative wherever |gelu| > 1e-7)
  * out[n] for n < count; out may alias inp in the forward */
 void xsa_nn_gelu_forward(float *out, const float *inp, size_t count);
 /* dinp[n] += dout[n] * gelu'(inp[n]) */
@@ -137,5 +139,19 @@ double xsa_nn_crossentropy_forward(float *probs, float *pscale, float *losses,
 void xsa_nn_crossentropy_backward(float *dlogits, const float *probs,
                                   const float *pscale, const int32_t *targets,
                                   float dloss, int N, int V, int nthreads);
+
+/* ---- fused: cross-entropy backward through the tied lm_head ------------
+ * The same as xsa_nn_crossentropy_backward into a dlogits buffer followed
+ * by xsa_nn_lmhead_backward, without writing dlogits: with s_n = pscale[n] *
+ * dloss / N and g = dloss / N,
+ *   dinp[n]    += s_n (probs wte)[n] - g wte[targets[n]]
+ *   dwte       += probs^T (s * inp) - g scatter(inp rows to target rows)
+ * which saves a pass over the [N,V] buffer. probs/pscale as saved by
+ * xsa_nn_crossentropy_forward (probs is not modified); scratch: 2*N*C floats.
+ * inp[N,C], wte[V,C], dinp[N,C], dwte[V,C] (dinp or dwte may be NULL). */
+void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
+                               const float *probs, const float *pscale,
+                               const int32_t *targets, const float *inp,
+                               const float *wte, float dloss, int N, int C, int V);
 
 #endif

@@ -1,0 +1,126 @@
+/*
+ * gpt.h: the GPT model of the study (GPT-2 style decoder with SA or XSA
+ * attention), its training step pieces, probe and checkpoints.
+ *
+ * Architecture: token + learned position embeddings; per block
+ *   x = x + c_proj(attn(c_attn(ln_1(x))))      attn = causal SA or XSA(lambda)
+ *   x = x + mlp.c_proj(gelu(mlp.c_fc(ln_2(x))))
+ * then ln_f and logits = x wte^T (tied). No dropout.
+ *
+ * Parameters live in ONE storage block and gradients in another; each
+ * parameter is an xsa_tensor view (requires_grad = 1, ->grad preset to the
+ * matching view of the gradient block), named as GPT-2 checkpoints name them
+ * (wte.weight [V,C], wpe.weight [T,C], h.{i}.ln_1.weight, ...,
+ * h.{i}.attn.c_attn.weight [C,3C] input-major, ..., ln_f.bias).
+ * Activations live in buffers allocated for the largest B*T seen and reused:
+ * a steady-state step allocates nothing.
+ *
+ * Example:
+ *   xsa_gpt_config c; xsa_gpt_config_default(&c);
+ *   c.vocab = 64; c.attention = XSA_ATTN_XSA;
+ *   xsa_gpt *m = xsa_gpt_new(&c);
+ *   float loss;
+ *   if (xsa_gpt_forward(m, inputs, targets, B, T, &loss) != 0) puts(xsa_last_error());
+ *   xsa_gpt_zero_grad(m); xsa_gpt_backward(m, 1.0f);
+ *   ... xsa_adamw_step(opt) over xsa_gpt_param(m, i) ...
+ *   xsa_gpt_free(m);
+ *
+ * Non-goals: dropout, KV caches / sampling, mixed precision.
+ */
+#ifndef XSA_GPT_H
+#define XSA_GPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn.h"
+#include "tensor.h"
+
+typedef enum { XSA_ATTN_SA = 0, XSA_ATTN_XSA = 1 } xsa_attention;
+
+typedef struct xsa_gpt_config {
+    int vocab;              /* V, 50257 */
+    int n_layer;            /* 2 */
+    int d_model;            /* C, 128 */
+    int n_head;             /* NH, 2 */
+    int seq_len;            /* max T, 64 (rows of wpe) */
+    xsa_attention attention;/* SA or XSA */
+    double lambda;          /* XSA strength (used only with XSA); any finite value */
+    uint64_t seed;          /* initialisation seed */
+} xsa_gpt_config;
+
+void xsa_gpt_config_default(xsa_gpt_config *c);
+/* 0, or -1 with "gpt: d_model 130 is not divisible by n_head 4" etc. */
+int xsa_gpt_config_validate(const xsa_gpt_config *c);
+const char *xsa_gpt_attention_name(xsa_attention a);    /* "sa" / "xsa" */
+/* "sa"/"xsa" (case-sensitive) -> 0, else -1 with an error. */
+int xsa_gpt_attention_parse(const char *s, xsa_attention *out);
+
+typedef struct xsa_gpt xsa_gpt;
+struct xsa_adamw; /* optim.h */
+
+/* A new model initialised from c->seed: Linear weights and both embeddings
+ * N(0, 0.02), attn.c_proj / mlp.c_proj weights N(0, 0.02/sqrt(2 n_layer)),
+ * biases 0, LayerNorm weight 1 bias 0. Normals are drawn in parameter order
+ * (wte, wpe, then per layer c_attn, attn.c_proj, c_fc, mlp.c_proj weights). */
+xsa_gpt *xsa_gpt_new(const xsa_gpt_config *c);
+/* Reference counted (the autograd node of a loss holds one). */
+void xsa_gpt_retain(xsa_gpt *m);
+void xsa_gpt_free(xsa_gpt *m);
+
+/* Same sizes and weights, another attention / lambda (gradients zero). */
+xsa_gpt *xsa_gpt_clone(const xsa_gpt *m, xsa_attention attention, double lambda);
+/* Copies src's parameters into dst (sizes must match; attention may differ). */
+int xsa_gpt_copy_from(xsa_gpt *dst, const xsa_gpt *src);
+/* Switches the attention of an existing model (weights untouched). */
+int xsa_gpt_set_attention(xsa_gpt *m, xsa_attention attention, double lambda);
+
+const xsa_gpt_config *xsa_gpt_get_config(const xsa_gpt *m);
+size_t xsa_gpt_num_params(const xsa_gpt *m);             /* scalars */
+int xsa_gpt_num_tensors(const xsa_gpt *m);
+const char *xsa_gpt_param_name(const xsa_gpt *m, int i);
+xsa_tensor *xsa_gpt_param(const xsa_gpt *m, int i);       /* borrowed; ->grad set */
+xsa_tensor *xsa_gpt_find_param(const xsa_gpt *m, const char *name); /* borrowed/NULL */
+float *xsa_gpt_params_data(const xsa_gpt *m);             /* the whole block */
+/* Bytes of the activation buffers currently held (0 before a forward). */
+size_t xsa_gpt_activation_bytes(const xsa_gpt *m);
+float *xsa_gpt_grads_data(const xsa_gpt *m);
+
+/* inputs, targets: [B,T] int32 row-major (targets may be NULL: logits only).
+ * Checks 1 <= T <= seq_len, B >= 1 and every id in [0, V). With targets,
+ * *loss (may be NULL) gets the mean cross-entropy. */
+int xsa_gpt_forward(xsa_gpt *m, const int32_t *inputs, const int32_t *targets,
+                    int B, int T, float *loss);
+/* The same forward and loss without saving what the backward needs (no
+ * softmax buffer written: cheaper for evaluation). */
+int xsa_gpt_eval_loss(xsa_gpt *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                      float *loss);
+/* Logits [B,T,V] of the last forward (valid until the next forward). */
+const float *xsa_gpt_logits(const xsa_gpt *m);
+/* Counts forwards; a loss's backward checks the model has not moved on. */
+unsigned long xsa_gpt_generation(const xsa_gpt *m);
+/* ADDS d(dloss * loss)/d(param) into the gradient block. Needs a preceding
+ * forward with targets. */
+int xsa_gpt_backward(xsa_gpt *m, float dloss);
+void xsa_gpt_zero_grad(xsa_gpt *m);
+
+/* Saved activations of layer l from the last forward, for tests:
+ * "qkv" [B,T,3C], "y" [B,T,C] (pre-projection; = z for SA), "z" [B,T,C],
+ * "att" [B,NH,T,T]. NULL for an unknown name or layer. */
+const float *xsa_gpt_activation(const xsa_gpt *m, int layer, const char *name);
+
+/* Runs the blocks on one batch (no lm_head) and writes the per-head probe
+ * means of every layer: out[(l*NH + h)*XSA_NN_PROBE_N + k] (see nn.h). */
+int xsa_gpt_probe(xsa_gpt *m, const int32_t *inputs, int B, int T, double *out);
+
+/* Checkpoints (safetensors, GPT-2 names, __metadata__ = the config as
+ * strings under the constructor's keys). opt may be NULL; if given it must
+ * be an AdamW over exactly this model's parameters, and its state is saved
+ * as adamw.m.<name>, adamw.v.<name>, adamw.steps plus adamw.* metadata. */
+int xsa_gpt_save(const xsa_gpt *m, const char *path, const struct xsa_adamw *opt);
+/* Loads and validates (names, shapes, dtypes, config). When opt_out is
+ * non-NULL, *opt_out receives the saved AdamW (over the new model's
+ * parameters) or NULL when the file holds none. */
+xsa_gpt *xsa_gpt_load(const char *path, struct xsa_adamw **opt_out);
+
+#endif

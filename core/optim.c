@@ -1,0 +1,169 @@
+/*
+ * optim.c: AdamW with PyTorch semantics (see optim.h for the formula and the
+ * ordering; scalars are computed in double and applied in float, as torch's
+ * CPU kernels do for float32 tensors). Non-goals: other optimizers.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+static int check_hyper(double lr, double b1, double b2, double eps, double wd)
+{
+    if (!isfinite(lr) || lr < 0) return xsa_error("adamw: lr %g must be finite and >= 0", lr);
+    if (!isfinite(b1) || b1 < 0 || b1 >= 1)
+        return xsa_error("adamw: beta1 %g is not in [0, 1)", b1);
+    if (!isfinite(b2) || b2 < 0 || b2 >= 1)
+        return xsa_error("adamw: beta2 %g is not in [0, 1)", b2);
+    if (!isfinite(eps) || eps < 0) return xsa_error("adamw: eps %g must be finite and >= 0", eps);
+    if (!isfinite(wd) || wd < 0)
+        return xsa_error("adamw: weight_decay %g must be finite and >= 0", wd);
+    return 0;
+}
+
+xsa_adamw *xsa_adamw_new(int n, xsa_tensor *const *params, double lr, double beta1,
+                         double beta2, double eps, double weight_decay)
+{
+    if (n < 0 || (n > 0 && !params)) {
+        xsa_error("adamw: bad parameter list");
+        return NULL;
+    }
+    if (check_hyper(lr, beta1, beta2, eps, weight_decay) != 0) return NULL;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const xsa_tensor *p = params[i];
+        if (!p || p->dtype != XSA_FLOAT32 || !xsa_tensor_is_contiguous(p)) {
+            xsa_error("adamw: parameter %d is not a contiguous float32 tensor", i + 1);
+            return NULL;
+        }
+        total += (size_t)xsa_tensor_numel(p);
+    }
+    xsa_adamw *o = calloc(1, sizeof *o);
+    if (!o) goto oom;
+    o->n = n;
+    o->lr = lr;
+    o->beta1 = beta1;
+    o->beta2 = beta2;
+    o->eps = eps;
+    o->weight_decay = weight_decay;
+    size_t k = n > 0 ? (size_t)n : 1;
+    o->params = calloc(k, sizeof *o->params);
+    o->m = calloc(k, sizeof *o->m);
+    o->v = calloc(k, sizeof *o->v);
+    o->steps = calloc(k, sizeof *o->steps);
+    o->state = xsa_storage_new((2 * total > 0 ? 2 * total : 1) * sizeof(float));
+    if (!o->params || !o->m || !o->v || !o->steps || !o->state) {
+        xsa_adamw_free(o);
+        goto oom;
+    }
+    float *base = o->state->data;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        xsa_tensor_retain(params[i]);
+        o->params[i] = params[i];
+        o->m[i] = base + off;
+        o->v[i] = base + total + off;
+        off += (size_t)xsa_tensor_numel(params[i]);
+    }
+    return o;
+oom:
+    xsa_error("adamw: out of memory");
+    return NULL;
+}
+
+void xsa_adamw_free(xsa_adamw *o)
+{
+    if (!o) return;
+    if (o->params)
+        for (int i = 0; i < o->n; i++) xsa_tensor_free(o->params[i]);
+    free(o->params);
+    free(o->m);
+    free(o->v);
+    free(o->steps);
+    xsa_storage_free(o->state);
+    free(o);
+}
+
+int xsa_adamw_set_lr(xsa_adamw *o, double lr)
+{
+    if (check_hyper(lr, o->beta1, o->beta2, o->eps, o->weight_decay) != 0) return -1;
+    o->lr = lr;
+    return 0;
+}
+
+int xsa_adamw_step(xsa_adamw *o)
+{
+    /* validate everything first so a failure changes nothing */
+    for (int i = 0; i < o->n; i++) {
+        const xsa_tensor *p = o->params[i], *g = p->grad;
+        if (!g) continue;
+        if (g->dtype != XSA_FLOAT32 || !xsa_tensor_is_contiguous(g) || !xsa_tensor_same_shape(p, g)) {
+            char a[64], b[64];
+            return xsa_error("adamw step: parameter %d has shape %s but its gradient %s %s", i + 1,
+                             xsa_shape_str(p->ndim, p->shape, a, sizeof a),
+                             g->dtype == XSA_FLOAT32 ? "has shape" : "is not float32",
+                             xsa_shape_str(g->ndim, g->shape, b, sizeof b));
+        }
+    }
+    for (int i = 0; i < o->n; i++) {
+        xsa_tensor *p = o->params[i];
+        if (!p->grad) continue;
+        long t = ++o->steps[i];
+        float *w = xsa_tensor_f32(p);
+        const float *g = xsa_tensor_f32(p->grad);
+        float *m = o->m[i], *v = o->v[i];
+        size_t n = (size_t)xsa_tensor_numel(p);
+        float decay = (float)(1.0 - o->lr * o->weight_decay);
+        float a1 = (float)(1.0 - o->beta1), b2 = (float)o->beta2, a2 = (float)(1.0 - o->beta2);
+        double bc1 = 1.0 - pow(o->beta1, (double)t);
+        double bc2 = 1.0 - pow(o->beta2, (double)t);
+        float step_size = (float)(o->lr / bc1);
+        float bc2_sqrt = (float)sqrt(bc2);
+        float eps = (float)o->eps;
+        size_t k = 0;
+#if defined(__AVX512F__)
+        /* the same float operations as the loop below, in the same order
+         * (separate multiply and add, no FMA), 16 lanes at a time */
+        __m512 vdecay = _mm512_set1_ps(decay), va1 = _mm512_set1_ps(a1);
+        __m512 vb2 = _mm512_set1_ps(b2), va2 = _mm512_set1_ps(a2);
+        __m512 vstep = _mm512_set1_ps(step_size), vbc2 = _mm512_set1_ps(bc2_sqrt);
+        __m512 veps = _mm512_set1_ps(eps);
+        for (; k + 16 <= n; k += 16) {
+            __m512 gk = _mm512_loadu_ps(g + k), mk = _mm512_loadu_ps(m + k);
+            __m512 vk = _mm512_loadu_ps(v + k);
+            __m512 wk = _mm512_mul_ps(_mm512_loadu_ps(w + k), vdecay);
+            mk = _mm512_add_ps(mk, _mm512_mul_ps(va1, _mm512_sub_ps(gk, mk)));
+            vk = _mm512_add_ps(_mm512_mul_ps(vk, vb2), _mm512_mul_ps(_mm512_mul_ps(va2, gk), gk));
+            __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vk), vbc2), veps);
+            wk = _mm512_sub_ps(wk, _mm512_mul_ps(vstep, _mm512_div_ps(mk, denom)));
+            _mm512_storeu_ps(w + k, wk);
+            _mm512_storeu_ps(m + k, mk);
+            _mm512_storeu_ps(v + k, vk);
+        }
+#endif
+        for (; k < n; k++) {
+            float gk = g[k];
+            float wk = w[k] * decay;
+            float mk = m[k] + a1 * (gk - m[k]);
+            float vk = v[k] * b2 + a2 * gk * gk;
+            float denom = sqrtf(vk) / bc2_sqrt + eps;
+            w[k] = wk - step_size * (mk / denom);
+            m[k] = mk;
+            v[k] = vk;
+        }
+    }
+    return 0;
+}
+
+void xsa_adamw_zero_grad(xsa_adamw *o)
+{
+    for (int i = 0; i < o->n; i++) {
+        xsa_tensor *g = o->params[i]->grad;
+        if (g) xsa_tensor_fill_(g, 0.0);
+    }
+}

@@ -1,0 +1,711 @@
+/*
+ * l_gpt.c: the Lua face of the GPT model (core/gpt.h) and of AdamW
+ * (core/optim.h):
+ *
+ *   model = xsa.gpt{vocab=50257, n_layer=2, d_model=128, n_head=2, seq_len=64,
+ *                   attention="sa", lambda=1.0, seed=0}
+ *   model:loss(inputs, targets) -> 0-d tensor; under grad mode its
+ *       backward() runs the model's hand-written backward into the parameters'
+ *       .grad (accumulating, as PyTorch; zero them with opt:zero_grad())
+ *   model:forward(inputs) -> logits [B,T,V]
+ *   model:clone{attention=, lambda=} / model:copy_from(other)
+ *   model:set_attention(name [, lambda])
+ *   model:parameters() -> list of {name=, tensor=}, also name -> tensor
+ *   model:num_params() / model:config() / model:probe(loader [, n])
+ *   model:save(path [, {optimizer=opt}]) / xsa.gpt.load(path) -> model, opt|nil
+ *   model:free() (also __close)
+ *   opt = xsa.optim.adamw(params, {lr=1e-3, betas={0.9,0.999}, eps=1e-8,
+ *                                  weight_decay=0.01})
+ *   opt:step() / opt:zero_grad() / opt.lr (read/write) / opt:free()
+ *
+ * Token tensors are int32 [B,T] (0-based token ids; they are values, not
+ * indices). Misuse and core failures raise errors; a checkpoint that fails
+ * to load raises too (as xsa.safetensors.load does).
+ *
+ * Temporary buffers are Lua userdata, never malloc, so a raised error
+ * cannot leak them. Non-goals: algorithms (all in core/).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lxsa.h"
+
+#define GPT_MT "xsa.gpt"
+#define ADAMW_MT "xsa.adamw"
+
+typedef struct { xsa_gpt *m; } gbox;
+typedef struct { xsa_adamw *o; } obox;
+
+/* ---- boxes -------------------------------------------------------------- */
+
+static gbox *newgbox(lua_State *L)
+{
+    gbox *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->m = NULL;
+    luaL_setmetatable(L, GPT_MT);
+    return b;
+}
+
+static xsa_gpt *checkgpt(lua_State *L, int idx)
+{
+    gbox *b = luaL_checkudata(L, idx, GPT_MT);
+    if (!b->m) luaL_error(L, "attempt to use a freed model");
+    return b->m;
+}
+
+static xsa_adamw *checkadamw(lua_State *L, int idx)
+{
+    obox *b = luaL_checkudata(L, idx, ADAMW_MT);
+    if (!b->o) luaL_error(L, "attempt to use a freed optimizer");
+    return b->o;
+}
+
+/* Reports a model's big buffers (parameters, gradients) to the collector. */
+static void account(lua_State *L, const xsa_gpt *m)
+{
+    size_t kb = (xsa_gpt_num_params(m) * 2 * sizeof(float)) >> 10;
+    if (kb >= 256) lua_gc(L, LUA_GCSTEP, kb > 1u << 30 ? 1 << 30 : (int)kb);
+}
+
+/* After a forward: a grown activation block (hundreds of MB at the study's
+ * sizes) is reported too, so dropped models are collected in time. */
+static void account_acts(lua_State *L, const xsa_gpt *m, size_t before)
+{
+    size_t now = xsa_gpt_activation_bytes(m);
+    if (now > before) {
+        size_t kb = (now - before) >> 10;
+        lua_gc(L, LUA_GCSTEP, kb > 1u << 30 ? 1 << 30 : (int)kb);
+    }
+}
+
+static void pushgpt(lua_State *L, gbox *b, xsa_gpt *m)
+{
+    (void)L;
+    b->m = m;
+}
+
+static int g_gc(lua_State *L)
+{
+    gbox *b = luaL_checkudata(L, 1, GPT_MT);
+    if (b->m) {
+        xsa_gpt_free(b->m);
+        b->m = NULL;
+    }
+    return 0;
+}
+
+static int o_gc(lua_State *L)
+{
+    obox *b = luaL_checkudata(L, 1, ADAMW_MT);
+    if (b->o) {
+        xsa_adamw_free(b->o);
+        b->o = NULL;
+    }
+    return 0;
+}
+
+/* ---- argument helpers --------------------------------------------------- */
+
+/* Raises "FN: message" (options tables are read by several functions and
+ * the constructor is called through __call, where argument numbers would
+ * mislead). */
+static int opterror(lua_State *L, const char *fn, const char *msg)
+{
+    return luaL_error(L, "%s: %s", fn, msg);
+}
+
+static int intfield(lua_State *L, const char *fn, const char *key, int lo, int hi)
+{
+    int isint;
+    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    if (!isint || v < lo || v > hi) {
+        const char *got = luaL_typename(L, -1);
+        if (lua_type(L, -1) == LUA_TNUMBER) got = lua_pushfstring(L, "%s", lua_tostring(L, -1));
+        return opterror(L, fn, lua_pushfstring(L, "%s must be an integer in [%d, %d] (got %s)",
+                                               key, lo, hi, got));
+    }
+    return (int)v;
+}
+
+static double numfield(lua_State *L, const char *fn, const char *key)
+{
+    if (lua_type(L, -1) != LUA_TNUMBER)
+        return opterror(L, fn, lua_pushfstring(L, "%s must be a number (got %s)", key,
+                                               luaL_typename(L, -1)));
+    double v = lua_tonumber(L, -1);
+    if (!isfinite(v)) return opterror(L, fn, lua_pushfstring(L, "%s must be finite", key));
+    return v;
+}
+
+static xsa_attention attfield(lua_State *L, const char *fn)
+{
+    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    xsa_attention a;
+    if (!s || xsa_gpt_attention_parse(s, &a) != 0)
+        opterror(L, fn, lua_pushfstring(L, "attention must be \"sa\" or \"xsa\" (got %s)",
+                                        s ? s : luaL_typename(L, -1)));
+    return s && strcmp(s, "xsa") == 0 ? XSA_ATTN_XSA : XSA_ATTN_SA;
+}
+
+/* Every key of the options table at arg must be in `allowed`. */
+static void check_keys(lua_State *L, const char *fn, int arg, const char *const *allowed)
+{
+    lua_pushnil(L);
+    while (lua_next(L, arg)) {
+        lua_pop(L, 1);
+        int ok = 0;
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            const char *k = lua_tostring(L, -1);
+            for (int i = 0; allowed[i]; i++)
+                if (strcmp(k, allowed[i]) == 0) ok = 1;
+        }
+        if (!ok) {
+            const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                                            : luaL_typename(L, -1);
+            opterror(L, fn, lua_pushfstring(L, "unknown option '%s'", k));
+        }
+    }
+}
+
+/* An int32 [B,T] token tensor; returns a contiguous tensor the caller must
+ * free (pushed on the stack as a userdata so an error cannot leak it). */
+static xsa_tensor *checktokens(lua_State *L, int arg, const char *what, int *B, int *T)
+{
+    xsa_tensor *t = xsa_lua_checktensor(L, arg);
+    char buf[64];
+    if (t->dtype != XSA_INT32 || t->ndim != 2)
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s must be an int32 [B,T] tensor (got %s %s)",
+                                              what, xsa_dtype_name(t->dtype),
+                                              xsa_shape_str(t->ndim, t->shape, buf, sizeof buf)));
+    if (t->shape[0] > 1 << 24 || t->shape[1] > 1 << 24)
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s is too large", what));
+    *B = (int)t->shape[0];
+    *T = (int)t->shape[1];
+    xsa_tensor *c = xsa_tensor_contiguous(t);
+    xsa_lua_pushtensor(L, c); /* owns c from here; raises if NULL */
+    return c;
+}
+
+/* ---- constructor ------------------------------------------------------- */
+
+static const char *const config_keys[] = {"vocab", "n_layer", "d_model", "n_head", "seq_len",
+                                          "attention", "lambda", "seed", NULL};
+
+static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
+{
+    const char *fn = "xsa.gpt";
+    if (!lua_istable(L, arg)) opterror(L, fn, "expected a table of options");
+    check_keys(L, fn, arg, config_keys);
+    struct { const char *k; int *dst; int hi; } ints[] = {
+        {"vocab", &c->vocab, 1 << 24}, {"n_layer", &c->n_layer, 1024},
+        {"d_model", &c->d_model, 1 << 16}, {"n_head", &c->n_head, 1 << 16},
+        {"seq_len", &c->seq_len, 1 << 20}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        if (lua_getfield(L, arg, ints[i].k) != LUA_TNIL)
+            *ints[i].dst = intfield(L, fn, ints[i].k, 1, ints[i].hi);
+        lua_pop(L, 1);
+    }
+    if (lua_getfield(L, arg, "attention") != LUA_TNIL) c->attention = attfield(L, fn);
+    lua_pop(L, 1);
+    if (lua_getfield(L, arg, "lambda") != LUA_TNIL) c->lambda = numfield(L, fn, "lambda");
+    lua_pop(L, 1);
+    if (lua_getfield(L, arg, "seed") != LUA_TNIL) {
+        int isint;
+        lua_Integer s = lua_tointegerx(L, -1, &isint);
+        if (!isint || s < 0) opterror(L, fn, "seed must be a non-negative integer");
+        c->seed = (uint64_t)s;
+    }
+    lua_pop(L, 1);
+}
+
+/* xsa.gpt{...} (the __call of the xsa.gpt table: argument 1 is the table) */
+static int l_gpt_new(lua_State *L)
+{
+    xsa_gpt_config c;
+    xsa_gpt_config_default(&c);
+    if (!lua_isnoneornil(L, 2)) read_config(L, 2, &c);
+    if (xsa_gpt_config_validate(&c) != 0) return luaL_error(L, "xsa.%s", xsa_last_error());
+    gbox *b = newgbox(L);
+    xsa_gpt *m = xsa_gpt_new(&c);
+    if (!m) return xsa_lua_corefail(L);
+    pushgpt(L, b, m);
+    account(L, m);
+    return 1;
+}
+
+static int l_gpt_load(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    gbox *b = newgbox(L);
+    obox *ob = lua_newuserdatauv(L, sizeof *ob, 0);
+    ob->o = NULL;
+    luaL_setmetatable(L, ADAMW_MT);
+    xsa_adamw *o = NULL;
+    xsa_gpt *m = xsa_gpt_load(path, &o);
+    if (!m) return xsa_lua_corefail(L);
+    b->m = m;
+    ob->o = o;
+    account(L, m);
+    if (!o) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+    }
+    return 2;
+}
+
+/* ---- methods ----------------------------------------------------------- */
+
+typedef struct {
+    xsa_gpt *m;
+    unsigned long gen;
+} loss_ctx;
+
+static void loss_ctx_free(void *p)
+{
+    loss_ctx *c = p;
+    xsa_gpt_free(c->m);
+    free(c);
+}
+
+static int loss_backward(void *p, const xsa_tensor *grad_out, xsa_tensor **gin)
+{
+    (void)gin;
+    loss_ctx *c = p;
+    if (xsa_gpt_generation(c->m) != c->gen)
+        return xsa_error("gpt loss backward: the model ran another forward since this loss was "
+                         "computed; call backward before the next forward");
+    float g = grad_out ? xsa_tensor_f32(grad_out)[0] : 1.0f;
+    return xsa_gpt_backward(c->m, g);
+}
+
+static int m_loss(lua_State *L)
+{
+    xsa_gpt *m = checkgpt(L, 1);
+    int B, T, B2, T2;
+    xsa_tensor *in = checktokens(L, 2, "inputs", &B, &T);
+    xsa_tensor *tg = checktokens(L, 3, "targets", &B2, &T2);
+    if (B != B2 || T != T2) {
+        char a[64], b[64];
+        return luaL_error(L, "gpt loss: inputs %s and targets %s differ in shape",
+                          xsa_shape_str(2, in->shape, a, sizeof a),
+                          xsa_shape_str(2, tg->shape, b, sizeof b));
+    }
+    float loss;
+    size_t before = xsa_gpt_activation_bytes(m);
+    int grad = xsa_ag_is_enabled();
+    if ((grad ? xsa_gpt_forward : xsa_gpt_eval_loss)(m, xsa_tensor_i32(in), xsa_tensor_i32(tg), B,
+                                                     T, &loss) != 0)
+        return xsa_lua_corefail(L);
+    account_acts(L, m, before);
+    xsa_tensor *out = xsa_tensor_new(XSA_FLOAT32, 0, NULL);
+    xsa_lua_pushtensor(L, out); /* raises if NULL */
+    xsa_tensor_f32(out)[0] = loss;
+    if (grad) {
+        loss_ctx *c = malloc(sizeof *c);
+        if (!c) return luaL_error(L, "gpt loss: out of memory");
+        xsa_gpt_retain(m);
+        c->m = m;
+        c->gen = xsa_gpt_generation(m);
+        /* attach_custom frees c through loss_ctx_free on failure */
+        if (xsa_ag_attach_custom(out, "GptLossBackward", 0, NULL, loss_backward, c,
+                                 loss_ctx_free) != 0)
+            return xsa_lua_corefail(L);
+    }
+    return 1;
+}
+
+static int m_forward(lua_State *L)
+{
+    xsa_gpt *m = checkgpt(L, 1);
+    int B, T;
+    xsa_tensor *in = checktokens(L, 2, "inputs", &B, &T);
+    size_t before = xsa_gpt_activation_bytes(m);
+    if (xsa_gpt_forward(m, xsa_tensor_i32(in), NULL, B, T, NULL) != 0) return xsa_lua_corefail(L);
+    account_acts(L, m, before);
+    int64_t sh[3] = {B, T, xsa_gpt_get_config(m)->vocab};
+    xsa_tensor *out = xsa_tensor_new(XSA_FLOAT32, 3, sh);
+    if (out)
+        memcpy(xsa_tensor_f32(out), xsa_gpt_logits(m), (size_t)xsa_tensor_numel(out) * sizeof(float));
+    xsa_lua_pushtensor(L, out);
+    return 1;
+}
+
+static const char *const clone_keys[] = {"attention", "lambda", NULL};
+
+static int m_clone(lua_State *L)
+{
+    xsa_gpt *m = checkgpt(L, 1);
+    const xsa_gpt_config *c = xsa_gpt_get_config(m);
+    xsa_attention att = c->attention;
+    double lambda = c->lambda;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        check_keys(L, "gpt:clone", 2, clone_keys);
+        if (lua_getfield(L, 2, "attention") != LUA_TNIL) att = attfield(L, "gpt:clone");
+        lua_pop(L, 1);
+        if (lua_getfield(L, 2, "lambda") != LUA_TNIL) lambda = numfield(L, "gpt:clone", "lambda");
+        lua_pop(L, 1);
+    }
+    gbox *b = newgbox(L);
+    xsa_gpt *n = xsa_gpt_clone(m, att, lambda);
+    if (!n) return xsa_lua_corefail(L);
+    pushgpt(L, b, n);
+    account(L, n);
+    return 1;
+}
+
+static int m_copy_from(lua_State *L)
+{
+    xsa_gpt *m = checkgpt(L, 1);
+    xsa_gpt *src = checkgpt(L, 2);
+    if (xsa_gpt_copy_from(m, src) != 0) return xsa_lua_corefail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int m_set_attention(lua_State *L)
+{
+    xsa_gpt *m = checkgpt(L, 1);
+    lua_pushvalue(L, 2);
+    xsa_attention att = attfield(L, "gpt:set_attention");
+    lua_pop(L, 1);
+    double lambda = xsa_gpt_get_config(m)->lambda;
+    if (!lua_isnoneornil(L, 3)) {
+        lua_pushvalue(L, 3);
+        lambda = numfield(L, "gpt:set_attention", "lambda");
+        lua_pop(L, 1);
+    }
+    if (xsa_gpt_set_attention(m, att, lambda) != 0) return xsa_lua_corefail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int m_parameters(lua_State *L)
+{
+    xsa_gpt *m = checkgpt(L, 1);
+    int n = xsa_gpt_num_tensors(m);
+    lua_createtable(L, n, n);
+    for (int i = 0; i < n; i++) {
+        xsa_tensor *p = xsa_gpt_param(m, i);
+        lua_createtable(L, 0, 2);
+        lua_pushstring(L, xsa_gpt_param_name(m, i));
+        lua_setfield(L, -2, "name");
+        xsa_tensor_retain(p);
+        xsa_lua_pushtensor(L, p);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, -3, "tensor");
+        lua_setfield(L, -3, xsa_gpt_param_name(m, i)); /* name -> tensor */
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int m_num_params(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)xsa_gpt_num_params(checkgpt(L, 1)));
+    return 1;
+}
+
+static int m_config(lua_State *L)
+{
+    const xsa_gpt_config *c = xsa_gpt_get_config(checkgpt(L, 1));
+    lua_createtable(L, 0, 8);
+    lua_pushinteger(L, c->vocab);
+    lua_setfield(L, -2, "vocab");
+    lua_pushinteger(L, c->n_layer);
+    lua_setfield(L, -2, "n_layer");
+    lua_pushinteger(L, c->d_model);
+    lua_setfield(L, -2, "d_model");
+    lua_pushinteger(L, c->n_head);
+    lua_setfield(L, -2, "n_head");
+    lua_pushinteger(L, c->seq_len);
+    lua_setfield(L, -2, "seq_len");
+    lua_pushstring(L, xsa_gpt_attention_name(c->attention));
+    lua_setfield(L, -2, "attention");
+    lua_pushnumber(L, c->lambda);
+    lua_setfield(L, -2, "lambda");
+    lua_pushinteger(L, (lua_Integer)c->seed);
+    lua_setfield(L, -2, "seed");
+    return 1;
+}
+
+static const char *const probe_names[XSA_NN_PROBE_N] = {
+    "value_cos", "self_attn", "pre_cos", "post_cos", "pre_cos_pos1", "post_cos_pos1"};
+
+/* model:probe(loader [, n]): batches 1..n of loader:batch(i) (n defaults to
+ * and is capped by loader:num_batches()); per layer the per-batch means
+ * averaged over batches, then over heads (per-head values in .heads). */
+static int m_probe(lua_State *L)
+{
+    xsa_gpt *m = checkgpt(L, 1);
+    luaL_checkany(L, 2);
+    const xsa_gpt_config *c = xsa_gpt_get_config(m);
+    int L_ = c->n_layer, NH = c->n_head;
+    lua_getfield(L, 2, "num_batches");
+    lua_pushvalue(L, 2);
+    lua_call(L, 1, 1);
+    int isint;
+    lua_Integer nb = lua_tointegerx(L, -1, &isint);
+    if (!isint || nb < 1) return luaL_argerror(L, 2, "loader:num_batches() must be a positive integer");
+    lua_pop(L, 1);
+    lua_Integer n = luaL_optinteger(L, 3, nb);
+    luaL_argcheck(L, n >= 1, 3, "number of batches must be >= 1");
+    if (n > nb) n = nb;
+    size_t cnt = (size_t)L_ * NH * XSA_NN_PROBE_N;
+    double *acc = lua_newuserdatauv(L, 2 * cnt * sizeof(double), 0);
+    int accidx = lua_gettop(L);
+    double *one = acc + cnt;
+    memset(acc, 0, cnt * sizeof(double));
+    size_t before = xsa_gpt_activation_bytes(m);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_getfield(L, 2, "batch");
+        lua_pushvalue(L, 2);
+        lua_pushinteger(L, i);
+        lua_call(L, 2, 1);
+        int B, T;
+        xsa_tensor *in = checktokens(L, lua_gettop(L), "loader:batch() inputs", &B, &T);
+        if (xsa_gpt_probe(m, xsa_tensor_i32(in), B, T, one) != 0) return xsa_lua_corefail(L);
+        for (size_t k = 0; k < cnt; k++) acc[k] += one[k];
+        lua_settop(L, accidx);
+    }
+    account_acts(L, m, before);
+    lua_createtable(L, L_, 0);
+    for (int l = 0; l < L_; l++) {
+        lua_createtable(L, 0, XSA_NN_PROBE_N + 1);
+        lua_createtable(L, NH, 0); /* heads */
+        for (int h = 0; h < NH; h++) {
+            lua_createtable(L, 0, XSA_NN_PROBE_N);
+            for (int k = 0; k < XSA_NN_PROBE_N; k++) {
+                lua_pushnumber(L, acc[((size_t)l * NH + h) * XSA_NN_PROBE_N + k] / (double)n);
+                lua_setfield(L, -2, probe_names[k]);
+            }
+            lua_rawseti(L, -2, h + 1);
+        }
+        lua_setfield(L, -2, "heads");
+        for (int k = 0; k < XSA_NN_PROBE_N; k++) {
+            double s = 0;
+            for (int h = 0; h < NH; h++) s += acc[((size_t)l * NH + h) * XSA_NN_PROBE_N + k];
+            lua_pushnumber(L, s / ((double)n * NH));
+            lua_setfield(L, -2, probe_names[k]);
+        }
+        lua_rawseti(L, -2, l + 1);
+    }
+    return 1;
+}
+
+static const char *const save_keys[] = {"optimizer", NULL};
+
+static int m_save(lua_State *L)
+{
+    xsa_gpt *m = checkgpt(L, 1);
+    const char *path = luaL_checkstring(L, 2);
+    xsa_adamw *o = NULL;
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        check_keys(L, "gpt:save", 3, save_keys);
+        if (lua_getfield(L, 3, "optimizer") != LUA_TNIL) o = checkadamw(L, -1);
+        lua_pop(L, 1);
+    }
+    if (xsa_gpt_save(m, path, o) != 0) return xsa_lua_corefail(L);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int m_tostring(lua_State *L)
+{
+    gbox *b = luaL_checkudata(L, 1, GPT_MT);
+    if (!b->m) {
+        lua_pushstring(L, "xsa.gpt (freed)");
+        return 1;
+    }
+    const xsa_gpt_config *c = xsa_gpt_get_config(b->m);
+    char lam[32] = "";
+    if (c->attention == XSA_ATTN_XSA) snprintf(lam, sizeof lam, ", lambda=%g", c->lambda);
+    lua_pushfstring(L, "xsa.gpt(%s%s, vocab=%d, n_layer=%d, d_model=%d, n_head=%d, seq_len=%d, %d params)",
+                    xsa_gpt_attention_name(c->attention), lam, c->vocab, c->n_layer, c->d_model,
+                    c->n_head, c->seq_len, (int)xsa_gpt_num_params(b->m));
+    return 1;
+}
+
+/* ---- AdamW -------------------------------------------------------------- */
+
+static const char *const adamw_keys[] = {"lr", "betas", "eps", "weight_decay", NULL};
+
+static int l_adamw(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        const char *fn = "xsa.optim.adamw";
+        check_keys(L, fn, 2, adamw_keys);
+        if (lua_getfield(L, 2, "lr") != LUA_TNIL) lr = numfield(L, fn, "lr");
+        lua_pop(L, 1);
+        if (lua_getfield(L, 2, "eps") != LUA_TNIL) eps = numfield(L, fn, "eps");
+        lua_pop(L, 1);
+        if (lua_getfield(L, 2, "weight_decay") != LUA_TNIL) wd = numfield(L, fn, "weight_decay");
+        lua_pop(L, 1);
+        if (lua_getfield(L, 2, "betas") != LUA_TNIL) {
+            if (!lua_istable(L, -1)) return opterror(L, fn, "betas must be a table {beta1, beta2}");
+            lua_rawgeti(L, -1, 1);
+            b1 = numfield(L, fn, "betas[1]");
+            lua_pop(L, 1);
+            lua_rawgeti(L, -1, 2);
+            b2 = numfield(L, fn, "betas[2]");
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_Integer n = luaL_len(L, 1);
+    if (n < 1 || n > 1 << 20) return luaL_argerror(L, 1, "expected a non-empty list of parameters");
+    xsa_tensor **ps = lua_newuserdatauv(L, (size_t)n * sizeof *ps, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 1, i);
+        xsa_tensor *t = xsa_lua_testtensor(L, -1);
+        if (!t && lua_istable(L, -1)) {
+            lua_getfield(L, -1, "tensor");
+            t = xsa_lua_testtensor(L, -1);
+            lua_pop(L, 1);
+        }
+        if (!t)
+            return luaL_argerror(L, 1, lua_pushfstring(L, "entry %d is not a tensor or {tensor=}",
+                                                       (int)i));
+        ps[i - 1] = t; /* kept alive by the table at arg 1 until adamw_new retains it */
+        lua_pop(L, 1);
+    }
+    obox *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->o = NULL;
+    luaL_setmetatable(L, ADAMW_MT);
+    b->o = xsa_adamw_new((int)n, ps, lr, b1, b2, eps, wd);
+    if (!b->o) return luaL_error(L, "xsa.optim.%s", xsa_last_error());
+    return 1;
+}
+
+static int o_step(lua_State *L)
+{
+    if (xsa_adamw_step(checkadamw(L, 1)) != 0) return xsa_lua_corefail(L);
+    return 0;
+}
+
+static int o_zero_grad(lua_State *L)
+{
+    xsa_adamw_zero_grad(checkadamw(L, 1));
+    return 0;
+}
+
+static int o_index(lua_State *L)
+{
+    xsa_adamw *o = checkadamw(L, 1);
+    const char *k = luaL_checkstring(L, 2);
+    if (strcmp(k, "lr") == 0) lua_pushnumber(L, o->lr);
+    else if (strcmp(k, "eps") == 0) lua_pushnumber(L, o->eps);
+    else if (strcmp(k, "weight_decay") == 0) lua_pushnumber(L, o->weight_decay);
+    else if (strcmp(k, "betas") == 0) {
+        lua_createtable(L, 2, 0);
+        lua_pushnumber(L, o->beta1);
+        lua_rawseti(L, -2, 1);
+        lua_pushnumber(L, o->beta2);
+        lua_rawseti(L, -2, 2);
+    } else if (strcmp(k, "step_count") == 0) lua_pushinteger(L, o->n > 0 ? o->steps[0] : 0);
+    else {
+        luaL_getmetafield(L, 1, "methods");
+        lua_getfield(L, -1, k);
+    }
+    return 1;
+}
+
+static int o_newindex(lua_State *L)
+{
+    xsa_adamw *o = checkadamw(L, 1);
+    const char *k = luaL_checkstring(L, 2);
+    if (strcmp(k, "lr") != 0) return luaL_error(L, "adamw: field '%s' cannot be set (only lr)", k);
+    if (lua_type(L, 3) != LUA_TNUMBER) return luaL_error(L, "adamw: lr must be a number");
+    if (xsa_adamw_set_lr(o, lua_tonumber(L, 3)) != 0) return xsa_lua_corefail(L);
+    return 0;
+}
+
+static int o_tostring(lua_State *L)
+{
+    obox *b = luaL_checkudata(L, 1, ADAMW_MT);
+    if (!b->o) lua_pushstring(L, "xsa.adamw (freed)");
+    else
+        lua_pushfstring(L, "xsa.adamw(%d tensors, lr=%f, weight_decay=%f)", b->o->n, b->o->lr,
+                        b->o->weight_decay);
+    return 1;
+}
+
+/* ---- registration ------------------------------------------------------- */
+
+static const luaL_Reg gpt_methods[] = {
+    {"loss", m_loss},
+    {"forward", m_forward},
+    {"clone", m_clone},
+    {"copy_from", m_copy_from},
+    {"set_attention", m_set_attention},
+    {"parameters", m_parameters},
+    {"num_params", m_num_params},
+    {"config", m_config},
+    {"probe", m_probe},
+    {"save", m_save},
+    {"free", g_gc},
+    {NULL, NULL},
+};
+
+static const luaL_Reg adamw_methods[] = {
+    {"step", o_step},
+    {"zero_grad", o_zero_grad},
+    {"free", o_gc},
+    {NULL, NULL},
+};
+
+int xsa_lua_open_gpt(lua_State *L)
+{
+    luaL_newmetatable(L, GPT_MT);
+    luaL_newlib(L, gpt_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, g_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, g_gc);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, m_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+
+    luaL_newmetatable(L, ADAMW_MT);
+    luaL_newlib(L, adamw_methods);
+    lua_setfield(L, -2, "methods");
+    lua_pushcfunction(L, o_index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, o_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushcfunction(L, o_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, o_gc);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, o_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+
+    /* xsa.gpt: a table with load, callable as the constructor */
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, l_gpt_load);
+    lua_setfield(L, -2, "load");
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, l_gpt_new);
+    lua_setfield(L, -2, "__call");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, -2, "gpt");
+
+    /* xsa.optim.adamw (keep an existing xsa.optim table if another file made one) */
+    if (lua_getfield(L, -1, "optim") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, -3, "optim");
+    }
+    lua_pushcfunction(L, l_adamw);
+    lua_setfield(L, -2, "adamw");
+    lua_pop(L, 1);
+    return 0;
+}

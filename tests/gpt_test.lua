@@ -1,0 +1,305 @@
+-- gpt_test.lua: the Lua face of the GPT model and AdamW (lua/l_gpt.c):
+-- configuration errors, clone/copy_from, loss + backward through autograd,
+-- AdamW reducing the loss, probe shape/values, checkpoint round trip
+-- (bit-exact tensors and config, optimizer state), corrupt/truncated files.
+local xsa = require "xsa"
+local T = require "testing"
+
+local tiny = {vocab = 40, n_layer = 2, d_model = 16, n_head = 2, seq_len = 8, seed = 5}
+local function cfg(over)
+  local c = {}
+  for k, v in pairs(tiny) do c[k] = v end
+  for k, v in pairs(over or {}) do c[k] = v end
+  return c
+end
+
+local function tokens(B, Tn, V, seed)
+  local g = xsa.generator(seed)
+  return xsa.randint(g, 0, V, B, Tn)
+end
+
+local function same_tensor(a, b) return a:equal(b) end
+
+local tmpdir = os.getenv("TMPDIR") or "/tmp"
+local function tmpname(tag) return string.format("%s/xsa_gpt_test_%s_%d.safetensors", tmpdir, tag, math.random(1, 1e9)) end
+
+T.case("config validation errors", function()
+  T.raises(function() xsa.gpt{vocab = 0} end, "vocab must be an integer")
+  T.raises(function() xsa.gpt{d_model = 10, n_head = 3} end, "d_model 10 is not divisible by n_head 3")
+  T.raises(function() xsa.gpt{attention = "flash"} end, 'attention must be "sa" or "xsa"')
+  T.raises(function() xsa.gpt{lambda = 0/0} end, "lambda must be finite")
+  T.raises(function() xsa.gpt{lambda = "big"} end, "lambda must be a number")
+  T.raises(function() xsa.gpt{n_layers = 2} end, "unknown option 'n_layers'")
+  T.raises(function() xsa.gpt{seq_len = 1.5} end, "seq_len must be an integer")
+  T.raises(function() xsa.gpt{seed = -1} end, "seed must be a non-negative integer")
+  -- lambda outside [0,1] is allowed
+  local m = xsa.gpt(cfg{attention = "xsa", lambda = 1.5})
+  T.eq(m:config().lambda, 1.5)
+  T.eq(m:config().attention, "xsa")
+end)
+
+T.case("defaults, num_params, config, tostring", function()
+  local m = xsa.gpt(cfg())
+  local C, V, S = 16, 40, 8
+  T.eq(m:num_params(), V * C + S * C + 2 * (12 * C * C + 13 * C) + 2 * C)
+  local c = m:config()
+  T.eq(c.vocab, 40); T.eq(c.n_layer, 2); T.eq(c.attention, "sa"); T.eq(c.lambda, 1.0); T.eq(c.seed, 5)
+  T.ok(tostring(m):find("xsa.gpt(sa", 1, true))
+  local ps = m:parameters()
+  T.eq(#ps, 2 + 2 * 12 + 2)
+  T.eq(ps[1].name, "wte.weight")
+  T.eq(table.concat(ps["h.1.attn.c_attn.weight"]:shape(), ","), "16,48")
+  T.eq(table.concat(ps["h.0.mlp.c_proj.weight"]:shape(), ","), "64,16")
+  T.ok(ps[3].tensor:requires_grad())
+end)
+
+T.case("same seed same weights; clone keeps weights", function()
+  local a, b = xsa.gpt(cfg()), xsa.gpt(cfg())
+  local c = xsa.gpt(cfg{seed = 6})
+  local pa, pb, pc = a:parameters(), b:parameters(), c:parameters()
+  T.ok(same_tensor(pa["wte.weight"], pb["wte.weight"]))
+  T.ok(not same_tensor(pa["wte.weight"], pc["wte.weight"]))
+  local x = a:clone{attention = "xsa", lambda = 0.5}
+  T.eq(x:config().attention, "xsa"); T.eq(x:config().lambda, 0.5)
+  local px = x:parameters()
+  for i, p in ipairs(pa) do T.ok(same_tensor(p.tensor, px[i].tensor), p.name) end
+  -- clone owns its weights: changing one leaves the other
+  xsa.no_grad(function() px["ln_f.bias"]:fill_(3) end)
+  T.ok(not same_tensor(pa["ln_f.bias"], px["ln_f.bias"]))
+  c:copy_from(a)
+  T.ok(same_tensor(pa["h.1.mlp.c_fc.weight"], c:parameters()["h.1.mlp.c_fc.weight"]))
+  T.raises(function() a:copy_from(xsa.gpt(cfg{d_model = 32})) end, "sizes differ")
+  T.raises(function() a:clone{heads = 3} end, "unknown option 'heads'")
+end)
+
+T.case("loss, forward, errors", function()
+  local m = xsa.gpt(cfg())
+  local inp, tg = tokens(3, 8, 40, 1), tokens(3, 8, 40, 2)
+  local loss = m:loss(inp, tg)
+  T.eq(loss:dim(), 0)
+  T.near(loss:item(), math.log(40), 0.05)
+  local logits = m:forward(inp)
+  T.eq(table.concat(logits:shape(), ","), "3,8,40")
+  -- the loss from the logits with the generic ops agrees
+  local ce = xsa.nn.cross_entropy(logits:view(24, 40), tg:view(24))
+  T.near(ce:item(), loss:item(), 1e-5)
+  T.raises(function() m:loss(inp, tokens(3, 7, 40, 3)) end, "differ in shape")
+  T.raises(function() m:loss(xsa.zeros(3, 8), tg) end, "int32 [B,T]")
+  T.raises(function() m:forward(tokens(1, 9, 40, 4)) end, "sequence length 9 exceeds the model's seq_len 8")
+  T.raises(function() m:forward(xsa.full(2, 4, 40, {dtype = "int32"})) end, "input token 40 at [0,0] is outside [0, 40)")
+end)
+
+T.case("backward fills the parameter gradients (matches C finite differences sign)", function()
+  local m = xsa.gpt(cfg{attention = "xsa", lambda = 1})
+  local inp, tg = tokens(2, 8, 40, 1), tokens(2, 8, 40, 2)
+  local ps = m:parameters()
+  local opt = xsa.optim.adamw(ps, {lr = 0})
+  opt:zero_grad()
+  local loss = m:loss(inp, tg)
+  loss:backward()
+  local g = ps["h.0.ln_1.weight"].grad
+  T.ok(g:abs():sum():item() > 0, "gradient reaches the first block")
+  -- finite difference on one weight, in double via Lua numbers
+  local w = ps["h.0.attn.c_attn.weight"]
+  local gw = w.grad[3][5]
+  local h = 1e-2
+  local w0 = w[3][5]
+  local function at(v) return xsa.no_grad(function() w[3][5] = v; return m:loss(inp, tg):item() end) end
+  local lp, lm = at(w0 + h), at(w0 - h)
+  at(w0)
+  T.near((lp - lm) / (2 * h), gw, 2e-3)
+  -- backward after another forward is refused
+  local l2 = m:loss(inp, tg)
+  m:forward(inp)
+  T.raises(function() l2:backward() end, "ran another forward")
+  -- no graph under no_grad
+  local l3 = xsa.no_grad(function() return m:loss(inp, tg) end)
+  T.ok(l3:grad_fn() == nil)
+end)
+
+T.case("AdamW steps reduce the loss; lr settable; bad options", function()
+  local m = xsa.gpt(cfg{attention = "xsa"})
+  local inp, tg = tokens(4, 8, 40, 11), tokens(4, 8, 40, 12)
+  local opt = xsa.optim.adamw(m:parameters(), {lr = 1e-2, betas = {0.9, 0.99}, weight_decay = 0})
+  local first, last
+  for i = 1, 8 do
+    opt:zero_grad()
+    local loss = m:loss(inp, tg)
+    if i == 1 then first = loss:item() end
+    last = loss:item()
+    loss:backward()
+    opt:step()
+  end
+  T.ok(last < first - 0.1, string.format("loss %g -> %g", first, last))
+  T.eq(opt.lr, 1e-2)
+  opt.lr = 5e-3
+  T.eq(opt.lr, 5e-3)
+  T.eq(opt.betas[2], 0.99)
+  T.raises(function() opt.lr = -1 end, "lr")
+  T.raises(function() opt.eps = 1 end, "cannot be set")
+  T.raises(function() xsa.optim.adamw(m:parameters(), {lr = 1e-3, momentum = 0.9}) end, "unknown option 'momentum'")
+  T.raises(function() xsa.optim.adamw(m:parameters(), {betas = {1.5, 0.9}}) end, "beta1")
+  T.raises(function() xsa.optim.adamw({1, 2}) end, "entry 1 is not a tensor")
+  -- a plain list of tensors works too
+  local w = xsa.randn(3, 3):requires_grad(true)
+  local o2 = xsa.optim.adamw({w}, {lr = 0.1})
+  local before = w:clone()
+  local s = (w * w):sum()
+  s:backward()
+  o2:step()
+  T.ok(not same_tensor(before, w))
+end)
+
+-- a loader per the shared protocol, over fixed batches
+local function fake_loader(nb, B, Tn, V)
+  local L = {batch_size = B, seq_len = Tn, num_windows = nb * B, batches = {}, pos = 1}
+  for i = 1, nb do L.batches[i] = {tokens(B, Tn, V, 100 + i), tokens(B, Tn, V, 200 + i)} end
+  function L:num_batches() return #self.batches end
+  function L:batch(i) return self.batches[i][1], self.batches[i][2] end
+  function L:next() local b = self.batches[self.pos]; self.pos = self.pos % #self.batches + 1; return b[1], b[2] end
+  function L:reset() self.pos = 1 end
+  return L
+end
+
+T.case("probe: shape and values", function()
+  local m = xsa.gpt(cfg())
+  local loader = fake_loader(3, 2, 8, 40)
+  local r = m:probe(loader, 2)
+  T.eq(#r, 2)
+  for l = 1, 2 do
+    for _, k in ipairs{"value_cos", "self_attn", "pre_cos", "post_cos", "pre_cos_pos1", "post_cos_pos1"} do
+      local v = r[l][k]
+      T.ok(type(v) == "number" and v == v and v > -1.0001 and v < 1.0001, k)
+    end
+    T.eq(#r[l].heads, 2)
+    T.near(r[l].self_attn, (r[l].heads[1].self_attn + r[l].heads[2].self_attn) / 2, 1e-12)
+    -- SA: the projection is the identity
+    T.near(r[l].pre_cos, r[l].post_cos, 1e-12)
+    -- untrained near-uniform causal attention: mean a_ii ~ mean over t of 1/(t+1)
+    local h = 0
+    for t = 1, 8 do h = h + 1 / t end
+    T.near(r[l].self_attn, h / 8, 0.05)
+  end
+  local x = m:clone{attention = "xsa", lambda = 1}
+  local rx = x:probe(loader)  -- all 3 batches
+  T.ok(math.abs(rx[1].post_cos_pos1) < 1e-4, "full XSA removes the self component")
+  T.near(rx[1].value_cos, r[1].value_cos, 0.2) -- same weights, other batches
+  T.raises(function() m:probe({}, 1) end, "")
+end)
+
+T.case("checkpoint round trip is bit-exact, with optimizer state", function()
+  local m = xsa.gpt(cfg{attention = "xsa", lambda = 0.3, seed = 77})
+  local inp, tg = tokens(2, 8, 40, 5), tokens(2, 8, 40, 6)
+  local opt = xsa.optim.adamw(m:parameters(), {lr = 2e-3})
+  for _ = 1, 2 do
+    opt:zero_grad(); m:loss(inp, tg):backward(); opt:step()
+  end
+  local path = tmpname("rt")
+  m:save(path, {optimizer = opt})
+  local m2, opt2 = xsa.gpt.load(path)
+  T.ok(opt2 ~= nil, "optimizer restored")
+  local c1, c2 = m:config(), m2:config()
+  for k, v in pairs(c1) do T.eq(c2[k], v, k) end
+  local p1, p2 = m:parameters(), m2:parameters()
+  for i, p in ipairs(p1) do
+    T.eq(p2[i].name, p.name)
+    T.ok(same_tensor(p.tensor, p2[i].tensor), p.name)
+  end
+  T.eq(opt2.lr, 2e-3)
+  -- the restored optimizer continues exactly like the original
+  opt:zero_grad(); m:loss(inp, tg):backward(); opt:step()
+  opt2:zero_grad(); m2:loss(inp, tg):backward(); opt2:step()
+  for i, p in ipairs(p1) do T.ok(same_tensor(p.tensor, p2[i].tensor), "after a step: " .. p.name) end
+  -- the file is plain safetensors with GPT-2 names and the config as metadata
+  local ts, meta = xsa.safetensors.load(path)
+  T.eq(meta.attention, "xsa"); T.eq(meta.n_layer, "2"); T.eq(tonumber(meta.lambda), 0.3)
+  T.ok(ts["h.1.mlp.c_fc.weight"] ~= nil)
+  -- without the optimizer
+  m:save(path)
+  local m3, o3 = xsa.gpt.load(path)
+  T.ok(o3 == nil)
+  T.ok(same_tensor(m3:parameters()["wte.weight"], p1["wte.weight"]))
+  -- saving an optimizer of another model is refused
+  T.raises(function() xsa.gpt(cfg()):save(path, {optimizer = opt}) end, "does not hold exactly this model's parameters")
+  os.remove(path)
+end)
+
+T.case("corrupt, truncated and mismatched checkpoints fail clearly", function()
+  local m = xsa.gpt(cfg())
+  local path = tmpname("bad")
+  m:save(path)
+  local f = assert(io.open(path, "rb")); local data = f:read("a"); f:close()
+  -- truncated
+  f = assert(io.open(path, "wb")); f:write(data:sub(1, #data - 100)); f:close()
+  T.raises(function() xsa.gpt.load(path) end, path)
+  -- garbage header
+  f = assert(io.open(path, "wb")); f:write("\255\255\255\255\255\255\255\255garbage"); f:close()
+  T.raises(function() xsa.gpt.load(path) end, path)
+  -- a missing tensor
+  local ts, meta = (function() m:save(path); return xsa.safetensors.load(path) end)()
+  ts["h.1.ln_2.bias"] = nil
+  xsa.safetensors.save(path, ts, meta)
+  T.raises(function() xsa.gpt.load(path) end, "missing tensor h.1.ln_2.bias")
+  -- a shape that disagrees with the config
+  ts = xsa.safetensors.load(path)
+  ts["h.1.ln_2.bias"] = xsa.zeros(16)
+  ts["h.0.attn.c_attn.weight"] = xsa.zeros(16, 32)
+  xsa.safetensors.save(path, ts, meta)
+  T.raises(function() xsa.gpt.load(path) end, "h.0.attn.c_attn.weight has shape [16,32], expected [16,48]")
+  -- bad config metadata
+  ts["h.0.attn.c_attn.weight"] = xsa.zeros(16, 48)
+  meta.attention = "linear"
+  xsa.safetensors.save(path, ts, meta)
+  T.raises(function() xsa.gpt.load(path) end, "attention")
+  meta.attention = "sa"; meta.n_head = "3"
+  xsa.safetensors.save(path, ts, meta)
+  T.raises(function() xsa.gpt.load(path) end, "not divisible")
+  T.raises(function() xsa.gpt.load(tmpdir .. "/no/such/file.safetensors") end, "no/such/file")
+  os.remove(path)
+end)
+
+local function golden_dir()
+  local root = os.getenv("XSA_ROOT")
+  for _, d in ipairs{os.getenv("XSA_GOLDEN") or "", (root or ".") .. "/../shared/golden", "/work/shared/golden"} do
+    local f = d ~= "" and io.open(d .. "/tiny/model.safetensors", "rb")
+    if f then f:close(); return d end
+  end
+end
+
+T.case("scripts/dump_grads.lua reproduces the golden SA values", function()
+  local exe = os.getenv("XSA_EXE") or arg[-1]
+  local g = golden_dir()
+  T.ok(g, "golden files not found")
+  local root = os.getenv("XSA_ROOT") or "."
+  local out = tmpname("dump")
+  local cmd = string.format("%q %q %q %q %q >/dev/null", exe, root .. "/scripts/dump_grads.lua",
+    g .. "/tiny/model.safetensors", g .. "/tiny/batch.safetensors", out)
+  T.ok(os.execute(cmd), "dump_grads ran: " .. cmd)
+  local got = xsa.safetensors.load(out)
+  local want = xsa.safetensors.load(g .. "/tiny/expected_SA.safetensors")
+  local n = 0
+  for k, t in pairs(got) do
+    local w = want[k]
+    T.ok(w ~= nil, "golden has " .. k)
+    local scale = math.max(w:abs():max():item(), 1e-30)
+    T.ok((t - w):abs():max():item() <= 1e-4 * scale, k)
+    n = n + 1
+  end
+  T.eq(n, 2 + 28) -- loss, logits, 28 gradients
+  os.remove(out)
+  -- usage error
+  T.ok(not os.execute(string.format("%q %q 2>/dev/null", exe, root .. "/scripts/dump_grads.lua")))
+end)
+
+T.case("freed model and close", function()
+  local m = xsa.gpt(cfg())
+  m:free()
+  T.raises(function() m:num_params() end, "freed model")
+  T.ok(tostring(m):find("freed"))
+  do
+    local m2 <close> = xsa.gpt(cfg())
+    T.eq(m2:config().vocab, 40)
+  end
+end)
+
+T.done()
