@@ -260,7 +260,7 @@ end)
 
 local function golden_dir()
   local root = os.getenv("XSA_ROOT")
-  for _, d in ipairs{os.getenv("XSA_GOLDEN") or "", (root or ".") .. "/../shared/golden", "/work/shared/golden"} do
+  for _, d in ipairs{os.getenv("XSA_GOLDEN") or "", (root or ".") .. "/../shared/golden"} do
     local f = d ~= "" and io.open(d .. "/tiny/model.safetensors", "rb")
     if f then f:close(); return d end
   end

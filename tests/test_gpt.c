@@ -1,6 +1,6 @@
 /*
  * test_gpt.c: the GPT model against PyTorch golden values
- * (/work/shared/golden, see its README): for each case (tiny, odd,
+ * ($XSA_ROOT/../shared/golden or $XSA_GOLDEN, see its README): for each case (tiny, odd,
  * spec_init) and variant (SA, XSA lambda 1, XSA lambda 0.5): loss and logits
  * (1e-5 relative), every parameter gradient (1e-4 relative to the tensor's
  * largest magnitude), attention activations v/y/z/att (1e-4 relative to max),
@@ -29,7 +29,6 @@ static int find_golden(void)
     int n = 0;
     if (env && strlen(env) < 900) snprintf(cand[n++], sizeof cand[0], "%.900s", env);
     if (root && strlen(root) < 900) snprintf(cand[n++], sizeof cand[0], "%.900s/../shared/golden", root);
-    snprintf(cand[n++], sizeof cand[0], "/work/shared/golden");
     for (int i = 0; i < n; i++) {
         char probe[1100];
         snprintf(probe, sizeof probe, "%.1000s/tiny/model.safetensors", cand[i]);

@@ -1,0 +1,323 @@
+-- scripts_test.lua: every script of scripts/ run end to end through the xsa
+-- executable ($XSA_EXE) with --quick on the real TinyStories data, results
+-- and figures in a temporary folder. Checks the files, the JSON fields, that
+-- numbers are finite, cache hits / misses / --no-cache / a corrupt entry,
+-- part 5's "run part 3 first", Ctrl-C during training, run_all and the report.
+-- Needs the data (../shared/data or $XSA_DATA) and gnuplot; without them the
+-- affected cases say "skip".
+local T = require "testing"
+local xsa = xsa or require "xsa"
+
+local EXE = os.getenv("XSA_EXE")
+local ROOT = os.getenv("XSA_ROOT") or "."
+if EXE and EXE:sub(1, 1) ~= "/" then EXE = ROOT .. "/" .. EXE end
+
+local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function read(p)
+  local f = io.open(p, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function exists(p) return read(p) ~= nil end
+
+local TMP = os.tmpname()
+os.remove(TMP)
+os.execute("mkdir -p " .. shq(TMP))
+local OUT, PLOTS = TMP .. "/out", TMP .. "/plots"
+
+-- Runs a script; returns exit code, stdout, stderr.
+local function run(script, flags, env)
+  local o, e = TMP .. "/stdout", TMP .. "/stderr"
+  local cmd = string.format("cd %s && %s %s %s %s >%s 2>%s", shq(TMP), env or "", shq(EXE),
+    shq(ROOT .. "/scripts/" .. script), flags, shq(o), shq(e))
+  local t0 = os.time()
+  local ok, how, code = os.execute(cmd)
+  local out, err = read(o) or "", read(e) or ""
+  io.stdout:write(string.format("  ran %s %s: status %s, %ds\n", script, flags, tostring(code), os.time() - t0))
+  return code, out, err
+end
+
+local function q(extra) return "--quick --out " .. shq(OUT) .. " --plots " .. shq(PLOTS) .. " " .. (extra or "") end
+
+local function summary(part) return assert(xsa.json.read_file(OUT .. "/summary/" .. part .. ".json")) end
+
+local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
+
+local function all_finite(t, path)
+  if type(t) == "number" then T.ok(finite(t), path .. " is not finite") end
+  if type(t) == "table" then for k, v in pairs(t) do all_finite(v, path .. "." .. tostring(k)) end end
+end
+
+local function count(s, needle)
+  local n, i = 0, 1
+  while true do
+    local a, b = s:find(needle, i, true)
+    if not a then return n end
+    n, i = n + 1, b + 1
+  end
+end
+
+local function have_data() return xsa.data.find(xsa.data.TEXT_NAMES) ~= nil end
+
+if not EXE then
+  print("skip: XSA_EXE not set")
+  T.done()
+end
+local DATA = have_data()
+-- under the sanitizers everything runs ~10x slower: the long cases are left out
+local SANITIZED = os.getenv("XSA_SANITIZED") ~= nil
+local function long_case(name, fn)
+  if SANITIZED then
+    print("skip under sanitizers: " .. name)
+    return
+  end
+  T.case(name, fn)
+end
+local GNUPLOT = xsa.plot.gnuplot() ~= nil
+
+local function figure_ok(name, ext)
+  ext = ext or "png"
+  T.ok(exists(PLOTS .. "/" .. name .. ".dat"), name .. ".dat missing")
+  T.ok(exists(PLOTS .. "/" .. name .. ".gp"), name .. ".gp missing")
+  if GNUPLOT then
+    local img = read(PLOTS .. "/" .. name .. "." .. ext)
+    T.ok(img and #img > 1000, name .. "." .. ext .. " missing or empty")
+  end
+end
+
+T.case("--help of every script", function()
+  for _, s in ipairs{"part1_bias.lua", "part2_geometry.lua", "part3_train.lua", "part4_seqlen.lua",
+    "part5_bias_trained.lua", "part6_lambda_sweep.lua", "run_all.lua", "report.lua"} do
+    local code, out = run(s, "--help")
+    T.eq(code, 0, s .. " --help status")
+    T.ok(out:find("usage: xsa scripts/" .. s, 1, true), s .. ": " .. out)
+    if s:match("^part[13456]") then
+      for _, flag in ipairs{"--steps", "--batch", "--lr", "--max-tokens", "--eval-every", "--seed", "--threads",
+        "--out", "--no-cache", "--quick"} do
+        if not (s:match("^part1") and (flag == "--steps" or flag == "--lr" or flag == "--eval-every")) then
+          T.ok(out:find(flag, 1, true), s .. " lacks " .. flag)
+        end
+      end
+    end
+  end
+  local code, _, err = run("part3_train.lua", "--stepz 3")
+  T.eq(code, 2)
+  T.ok(err:find("unknown option '--stepz'", 1, true), err)
+end)
+
+T.case("part2: geometry figure and animation", function()
+  local code, out, err = run("part2_geometry.lua", q("--animate --lambda 1"))
+  T.eq(code, 0, err)
+  figure_ok("part2_geometry")
+  if GNUPLOT then
+    local gif = read(PLOTS .. "/part2_geometry_sweep.gif")
+    T.ok(gif and gif:sub(1, 3) == "GIF", "animated GIF")
+    T.eq(count(gif, "\33\249\4"), 5) -- --quick: 5 frames
+  end
+  local s = summary("part2")
+  T.near(s.result.cos_zv, 0, 1e-12) -- lambda = 1: Z is orthogonal to V
+  T.ok(out:find("cos(Z,V) = 0.0000", 1, true), out)
+end)
+
+if not DATA then
+  print("skip: TinyStories data not found; the training scripts are not run")
+  T.done()
+end
+
+T.case("part1: probe, figure, cache hit / miss / --no-cache / corrupt", function()
+  local code, out, err = run("part1_bias.lua", q())
+  T.eq(code, 0, err)
+  T.ok(err:find("cache miss:", 1, true), err)
+  figure_ok("part1_bias")
+  local s = summary("part1")
+  T.eq(#s.result.layers, 2)
+  for _, l in ipairs(s.result.layers) do
+    for _, k in ipairs{"value_cos", "self_attn", "pre_cos"} do T.ok(finite(l[k]), k) end
+    T.ok(l.self_attn > 0 and l.self_attn <= 1, "a_ii is a probability")
+  end
+  T.ok(out:find("| layer |", 1, true), out)
+  code, _, err = run("part1_bias.lua", q())
+  T.eq(code, 0)
+  T.ok(err:find("cache hit:", 1, true), "second run: " .. err)
+  code, _, err = run("part1_bias.lua", q("--seed 1"))
+  T.ok(code == 0 and err:find("cache miss:", 1, true), "changed flag: " .. err)
+  code, _, err = run("part1_bias.lua", q("--no-cache"))
+  T.ok(code == 0 and err:find("--no-cache, recomputing", 1, true), "--no-cache: " .. err)
+  local f = assert(io.open(s.entry, "w"))
+  f:write('{"key": "truncated')
+  f:close()
+  code, _, err = run("part1_bias.lua", q())
+  T.eq(code, 0)
+  T.ok(err:find("warning: cache entry", 1, true) and err:find("recomputing", 1, true), "corrupt: " .. err)
+  T.ok(xsa.json.read_file(s.entry), "entry rewritten")
+  code, _, err = run("part1_bias.lua", q())
+  T.ok(err:find("cache hit:", 1, true), "after repair: " .. err)
+end)
+
+T.case("part3: paired training, checkpoints, result JSON, cache", function()
+  local code, out, err = run("part3_train.lua", q())
+  T.eq(code, 0, err)
+  figure_ok("part3_loss")
+  local s = summary("part3")
+  local r = s.result
+  T.eq(r.status, "done")
+  T.eq(r.config.steps, 10)
+  T.eq(table.concat(r.steps, ","), "0,5,10")
+  T.eq(#r.sa.val, 3)
+  T.eq(#r.xsa.train, 3)
+  all_finite(r, "result")
+  T.ok(finite(r.sa.final_val) and finite(r.xsa.final_val) and finite(r.improvement_pct))
+  T.ok(r.sa.val[3] < r.sa.val[1] and r.xsa.val[3] < r.xsa.val[1], "training lowers the val loss")
+  T.ok(r.tokens_per_s > 0 and r.elapsed_s > 0)
+  for _, k in ipairs{"init", "sa", "xsa"} do
+    local p = r.checkpoints[k]
+    T.ok(p:find("10steps", 1, true), p)
+    T.ok(exists(p), p .. " missing")
+  end
+  -- the checkpoints load, and the trained SA reproduces the final val loss
+  local m = xsa.gpt.load(r.checkpoints.sa)
+  T.eq(m:config().attention, "sa")
+  local entry = assert(xsa.json.read_file(s.entry))
+  T.eq(entry.result.sa.final_val, r.sa.final_val)
+  T.ok(out:find("| SA |", 1, true) and out:find("improvement of XSA over SA", 1, true), out)
+  code, _, err = run("part3_train.lua", q())
+  T.ok(code == 0 and err:find("cache hit:", 1, true), "second run: " .. err)
+end)
+
+T.case("part3: a diverging run stops naming step and model, keeping what was saved", function()
+  local dir = TMP .. "/nan"
+  local code, _, err = run("part3_train.lua", "--quick --lr 1e30 --out " .. shq(dir) .. " --plots " .. shq(dir))
+  T.eq(code, 1)
+  local model, step = err:match("the (X?SA) loss became [%+%-]?%a+ at step (%d+)")
+  T.ok(model and step, err)
+  T.ok(not err:find("stack traceback", 1, true), "no traceback for a diverging loss")
+  local partial = err:match("what was saved: .-([^%s,]+%-at%d+%.json)")
+  local d = partial and xsa.json.read_file(partial)
+  T.ok(d, err)
+  T.eq(d.result.status, "nan")
+  T.eq(d.result.failure.model, model)
+  T.eq(d.result.failure.step, tonumber(step))
+  -- the failed run is no cache entry: the next run trains again
+  code, _, err = run("part3_train.lua", "--quick --lr 1e30 --out " .. shq(dir) .. " --plots " .. shq(dir))
+  T.ok(err:find("cache miss:", 1, true), err)
+end)
+
+T.case("part5: needs part 3, then probes trained and untrained models", function()
+  local code, _, err = run("part5_bias_trained.lua", "--quick --out " .. shq(TMP .. "/empty") .. " --plots " .. shq(PLOTS))
+  T.eq(code, 1)
+  T.ok(err:find("Run part 3 first", 1, true) and err:find("part3_train.lua", 1, true), err)
+  code, _, err = run("part5_bias_trained.lua", q())
+  T.eq(code, 0, err)
+  figure_ok("part5_bias_trained")
+  local s = summary("part5")
+  all_finite(s.result, "part5")
+  for _, key in ipairs{"untrained", "sa", "xsa"} do T.eq(#s.result.models[key], 2, key) end
+  -- XSA with lambda 1 removes the self-value component: post ~ 0; SA: post == pre
+  for _, l in ipairs(s.result.models.xsa) do T.ok(math.abs(l.post_cos) < 0.05, "XSA post " .. l.post_cos) end
+  for _, l in ipairs(s.result.models.sa) do T.near(l.post_cos, l.pre_cos, 1e-6) end
+  T.eq(#s.means, 3)
+end)
+
+long_case("part5 --train: trains part 3 itself when its checkpoints are missing", function()
+  local dir = TMP .. "/p5train"
+  local code, out, err = run("part5_bias_trained.lua", "--quick --train --out " .. shq(dir) .. " --plots " .. shq(dir))
+  T.eq(code, 0, err)
+  T.ok(out:find("training it now", 1, true), out)
+  local s = assert(xsa.json.read_file(dir .. "/summary/part5.json"))
+  T.eq(#s.result.models.xsa, 2)
+  T.ok(exists(s.result.checkpoints.xsa), "part 3 checkpoint written")
+end)
+
+long_case("part4: one cached pair per sequence length", function()
+  local code, out, err = run("part4_seqlen.lua", q())
+  T.eq(code, 0, err)
+  T.eq(count(err, "cache miss:"), 2)
+  figure_ok("part4_seqlen")
+  local runs = summary("part4").result.runs
+  T.eq(#runs, 2)
+  T.eq(runs[1].seq_len, 16)
+  T.eq(runs[2].seq_len, 32)
+  all_finite(runs, "part4")
+  code, _, err = run("part4_seqlen.lua", q("--seq-lens 16,32,48"))
+  T.eq(code, 0, err)
+  T.eq(count(err, "cache hit:"), 2, err)
+  T.eq(count(err, "cache miss:"), 1, err)
+  T.eq(#summary("part4").result.runs, 3)
+  T.ok(out:find("| seq_len |", 1, true))
+end)
+
+long_case("part6: lambda sweep from one init", function()
+  local code, _, err = run("part6_lambda_sweep.lua", q())
+  T.eq(code, 0, err)
+  figure_ok("part6_lambda_sweep")
+  local runs = summary("part6").result.runs
+  T.eq(#runs, 2)
+  all_finite(runs, "part6")
+  -- lambda 0 is SA: the pair trains identically
+  T.eq(runs[1].lambda, 0)
+  T.ok(math.abs(runs[1].improvement_pct) < 1e-3, "lambda 0 improvement " .. runs[1].improvement_pct)
+  T.near(runs[1].xsa_val, runs[1].sa_val, 1e-5)
+  -- both SA baselines come from the same init and batches
+  T.near(runs[1].sa_val, runs[2].sa_val, 1e-5)
+  T.ok(math.abs(runs[2].xsa_post_cos) < 0.05, "lambda 1 post cos " .. runs[2].xsa_post_cos)
+  code, _, err = run("part6_lambda_sweep.lua", q())
+  T.eq(count(err, "cache hit:"), 2, err)
+end)
+
+T.case("report: one page with every part", function()
+  local code, out, err = run("report.lua", "--out " .. shq(OUT) .. " --plots " .. shq(PLOTS))
+  T.eq(code, 0, err)
+  T.ok(not err:find("warning", 1, true), "report warnings: " .. err)
+  local html = read(PLOTS .. "/report.html")
+  T.ok(html, "report.html")
+  local parts = SANITIZED and {1, 2, 3, 5} or {1, 2, 3, 4, 5, 6}
+  if GNUPLOT then T.eq(count(html, "<svg"), #parts) end
+  T.eq(html:find("Missing parts", 1, true) ~= nil, SANITIZED, "missing parts listed")
+  for _, i in ipairs(parts) do T.ok(html:find('id="part' .. i .. '"', 1, true), "part " .. i) end
+  T.ok(html:find("final validation loss", 1, true))
+  T.ok(out:find(#parts .. " parts present", 1, true), out)
+  -- an empty results folder lists the commands
+  code, out = run("report.lua", "--out " .. shq(TMP .. "/none") .. " --plots " .. shq(TMP .. "/none"))
+  T.eq(code, 0)
+  html = read(TMP .. "/none/report.html")
+  T.ok(html:find("Missing parts", 1, true) and html:find("xsa scripts/part4_seqlen.lua", 1, true))
+end)
+
+long_case("run_all: every part in order (cached), then the report", function()
+  local code, out, err = run("run_all.lua", q("--skip part4"), "XSA_EXE=" .. shq(EXE))
+  T.eq(code, 0, err)
+  for _, p in ipairs{"part1", "part2", "part3", "part5", "part6", "report"} do
+    T.ok(out:find("=== " .. p, 1, true), p)
+  end
+  T.ok(out:find("| part4 | skipped |", 1, true), out)
+  T.ok(count(err, "cache hit:") >= 4, err)
+end)
+
+long_case("Ctrl-C during training: partial results written, status 130", function()
+  local dir = TMP .. "/intr"
+  local o, e = TMP .. "/intr.out", TMP .. "/intr.err"
+  local sh = string.format([[
+%s %s --quick --steps 100000 --eval-every 50000 --out %s --plots %s >%s 2>%s & pid=$!
+i=0; while ! grep -q "step 0/" %s 2>/dev/null; do sleep 0.1; i=$((i+1)); [ $i -gt 600 ] && break; done
+sleep 2; kill -INT $pid; wait $pid; echo "status=$?"]], shq(EXE), shq(ROOT .. "/scripts/part3_train.lua"), shq(dir),
+    shq(dir), shq(o), shq(e), shq(e))
+  local p = io.popen("sh -c " .. shq(sh))
+  local res = p:read("a")
+  p:close()
+  local err = read(e) or ""
+  T.ok(res:find("status=130", 1, true), res .. err)
+  local partial = err:match("results so far written to .-([^%s,]+%-at%d+%.json)")
+  T.ok(partial, err)
+  local d = assert(xsa.json.read_file(partial))
+  T.eq(d.result.status, "interrupted")
+  T.ok(d.result.completed_steps < 100000)
+  -- no finished cache entry for an interrupted run
+  T.ok(not err:find("cache hit", 1, true))
+end)
+
+os.execute("rm -rf " .. shq(TMP))
+T.done()

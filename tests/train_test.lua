@@ -1,0 +1,245 @@
+-- train_test.lua: xsa.train.pair with stand-in models whose losses are
+-- known exactly (tests/lib/fake_xsa.lua): the recorded points and means,
+-- the same batches to both models, NaN and Ctrl-C handling; plus
+-- xsa.args, xsa.cache and xsa.progress, which need no engine.
+local T = require "testing"
+local fake = require "fake_xsa"
+local real = xsa or require "xsa"
+
+-- train.pair looks the engine up in package.loaded.xsa: point it at a table
+-- with the fake optimiser and no_grad for the duration of fn.
+local function with_fake(fn)
+  local env = setmetatable({optim = {adamw = fake.adamw}, no_grad = fake.no_grad}, {__index = real})
+  local saved = package.loaded.xsa
+  package.loaded.xsa = env
+  local ok, err = pcall(fn)
+  package.loaded.xsa = saved
+  if not ok then error(err, 0) end
+end
+
+local train = require "xsa.train"
+
+T.case("pair records points, means and final val", function()
+  with_fake(function()
+    local sa = fake.model{name = "sa", losses = function(t, id) return 10 - 0.1 * t + (id % 1000) * 0.001 end}
+    local xm = fake.model{name = "xsa", losses = function(t, id) return 10 - 0.2 * t + (id % 1000) * 0.001 end}
+    local tl = fake.loader{batches = 5, shuffle = true}
+    local vl = fake.loader{batches = 3}
+    local saved_status
+    local r = train.pair(sa, xm, tl, vl, {steps = 12, eval_every = 5, eval_batches = 2, progress = false,
+      save = function(res, status, ctx)
+        saved_status = status
+        T.ok(ctx.sa == sa and ctx.xsa == xm and ctx.sa_opt and ctx.xsa_opt, "save gets models and optimizers")
+        return "nowhere"
+      end})
+    T.eq(r.status, "done")
+    T.eq(saved_status, "done")
+    T.eq(table.concat(r.steps, ","), "0,5,10,12")
+    -- val at a point: mean over val batches 1..2 of 10 - 0.1 t + id/1000
+    T.near(r.sa.val[2], 10 - 0.5 + 0.0015, 1e-12)
+    T.near(r.xsa.val[3], 10 - 2.0 + 0.0015, 1e-12)
+    -- train at step 5: mean of step losses at t = 0..4 on batches 1001..1005
+    local s = 0
+    for t = 0, 4 do s = s + 10 - 0.1 * t + (t + 1) * 0.001 end
+    T.near(r.sa.train[2], s / 5, 1e-12)
+    -- step 0: the first training batch before any update
+    T.near(r.sa.train[1], 10 + 0.001, 1e-12)
+    -- last interval 11..12 (t = 10, 11) on epoch-3 batches 3001, 3002
+    T.near(r.xsa.train[4], ((10 - 2.0 + 0.001) + (10 - 2.2 + 0.002)) / 2, 1e-12)
+    -- final over all three val batches
+    T.near(r.sa.final_val, 10 - 1.2 + 0.002, 1e-12)
+    T.near(r.improvement_pct, 100 * (r.sa.final_val - r.xsa.final_val) / r.sa.final_val, 1e-12)
+    T.eq(#r.sa.step_loss, 12)
+    T.eq(r.completed_steps, 12)
+    T.eq(r.config.eval_batches, 2)
+    T.eq(r.config.val_batches, 3)
+    -- same batches to both, in the loader's (reshuffled) order
+    T.eq(table.concat(sa.batches_seen, ","), table.concat(xm.batches_seen, ","))
+    T.eq(sa.batches_seen[6], 2001)
+    -- serialises
+    local back = real.json.decode(real.json.encode(r))
+    T.eq(back.steps[4], 12)
+  end)
+end)
+
+T.case("pair: eval_batches above the val set is clamped and final reuses it", function()
+  with_fake(function()
+    local sa = fake.model{losses = function(t) return 5 - 0.01 * t end}
+    local xm = fake.model{losses = function(t) return 5 - 0.02 * t end}
+    local r = train.pair(sa, xm, fake.loader{batches = 4}, fake.loader{batches = 2},
+      {steps = 3, eval_every = 10, eval_batches = 50, progress = false})
+    T.eq(table.concat(r.steps, ","), "0,3")
+    T.eq(r.config.eval_batches, 2)
+    T.eq(r.sa.final_val, r.sa.val[2])
+  end)
+end)
+
+T.case("pair stops on NaN naming the step and model, after saving", function()
+  with_fake(function()
+    local sa = fake.model{losses = function() return 3 end}
+    local xm = fake.model{losses = function(t) return t == 6 and 0 / 0 or 3 end}
+    local saved
+    local err = T.raises(function()
+      train.pair(sa, xm, fake.loader{}, fake.loader{}, {steps = 20, eval_every = 5, progress = false, label = "run1",
+        save = function(res, status) saved = res; return "/tmp/somewhere" end})
+    end, "the XSA loss became NaN at step 7")
+    T.ok(err:find("run1", 1, true) and err:find("/tmp/somewhere", 1, true), err)
+    T.eq(saved.status, "nan")
+    T.eq(saved.completed_steps, 6)
+    T.eq(saved.failure.model, "XSA")
+    T.raises(function()
+      train.pair(fake.model{losses = function(t) return t == 0 and 1 / 0 or 1 end}, fake.model{losses = function() return 1 end},
+        fake.loader{}, fake.loader{}, {steps = 3, progress = false})
+    end, "the SA loss became +inf at step 1")
+  end)
+end)
+
+T.case("pair on Ctrl-C saves what it has and re-raises interrupted!", function()
+  with_fake(function()
+    local sa = fake.model{losses = function() return 3 end}
+    local xm = fake.model{losses = function() return 3 end, raise_at = 4}
+    local saved
+    local msgs = {}
+    local old = io.stderr
+    T.raises(function()
+      train.pair(sa, xm, fake.loader{}, fake.loader{}, {steps = 20, eval_every = 2, progress = false,
+        save = function(res, status) saved = {status = status, steps = res.completed_steps, points = #res.steps}; return "X" end})
+    end, "interrupted!")
+    T.eq(saved.status, "interrupted")
+    T.eq(saved.steps, 3)
+    T.eq(saved.points, 2) -- step 0 and step 2
+  end)
+end)
+
+T.case("pair: other errors propagate with a traceback, after saving", function()
+  with_fake(function()
+    local sa = fake.model{losses = function(t) if t == 2 then error("boom in model") end return 1 end}
+    local st
+    T.raises(function()
+      train.pair(sa, fake.model{losses = function() return 1 end}, fake.loader{}, fake.loader{},
+        {steps = 5, progress = false, save = function(_, status) st = status end})
+    end, "boom in model")
+    T.eq(st, "error")
+  end)
+end)
+
+T.case("pair: argument errors", function()
+  with_fake(function()
+    local m = fake.model{losses = function() return 1 end}
+    T.raises(function() train.pair(m, m, fake.loader{}, fake.loader{}, {steps = 0}) end, "steps must be a positive integer")
+    T.raises(function() train.pair(m, m, fake.loader{}, fake.loader{batches = 0}, {steps = 2}) end, "val loader has no batches")
+  end)
+end)
+
+----------------------------------------------------------------------------
+local args = require "xsa.args"
+local spec = {name = "t.lua", options = {
+  {"steps", "int", 300, "steps"}, {"lr", "number", 1e-3, "lr"}, {"seq-len", "int", 64, "T"},
+  {"lams", "numbers", {0, 1}, "l"}, {"no-cache", "bool", false, "nc"}, {"quick", "bool", false, "q"},
+  {"out", "string", "cache", "o"},
+}, quick = {steps = 10, seq_len = 16}}
+
+T.case("args: values, defaults, --quick and explicit flags", function()
+  local o = assert(args.try_parse({"--lr", "0.01", "--seq-len=32", "--no-cache", "--lams", "0,0.5,1"}, spec))
+  T.eq(o.lr, 0.01)
+  T.eq(o.seq_len, 32)
+  T.eq(o.steps, 300)
+  T.eq(o.no_cache, true)
+  T.eq(#o.lams, 3)
+  T.eq(o.given.seq_len, true)
+  local q = assert(args.try_parse({"--quick", "--seq-len", "48"}, spec))
+  T.eq(q.steps, 10)
+  T.eq(q.seq_len, 48) -- an explicit flag wins over --quick
+  T.eq(math.type(q.steps), "integer")
+  T.eq(table.concat(args.to_argv(q, spec, true), " "), "--seq-len 48 --quick")
+end)
+
+T.case("args: errors and help", function()
+  local o, err = args.try_parse({"--stpes", "3"}, spec)
+  T.eq(o, nil)
+  T.ok(err:find("unknown option '--stpes'", 1, true), err)
+  _, err = args.try_parse({"--steps", "1.5"}, spec)
+  T.ok(err:find("expects an integer", 1, true), err)
+  _, err = args.try_parse({"--steps"}, spec)
+  T.ok(err:find("needs a value", 1, true), err)
+  _, err = args.try_parse({"--lr", "abc"}, spec)
+  T.ok(err:find("expects a number", 1, true), err)
+  _, err = args.try_parse({"stray"}, spec)
+  T.ok(err:find("unexpected argument", 1, true), err)
+  T.eq(args.try_parse({"--help"}, spec).help, true)
+  local h = args.help(spec)
+  T.ok(h:find("--seq-len INT", 1, true) and h:find("(default 64) [--quick: 16]", 1, true), h)
+end)
+
+----------------------------------------------------------------------------
+local cache = require "xsa.cache"
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  os.execute("mkdir -p '" .. d .. "'")
+  return d
+end
+
+T.case("cache: canonical keys", function()
+  T.eq(cache.key({b = 1, a = {2, 3.5}, c = "x"}), cache.key({c = "x", a = {2, 3.5}, b = 1.0}))
+  T.ok(cache.key({a = 1}) ~= cache.key({a = 2}))
+  T.ok(cache.key({a = 0.1}) ~= cache.key({a = 0.1000001}))
+  T.eq(#cache.hash("abc"), 16)
+  T.eq(cache.hash(""), "cbf29ce484222325") -- FNV-1a offset basis
+  T.eq(cache.hash("a"), "af63dc4c8601ec8c")  -- published FNV-1a 64 test vector
+end)
+
+T.case("cache: miss, hit, changed config, --no-cache, corrupt entry", function()
+  local d = tmpdir()
+  local calls = 0
+  local function compute(c) calls = calls + 1; return {value = c.x * 2, n = calls} end
+  local r, st = cache.fetch(d, "t", {x = 1}, compute, {quiet = true})
+  T.eq(st, "miss"); T.eq(r.value, 2)
+  r, st = cache.fetch(d, "t", {x = 1}, compute, {quiet = true})
+  T.eq(st, "hit"); T.eq(r.n, 1); T.eq(calls, 1)
+  r, st = cache.fetch(d, "t", {x = 2}, compute, {quiet = true})
+  T.eq(st, "miss"); T.eq(r.value, 4)
+  r, st = cache.fetch(d, "t", {x = 1}, compute, {quiet = true, no_cache = true})
+  T.eq(st, "refresh"); T.eq(r.n, 3)
+  local path = cache.path(d, "t", {x = 1})
+  local f = assert(io.open(path, "w")); f:write("{ not json"); f:close()
+  r, st = cache.fetch(d, "t", {x = 1}, compute, {quiet = true})
+  T.eq(st, "corrupt"); T.eq(r.n, 4)
+  r, st = cache.fetch(d, "t", {x = 1}, compute, {quiet = true})
+  T.eq(st, "hit")
+  -- a valid entry that fails the caller's check is corrupt too
+  r, st = cache.fetch(d, "t", {x = 1}, compute, {quiet = true, check = function(res) return res.n > 100, "n too small" end})
+  T.eq(st, "corrupt")
+  local _, why = cache.load(d, "t", {x = 1}, function() return false, "nope" end)
+  T.eq(why, "corrupt: nope")
+  os.execute("rm -rf '" .. d .. "'")
+end)
+
+----------------------------------------------------------------------------
+local progress = require "xsa.progress"
+
+T.case("progress: formatting and log mode", function()
+  T.eq(progress.duration(5), "5s")
+  T.eq(progress.duration(125), "2m05s")
+  T.eq(progress.duration(3725), "1h02m")
+  T.eq(progress.duration(0 / 0), "?")
+  T.eq(progress.rate(21345), "21.3k")
+  T.eq(progress.rate(1.5e6), "1.50M")
+  local lines = {}
+  local stream = {write = function(_, ...) for _, s in ipairs{...} do lines[#lines + 1] = s end end, flush = function() end}
+  local bar = progress.new{label = "x", total = 10, stream = stream, mode = "log"}
+  bar:update(3, "loss 1")
+  T.eq(#lines, 0) -- no bar when not on a terminal
+  bar:log("step 3")
+  T.eq(table.concat(lines), "step 3\n")
+  local bl = {}
+  local s2 = {write = function(_, ...) for _, s in ipairs{...} do bl[#bl + 1] = s end end, flush = function() end}
+  local b2 = progress.new{label = "run", total = 10, stream = s2, mode = "bar"}
+  b2:update(5, "SA 1.0", 2000)
+  local text = table.concat(bl)
+  T.ok(text:find("run [############............]  5/10  SA 1.0  2000 tok/s  ETA", 1, true), text)
+  T.ok(progress.now() > 0)
+end)
+
+T.done()
