@@ -1,0 +1,166 @@
+-- xsa.cache: results cached on disk, keyed by their full configuration.
+--
+-- An entry is DIR/NAME-HASH.json holding {key = <canonical config text>,
+-- config = <config>, result = <result>, saved_at = <time>}, where HASH is the
+-- 64-bit FNV-1a hash of the canonical text. Any change in the configuration
+-- (a flag, the data size, the seed) gives another key and so a new entry,
+-- never a stale hit; the stored key is compared in full on load, so a hash
+-- collision is a miss. Writes are atomic (xsa.write_file_atomic). An entry
+-- that does not parse, has another key or fails the caller's check is
+-- reported as corrupt and recomputed.
+--
+--   local res, status = xsa.cache.fetch("cache", "part4", config, function()
+--     return train_something(config)
+--   end, {no_cache = opts.no_cache})
+--   -- status: "hit", "miss", "refresh" (--no-cache) or "corrupt"
+--
+-- Non-goals: eviction, locking between concurrent writers (last one wins,
+-- atomically), caching tensors (checkpoints are separate files whose names
+-- carry the same HASH: cache.path(dir, name, config, ".safetensors")).
+local M = {}
+
+local function xsa_lib() return package.loaded.xsa end
+
+local function canon(v, out)
+  local t = type(v)
+  if t == "table" then
+    local keys, n = {}, #v
+    local is_list = true
+    for k in pairs(v) do
+      if not (math.type(k) == "integer" and k >= 1 and k <= n) then is_list = false end
+      keys[#keys + 1] = k
+    end
+    if is_list then
+      out[#out + 1] = "["
+      for i = 1, n do
+        if i > 1 then out[#out + 1] = "," end
+        canon(v[i], out)
+      end
+      out[#out + 1] = "]"
+    else
+      table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+      out[#out + 1] = "{"
+      for i, k in ipairs(keys) do
+        if i > 1 then out[#out + 1] = "," end
+        out[#out + 1] = string.format("%q:", tostring(k))
+        canon(v[k], out)
+      end
+      out[#out + 1] = "}"
+    end
+  elseif t == "number" then
+    -- integers and floats with the same value are the same key (300 == 300.0)
+    if v == math.floor(v) and math.abs(v) < 2^53 then
+      out[#out + 1] = string.format("%d", v)
+    else
+      out[#out + 1] = string.format("%.17g", v)
+    end
+  elseif t == "string" then
+    out[#out + 1] = string.format("%q", v)
+  elseif t == "boolean" or t == "nil" then
+    out[#out + 1] = tostring(v)
+  else
+    error("cache.key: cannot use a " .. t .. " in a configuration", 3)
+  end
+end
+
+-- The canonical text of a configuration (sorted keys, exact numbers).
+function M.key(config)
+  local out = {}
+  canon(config, out)
+  return table.concat(out)
+end
+
+-- 64-bit FNV-1a of a string, as 16 hex digits.
+function M.hash(s)
+  local h = 0xcbf29ce484222325
+  for i = 1, #s do
+    h = h ~ s:byte(i)
+    h = h * 0x100000001b3
+  end
+  return string.format("%016x", h)
+end
+
+-- DIR/NAME-HASH<ext> (ext defaults to ".json").
+function M.path(dir, name, config, ext)
+  return string.format("%s/%s-%s%s", dir, name, M.hash(M.key(config)):sub(1, 12), ext or ".json")
+end
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function mkdir_p(dir)
+  os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
+end
+
+-- The cached result for config, or nil and why: "missing" or "corrupt: ...".
+-- check(result) -> true | false, reason: the caller's validation.
+function M.load(dir, name, config, check)
+  local path = M.path(dir, name, config)
+  local s = read(path)
+  if not s then return nil, "missing" end
+  local xsa = xsa_lib()
+  local ok, entry = pcall(xsa.json.decode, s)
+  if not ok or type(entry) ~= "table" then
+    return nil, "corrupt: not valid JSON (" .. tostring(entry):gsub("\n", " ") .. ")"
+  end
+  if entry.key ~= M.key(config) then return nil, "corrupt: stored key does not match the configuration" end
+  if type(entry.result) ~= "table" then return nil, "corrupt: no result" end
+  if check then
+    local good, why = check(entry.result)
+    if not good then return nil, "corrupt: " .. (why or "failed validation") end
+  end
+  return entry.result
+end
+
+-- Writes the entry atomically; returns its path.
+function M.store(dir, name, config, result)
+  mkdir_p(dir)
+  local path = M.path(dir, name, config)
+  local xsa = xsa_lib()
+  local text = xsa.json.encode({key = M.key(config), config = config, result = result,
+    saved_at = os.date("!%Y-%m-%dT%H:%M:%SZ")}, {indent = true})
+  xsa.write_file_atomic(path, text)
+  return path
+end
+
+-- The result for config: from the cache, or computed by compute(config)
+-- and stored. opts: no_cache (recompute and overwrite), check (validation),
+-- label (for messages), quiet. Messages go to stderr: "cache hit: ...",
+-- "cache miss: ...", "cache: corrupt entry ... recomputing".
+-- Returns result, status ("hit" | "miss" | "refresh" | "corrupt"), path.
+function M.fetch(dir, name, config, compute, opts)
+  opts = opts or {}
+  local path = M.path(dir, name, config)
+  local label = opts.label or name
+  local function say(fmt, ...)
+    if not opts.quiet then io.stderr:write(string.format(fmt, ...), "\n") end
+  end
+  local status
+  if opts.no_cache then
+    status = "refresh"
+    say("cache: --no-cache, recomputing %s (%s)", label, path)
+  else
+    local res, why = M.load(dir, name, config, opts.check)
+    if res then
+      say("cache hit: %s (%s)", label, path)
+      return res, "hit", path
+    end
+    if why == "missing" then
+      status = "miss"
+      say("cache miss: %s, computing (%s)", label, path)
+    else
+      status = "corrupt"
+      say("warning: cache entry %s is %s; recomputing %s", path, why, label)
+    end
+  end
+  local result = compute(config)
+  M.store(dir, name, config, result)
+  return result, status, path
+end
+
+return M

@@ -1,0 +1,524 @@
+-- xsa.plot: figures drawn by gnuplot.
+--
+-- A figure is a grid of panels; each panel holds series (lines, points,
+-- bands, bars, vectors, text labels). fig:save("plots/name.png") writes
+--   plots/name.dat   the data, one gnuplot "index" block per series
+--   plots/name.gp    a self-contained gnuplot script reading name.dat
+-- and then runs a gnuplot process on the script, so every figure can be
+-- re-rendered or restyled by hand:
+--   cd plots && gnuplot name.gp                  # PNG (pngcairo)
+--   cd plots && gnuplot -e 'fmt="svg"' name.gp   # SVG
+--   gnuplot -e 'fmt="dumb"' name.gp              # text, in the terminal
+-- Without gnuplot the .dat and .gp files are still written and save()
+-- returns nil plus a message saying how to render them. gnuplot errors are
+-- raised with gnuplot's own message; its warnings are returned.
+--
+--   local plot = xsa.plot
+--   local fig = plot.figure{cols = 2, width = 1200, height = 450, title = "loss"}
+--   local p = fig:panel{title = "train", xlabel = "step", ylabel = "loss"}
+--   p:line(steps, sa, {label = "SA", color = plot.colors.sa})
+--   p:band(steps, sa, xsa, {color = "#888888", alpha = 0.2, label = "gap"})
+--   fig:save("plots/loss.png")        -- or {format = "svg"}
+--   plot.show(fig)                    -- REPL: gnuplot's text terminal
+--
+-- Text is gnuplot "enhanced" text (a_i is a subscript); plot.escape(s) makes
+-- a string literal. Non-goals: interactive windows, 3-D plots, image data.
+local M = {}
+
+M.colors = {
+  sa = "#E74C3C", xsa = "#2471A3",
+  metric1 = "#E74C3C", metric2 = "#E67E22", metric3 = "#7D3C98",
+  untrained = "#999999",
+}
+
+local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- A gnuplot double-quoted string literal.
+local function gq(s)
+  s = tostring(s):gsub("\\", "\\\\"):gsub('"', '\\"'):gsub("\n", "\\n")
+  return '"' .. s .. '"'
+end
+
+-- Makes s print literally in enhanced text mode (no sub/superscripts).
+function M.escape(s)
+  return (tostring(s):gsub("([_%^{}@&~])", "\\%1"))
+end
+
+local function num(v)
+  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then return "NaN" end
+  if math.type(v) == "integer" then return tostring(v) end
+  return string.format("%.9g", v)
+end
+
+local function dirname(path)
+  return path:match("^(.*)/[^/]*$") or "."
+end
+
+local function basename(path)
+  return path:match("([^/]+)$") or path
+end
+
+local function abspath(path)
+  if path:sub(1, 1) == "/" then return path end
+  local pwd = os.getenv("PWD")
+  if not pwd then
+    local p = io.popen("pwd")
+    if p then pwd = p:read("l"); p:close() end
+  end
+  return (pwd or ".") .. "/" .. path
+end
+
+local function mkdir_p(dir)
+  os.execute("mkdir -p " .. shq(dir))
+end
+
+----------------------------------------------------------------------------
+-- panels and series
+
+local Panel = {}
+Panel.__index = Panel
+
+local function add_series(panel, s)
+  panel.series[#panel.series + 1] = s
+  return panel
+end
+
+-- the data range of a panel (for bar panels, whose y range is computed here)
+local function extend(panel, ys)
+  for _, y in ipairs(ys) do
+    if type(y) == "number" and y == y and y ~= math.huge and y ~= -math.huge then
+      panel.ymin = math.min(panel.ymin or y, y)
+      panel.ymax = math.max(panel.ymax or y, y)
+    end
+  end
+end
+
+local function check_xy(fn, xs, ys)
+  if type(xs) ~= "table" or type(ys) ~= "table" then
+    error(string.format("plot.%s: expected two lists of numbers", fn), 3)
+  end
+  if #xs ~= #ys then
+    error(string.format("plot.%s: %d x values but %d y values", fn, #xs, #ys), 3)
+  end
+end
+
+local function style(o, default_color)
+  local parts = {}
+  parts[#parts + 1] = "lc rgb " .. gq(o.color or default_color or "#333333")
+  parts[#parts + 1] = "lw " .. num(o.width or 2)
+  if o.dash then parts[#parts + 1] = "dt " .. (o.dash == true and "2" or tostring(o.dash)) end
+  return table.concat(parts, " ")
+end
+
+local function title_of(o)
+  return o.label and ("title " .. gq(o.label)) or "notitle"
+end
+
+-- p:line(xs, ys, {label=, color=, width=, dash=, points=true, pointsize=})
+function Panel:line(xs, ys, o)
+  check_xy("line", xs, ys)
+  o = o or {}
+  local rows = {}
+  extend(self, ys)
+  for i = 1, #xs do rows[i] = num(xs[i]) .. " " .. num(ys[i]) end
+  local with = o.points and ("linespoints pt 7 ps " .. num(o.pointsize or 1)) or "lines"
+  return add_series(self, {rows = rows, clause = "using 1:2 with " .. with .. " " .. style(o) .. " " .. title_of(o)})
+end
+
+-- p:points(xs, ys, {label=, color=, pointsize=, pointtype=})
+function Panel:points(xs, ys, o)
+  check_xy("points", xs, ys)
+  o = o or {}
+  local rows = {}
+  for i = 1, #xs do rows[i] = num(xs[i]) .. " " .. num(ys[i]) end
+  return add_series(self, {rows = rows, clause = string.format("using 1:2 with points pt %d ps %s lc rgb %s %s",
+    o.pointtype or 7, num(o.pointsize or 1.2), gq(o.color or "#333333"), title_of(o))})
+end
+
+-- p:band(xs, lo, hi, {color=, alpha=0.25, label=}): the area between two curves
+function Panel:band(xs, lo, hi, o)
+  check_xy("band", xs, lo)
+  check_xy("band", xs, hi)
+  o = o or {}
+  local rows = {}
+  for i = 1, #xs do rows[i] = num(xs[i]) .. " " .. num(lo[i]) .. " " .. num(hi[i]) end
+  return add_series(self, {rows = rows, clause = string.format(
+    "using 1:2:3 with filledcurves lc rgb %s fs transparent solid %s noborder %s",
+    gq(o.color or "#888888"), num(o.alpha or 0.25), title_of(o))})
+end
+
+-- p:bars(xs, ys, {color=, width=0.35, label=, values=true|"%.3f"}): boxes
+-- centred on xs; values= writes each value above (or below) its bar.
+function Panel:bars(xs, ys, o)
+  check_xy("bars", xs, ys)
+  o = o or {}
+  local w = o.barwidth or 0.35
+  local rows = {}
+  extend(self, ys)
+  for i = 1, #xs do rows[i] = num(xs[i]) .. " " .. num(ys[i]) .. " " .. num(w) end
+  self.has_bars = true
+  add_series(self, {rows = rows, clause = string.format(
+    "using 1:2:3 with boxes lc rgb %s fs solid %s border lc rgb %s %s",
+    gq(o.color or "#333333"), num(o.alpha or 0.85), gq(o.color or "#333333"), title_of(o))})
+  if o.values then
+    local f = type(o.values) == "string" and o.values or "%.3f"
+    local texts = {}
+    for i = 1, #ys do texts[i] = (ys[i] == ys[i]) and string.format(f, ys[i]) or "n/a" end
+    self:labels(xs, ys, texts, {color = o.value_color or "#222222", fontsize = o.fontsize})
+  end
+  return self
+end
+
+-- p:labels(xs, ys, texts, {color=, fontsize=, offset=}): text at data points;
+-- by default above non-negative values and below negative ones.
+function Panel:labels(xs, ys, texts, o)
+  check_xy("labels", xs, ys)
+  o = o or {}
+  local font = o.fontsize and string.format('font ",%d"', o.fontsize) or 'font ",9"'
+  local function block(sign)
+    local rows = {}
+    for i = 1, #xs do
+      local y = ys[i]
+      if (y ~= y and sign > 0) or (y == y and ((sign > 0 and y >= 0) or (sign < 0 and y < 0))) then
+        local yy = (y == y) and y or 0
+        rows[#rows + 1] = num(xs[i]) .. " " .. num(yy) .. " " .. gq(texts[i])
+      end
+    end
+    if #rows > 0 then
+      local off = o.offset or {0, sign * 0.8}
+      add_series(self, {rows = rows, clause = string.format(
+        "using 1:2:3 with labels center offset %s,%s %s textcolor rgb %s notitle",
+        num(off[1]), num(off[2]), font, gq(o.color or "#222222"))})
+    end
+  end
+  block(1)
+  block(-1)
+  return self
+end
+
+-- p:vector(x, y, dx, dy, {color=, width=, dash=, label=, head=true}): an arrow
+-- as a plotted series (so it can have a legend entry).
+function Panel:vector(x, y, dx, dy, o)
+  o = o or {}
+  local head = (o.head == false) and "nohead" or "head filled size screen 0.015,20"
+  return add_series(self, {rows = {num(x) .. " " .. num(y) .. " " .. num(dx) .. " " .. num(dy)},
+    clause = "using 1:2:3:4 with vectors " .. head .. " " .. style(o) .. " " .. title_of(o)})
+end
+
+-- p:text(x, y, s, {color=, align="left"|"center"|"right", fontsize=}): a label
+-- at graph coordinates x,y (first axes; use {graph=true} for 0..1 coordinates).
+function Panel:text(x, y, s, o)
+  o = o or {}
+  local coords = o.graph and "graph " or "first "
+  self.commands[#self.commands + 1] = string.format("set label %s at %s%s,%s %s font \",%d\" textcolor rgb %s front",
+    gq(s), coords, num(x), num(y), o.align or "left", o.fontsize or 10, gq(o.color or "#222222"))
+  return self
+end
+
+-- Any gnuplot command for this panel (applied before its plot command).
+function Panel:command(s)
+  self.commands[#self.commands + 1] = s
+  return self
+end
+
+----------------------------------------------------------------------------
+-- figures
+
+local Figure = {}
+Figure.__index = Figure
+
+-- plot.figure{rows=1, cols=1, width=900, height=560, title=}
+function M.figure(o)
+  o = o or {}
+  return setmetatable({
+    rows = o.rows or 1, cols = o.cols or 1,
+    width = o.width or (520 * (o.cols or 1) + 80), height = o.height or (440 * (o.rows or 1) + 60),
+    title = o.title, panels = {}, font = o.font or "DejaVu Sans",
+  }, Figure)
+end
+
+-- fig:panel{title=, xlabel=, ylabel=, xrange={a,b}, yrange={a,b},
+--   xtics={ {"label", x}, ... } or a step, key="top right"|false, grid=true,
+--   equal=true (same unit on both axes), zero=true (draw y = 0)}
+function Figure:panel(o)
+  o = o or {}
+  if #self.panels >= self.rows * self.cols then
+    error(string.format("plot.panel: the figure has room for %d panels", self.rows * self.cols), 2)
+  end
+  local p = setmetatable({opts = o, series = {}, commands = {}}, Panel)
+  self.panels[#self.panels + 1] = p
+  return p
+end
+
+local function range(r)
+  if not r then return "[*:*]" end
+  return "[" .. (r[1] and num(r[1]) or "*") .. ":" .. (r[2] and num(r[2]) or "*") .. "]"
+end
+
+-- The terminal lines of a script: fmt/out variables with defaults, so the
+-- same script renders PNG, SVG, GIF or text.
+local function header(S, name, dir, width, height, font, cols, rows, gif_opts)
+  S("# %s.gp: written by xsa.plot; re-render with", name)
+  S("#   cd %s && gnuplot %s.gp                 (PNG)", dir, name)
+  S("#   cd %s && gnuplot -e 'fmt=\"svg\"' %s.gp  (SVG; fmt=\"dumb\" draws in the terminal)", dir, name)
+  S('if (!exists("fmt")) fmt = %s', gq(gif_opts and "gif" or "png"))
+  S('if (!exists("out")) out = %s . "." . fmt', gq(name))
+  local f = gq(font .. ",11")
+  S('if (fmt eq "png") {')
+  S('  set terminal pngcairo size %d,%d enhanced font %s background rgb "white"', width, height, f)
+  S('} else { if (fmt eq "svg") {')
+  S('  set terminal svg size %d,%d enhanced font %s background rgb "white"', width, height, f)
+  S('} else { if (fmt eq "gif") {')
+  S('  set terminal gif %s size %d,%d enhanced font %s background rgb "white"', gif_opts or "", width, height, gq(font))
+  S('} else {')
+  S('  set terminal dumb size %d,%d enhanced', math.min(200, 60 * cols + 20), 30 * rows)
+  S('}}}')
+  S('if (fmt ne "dumb") set output out')
+  -- the data is found from any working directory while the folder stays put
+  S("set loadpath %s", gq(dir))
+  S("set datafile missing \"NaN\"")
+  S("set encoding utf8")
+end
+
+-- Appends the multiplot of this figure to the script (S) and data lists,
+-- numbering data blocks from `block`; returns the next free block.
+function Figure:body(S, data, datafile, block)
+  S("set multiplot layout %d,%d%s", self.rows, self.cols,
+    self.title and (" title " .. gq(self.title) .. ' font ",14"') or "")
+  for pi, p in ipairs(self.panels) do
+    local o = p.opts
+    S("# panel %d", pi)
+    S("unset label; unset arrow; unset object; unset logscale; set size noratio")
+    S("set title %s font \",12\"", gq(o.title or ""))
+    S("set xlabel %s", gq(o.xlabel or ""))
+    S("set ylabel %s", gq(o.ylabel or ""))
+    S("set xrange %s", range(o.xrange))
+    if not o.yrange and p.has_bars and p.ymin then
+      -- bars start at zero: keep it in view, with room for the value labels
+      -- (and the key, o.headroom of the span)
+      local lo, hi = math.min(0, p.ymin), math.max(0, p.ymax)
+      local span = (hi - lo > 0) and (hi - lo) or 1
+      local top = hi + span * (o.headroom or 0.14)
+      local bottom = lo < 0 and (lo - span * 0.12) or lo
+      S("set yrange [%s:%s]", num(bottom), num(top))
+    else
+      S("set yrange %s", range(o.yrange))
+    end
+    if type(o.xtics) == "table" then
+      local t = {}
+      for i, pair in ipairs(o.xtics) do t[i] = gq(pair[1]) .. " " .. num(pair[2]) end
+      S("set xtics (%s)", table.concat(t, ", "))
+    elseif type(o.xtics) == "number" then
+      S("set xtics %s", num(o.xtics))
+    else
+      S("set xtics autofreq")
+    end
+    S("set ytics autofreq")
+    -- no grid in the text terminal, where it is only clutter
+    if o.grid == false then S("unset grid") else S('if (fmt ne "dumb") { set grid lc rgb "#dddddd" lw 1 } else { unset grid }') end
+    if o.key == false then
+      S("unset key")
+    else
+      S("set key %s Left reverse width 1 box opaque samplen 2 spacing 1.1 font \",10\"", o.key or "top right")
+    end
+    if o.equal then S("set size ratio -1") end
+    -- room above and below bars for their value labels
+    local has_labels = false
+    for _, s in ipairs(p.series) do if s.clause:find("with labels", 1, true) then has_labels = true end end
+    if has_labels and not o.yrange and not p.has_bars then S("set offsets 0, 0, graph 0.12, graph 0.06") else S("set offsets 0, 0, 0, 0") end
+    if o.zero then S('set arrow from graph 0, first 0 to graph 1, first 0 nohead lc rgb "#888888" dt 3 back') end
+    if o.logy then S("set logscale y") end
+    for _, c in ipairs(p.commands) do S("%s", c) end
+    if #p.series == 0 then
+      -- an empty panel still takes its place in the layout
+      S("set xrange [0:1]; set yrange [0:1]")
+      S('plot NaN notitle')
+    else
+      local clauses = {}
+      for _, s in ipairs(p.series) do
+        data[#data + 1] = string.format("# block %d (panel %d)", block, pi)
+        for _, r in ipairs(s.rows) do data[#data + 1] = r end
+        data[#data + 1] = ""
+        data[#data + 1] = ""
+        clauses[#clauses + 1] = string.format("%s index %d %s", gq(datafile), block, s.clause)
+        block = block + 1
+      end
+      S("plot %s", table.concat(clauses, ", \\\n     "))
+    end
+  end
+  S("unset multiplot")
+  return block
+end
+
+local function collector()
+  local script = {}
+  local function S(fmt, ...)
+    script[#script + 1] = select("#", ...) > 0 and string.format(fmt, ...) or fmt
+  end
+  return S, script
+end
+
+-- The gnuplot script text and the data text of the figure whose output
+-- basename (no extension) is `name` and whose data file sits in `dir`.
+function Figure:render(name, dir)
+  local S, script = collector()
+  local data = {}
+  header(S, name, dir, self.width, self.height, self.font, self.cols, self.rows)
+  self:body(S, data, name .. ".dat", 0)
+  return table.concat(script, "\n") .. "\n", table.concat(data, "\n") .. "\n"
+end
+
+----------------------------------------------------------------------------
+-- running gnuplot
+
+local function read_all(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- The gnuplot program: $XSA_GNUPLOT or "gnuplot"; nil when not installed.
+function M.gnuplot()
+  local gp = os.getenv("XSA_GNUPLOT") or "gnuplot"
+  local ok = os.execute("command -v " .. shq(gp) .. " >/dev/null 2>&1")
+  if not ok then return nil end
+  return gp
+end
+
+-- Runs gnuplot on dir/script with the variables `vars` (a table name -> string),
+-- in dir. Returns stdout text (dumb terminal), or nil, message. Raises on a
+-- gnuplot error (message includes gnuplot's stderr).
+local function run(dir, script, vars, inherit_stdout)
+  local gp = M.gnuplot()
+  if not gp then return nil, "gnuplot not found" end
+  local sets = {}
+  for k, v in pairs(vars or {}) do sets[#sets + 1] = k .. "=" .. gq(v) end
+  table.sort(sets)
+  local errf = os.tmpname()
+  local cmd = string.format("cd %s && %s %s %s 2>%s", shq(dir), shq(gp),
+    #sets > 0 and ("-e " .. shq(table.concat(sets, "; "))) or "", shq(script), shq(errf))
+  local out = ""
+  local ok
+  if inherit_stdout then
+    ok = os.execute(cmd)
+  else
+    local p = io.popen(cmd, "r")
+    out = p:read("a")
+    ok = p:close()
+  end
+  local err = read_all(errf)
+  os.remove(errf)
+  if not ok then
+    error(string.format("plot: gnuplot failed on %s/%s:\n%s", dir, script, err ~= "" and err or "(no message)"), 0)
+  end
+  return out, err
+end
+
+-- Writes name.dat and name.gp next to `path` and renders it.
+-- opts: {format = "png"|"svg"|"gif"} (default from the extension of path, else png).
+-- Returns path, warnings (gnuplot's non-fatal messages, or nil); nil, message
+-- when gnuplot is not installed (the files are still written).
+function Figure:save(path, opts)
+  opts = opts or {}
+  if #self.panels == 0 then error("plot.save: the figure has no panels", 2) end
+  local ext = path:match("%.(%w+)$")
+  local fmt = opts.format or ((ext == "svg" or ext == "png" or ext == "gif") and ext) or "png"
+  local dir = dirname(abspath(path))
+  local name = basename(path):gsub("%.%w+$", "")
+  mkdir_p(dir)
+  local script, data = self:render(name, dir)
+  local xsa = package.loaded.xsa
+  local write = (xsa and rawget(xsa, "write_file_atomic")) or function(p, s)
+    local f = assert(io.open(p, "wb"))
+    f:write(s)
+    f:close()
+  end
+  write(dir .. "/" .. name .. ".dat", data)
+  write(dir .. "/" .. name .. ".gp", script)
+  local outname = name .. "." .. fmt
+  local res, err = run(dir, name .. ".gp", {fmt = fmt, out = outname})
+  if not res then
+    return nil, string.format("%s: data and script written to %s/%s.{dat,gp}; install gnuplot and render with: cd %s && gnuplot%s %s.gp",
+      err, dir, name, shq(dir), fmt ~= "png" and (" -e 'fmt=\"" .. fmt .. "\"'") or "", name)
+  end
+  local out = dir .. "/" .. outname
+  local f = io.open(out, "rb")
+  if not f then error("plot: gnuplot wrote no " .. out .. "\n" .. (err or ""), 0) end
+  f:close()
+  return out, (err ~= "" and err or nil)
+end
+
+-- An animated GIF with one figure per frame (all the size of the first):
+-- plot.animate({fig1, fig2, ...}, "plots/sweep.gif", {delay = 10 (1/100 s), loop = 0}).
+-- Writes sweep.dat and sweep.gp like save(); returns path or nil, message.
+function M.animate(figs, path, opts)
+  opts = opts or {}
+  if #figs == 0 then error("plot.animate: no frames", 2) end
+  local dir = dirname(abspath(path))
+  local name = basename(path):gsub("%.%w+$", "")
+  mkdir_p(dir)
+  local S, script = collector()
+  local data = {}
+  local f1 = figs[1]
+  header(S, name, dir, f1.width, f1.height, f1.font, f1.cols, f1.rows,
+    string.format("animate delay %d loop %d optimize", opts.delay or 10, opts.loop or 0))
+  local block = 0
+  for i, fig in ipairs(figs) do
+    S("# frame %d", i)
+    block = fig:body(S, data, name .. ".dat", block)
+  end
+  local function put(p, s) local f = assert(io.open(p, "wb")); f:write(s); f:close() end
+  put(dir .. "/" .. name .. ".dat", table.concat(data, "\n") .. "\n")
+  put(dir .. "/" .. name .. ".gp", table.concat(script, "\n") .. "\n")
+  local res, err = run(dir, name .. ".gp", {fmt = "gif", out = name .. ".gif"})
+  if not res then
+    return nil, string.format("%s: data and script written to %s/%s.{dat,gp}; render with: cd %s && gnuplot %s.gp",
+      err, dir, name, shq(dir), name)
+  end
+  return dir .. "/" .. name .. ".gif", (err ~= "" and err or nil)
+end
+
+-- Renders an existing script (dir/name.gp) to a format, into `out`
+-- (absolute or relative to dir). Used by the report for inline SVG.
+function M.render_script(gp_path, fmt, out)
+  local dir = dirname(abspath(gp_path))
+  local res, err = run(dir, basename(gp_path), {fmt = fmt, out = out})
+  if not res then return nil, err end
+  return true, (err ~= "" and err or nil)
+end
+
+-- plot.show(fig) or plot.show(xs, ys[, opts]): draws in the terminal with
+-- gnuplot's text terminal (the REPL's quick look). Files go to a temp folder.
+function M.show(fig, ys, o)
+  if getmetatable(fig) ~= Figure then
+    local xs = fig
+    if ys == nil then
+      ys = xs
+      xs = {}
+      for i = 1, #ys do xs[i] = i end
+    end
+    o = o or {}
+    fig = M.figure{title = o.title}
+    fig:panel{xlabel = o.xlabel, ylabel = o.ylabel, key = o.label and "top right" or false}
+      :line(xs, ys, {label = o.label, color = o.color})
+  end
+  local tmp = os.tmpname()
+  os.remove(tmp)
+  mkdir_p(tmp)
+  local script, data = fig:render("show", tmp)
+  local function put(p, s) local f = assert(io.open(p, "wb")); f:write(s); f:close() end
+  put(tmp .. "/show.dat", data)
+  put(tmp .. "/show.gp", script)
+  io.stdout:flush()
+  local out, err = run(tmp, "show.gp", {fmt = "dumb"}, true)
+  os.remove(tmp .. "/show.dat")
+  os.remove(tmp .. "/show.gp")
+  os.remove(tmp)
+  if not out then return nil, err end
+  return true
+end
+
+M.Figure, M.Panel = Figure, Panel
+return M

@@ -1,0 +1,288 @@
+-- xsa.train: the paired training loop of the study.
+--
+--   local res = xsa.train.pair(sa_model, xsa_model, train_loader, val_loader,
+--     {steps = 300, lr = 1e-3, eval_every = 20, eval_batches = 10})
+--
+-- The two models must start from identical weights (sa:clone{attention="xsa"}
+-- gives that). The train loader is reset, then each step takes the next batch
+-- and gives the same batch to both models, each with its own AdamW.
+--
+-- Evaluation points: step 0, every eval_every steps, and the last step. At
+-- each point the result records, for both models,
+--   val[i]    mean loss over the first `eval_batches` val batches (the same
+--             batches every time: loader:batch(1..k) is deterministic), under
+--             no_grad; default k = min(10, all val batches);
+--   train[i]  the mean training loss of the steps since the previous point
+--             (each step's loss is the forward pass before that step's update);
+--             at step 0 the loss of the first training batch, before any update.
+-- After the last step, final_val is the loss over the whole val set.
+--
+-- The result is plain data (serialises to JSON):
+--   { status = "done" | "interrupted" | "nan",
+--     steps = {0, 20, ...}, completed_steps = n,
+--     sa  = {label=, train={...}, val={...}, step_loss={...}, final_val=},
+--     xsa = {...same...},
+--     improvement_pct = 100 * (sa.final_val - xsa.final_val) / sa.final_val,
+--     elapsed_s, train_s, eval_s, tokens (per model), tokens_per_s (both models),
+--     config = {steps, lr, ..., batch_size, seq_len, val_batches, sa=model config, xsa=...} }
+-- Positive improvement_pct means XSA's final val loss is lower.
+--
+-- Stopping: opts.save(result, status, ctx) is called when training ends, when a
+-- loss becomes NaN/inf, and on Ctrl-C (the "interrupted!" error); it writes
+-- whatever the caller keeps (results; checkpoints from ctx = {sa=, xsa=,
+-- sa_opt=, xsa_opt=}, the models and their AdamW) and returns a short text
+-- saying where, which is printed. A NaN/inf loss then raises an error naming
+-- the step and the model; an interrupt is re-raised as "interrupted!".
+--
+-- Non-goals: gradient accumulation, learning-rate schedules, more than two
+-- models per run (call pair again with a fresh pair).
+local progress = require "xsa.progress"
+
+local M = {}
+
+local function xsa_lib() return package.loaded.xsa end
+
+local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
+
+local function free(t)
+  if type(t) == "userdata" and t.free then t:free() end
+end
+
+-- Mean loss of model over loader:batch(1..n) under no_grad.
+function M.evaluate(model, loader, n)
+  local xsa = xsa_lib()
+  local total = loader:num_batches()
+  n = math.min(n or total, total)
+  if n < 1 then error("train.evaluate: the loader has no batches", 2) end
+  return xsa.no_grad(function()
+    local sum = 0
+    for i = 1, n do
+      local x, y = loader:batch(i)
+      local loss = model:loss(x, y)
+      sum = sum + loss:item()
+      free(loss)
+    end
+    return sum / n
+  end)
+end
+
+local function mean(list, from, to)
+  local s, c = 0, 0
+  for i = from, to do s = s + list[i]; c = c + 1 end
+  return c > 0 and s / c or 0 / 0
+end
+
+local function improvement(sa, x)
+  if not (finite(sa) and finite(x)) or sa == 0 then return nil end
+  return 100 * (sa - x) / sa
+end
+M.improvement = improvement
+
+-- A copy of a model's config() without functions/userdata (JSON-safe).
+local function plain(v)
+  local t = type(v)
+  if t == "table" then
+    local out = {}
+    for k, x in pairs(v) do
+      local px = plain(x)
+      if px ~= nil then out[k] = px end
+    end
+    return out
+  elseif t == "number" or t == "string" or t == "boolean" then
+    return v
+  end
+  return nil
+end
+
+local function model_config(m)
+  if type(m.config) == "function" or (type(m) == "userdata" and m.config) then
+    local ok, c = pcall(m.config, m)
+    if ok then return plain(c) end
+  end
+  return nil
+end
+
+function M.pair(sa, xm, train_loader, val_loader, opts)
+  local xsa = xsa_lib()
+  opts = opts or {}
+  local steps = opts.steps or 300
+  local eval_every = opts.eval_every or 20
+  local lr = opts.lr or 1e-3
+  if math.type(steps) ~= "integer" or steps < 1 then error("train.pair: steps must be a positive integer", 2) end
+  if math.type(eval_every) ~= "integer" or eval_every < 1 then error("train.pair: eval_every must be a positive integer", 2) end
+  local nval = val_loader:num_batches()
+  if nval < 1 then error("train.pair: the val loader has no batches", 2) end
+  local eval_batches = math.min(opts.eval_batches or 10, nval)
+  local names = opts.names or {"SA", "XSA"}
+  local label = opts.label or "pair"
+  local adam = {lr = lr, betas = opts.betas or {0.9, 0.999}, eps = opts.eps or 1e-8,
+    weight_decay = opts.weight_decay or 0.01}
+  local bs = train_loader.batch_size
+  local T = train_loader.seq_len
+
+  local result = {
+    status = "running", steps = {}, completed_steps = 0,
+    sa = {label = names[1], train = {}, val = {}, step_loss = {}},
+    xsa = {label = names[2], train = {}, val = {}, step_loss = {}},
+    config = {
+      steps = steps, lr = lr, eval_every = eval_every, eval_batches = eval_batches,
+      val_batches = nval, train_batches = train_loader:num_batches(),
+      batch_size = bs, seq_len = T, weight_decay = adam.weight_decay,
+      betas = adam.betas, eps = adam.eps,
+      train_windows = train_loader.num_windows, val_windows = val_loader.num_windows,
+      sa = model_config(sa), xsa = model_config(xm),
+    },
+    elapsed_s = 0, train_s = 0, eval_s = 0, tokens = 0, tokens_per_s = 0,
+  }
+  local models = {sa, xm}
+  local recs = {result.sa, result.xsa}
+  local opt = {
+    xsa.optim.adamw(sa:parameters(), adam),
+    xsa.optim.adamw(xm:parameters(), adam),
+  }
+
+  local bar = opts.progress_bar or progress.new{label = label, total = steps,
+    mode = opts.progress == false and "off" or nil}
+  local t0 = progress.now()
+  local train_time, eval_time = 0, 0
+  local last_point = 0
+
+  local function rate()
+    return train_time > 0 and (2 * result.completed_steps * bs * T) / train_time or 0 / 0
+  end
+
+  local function point(step, ...)
+    local te = progress.now()
+    local vals = {}
+    for k = 1, 2 do vals[k] = M.evaluate(models[k], val_loader, eval_batches) end
+    eval_time = eval_time + (progress.now() - te)
+    local trains = {...}
+    result.steps[#result.steps + 1] = step
+    for k = 1, 2 do
+      recs[k].val[#recs[k].val + 1] = vals[k]
+      recs[k].train[#recs[k].train + 1] = trains[k]
+    end
+    local line = string.format("%s step %d/%d  train %s %.4f %s %.4f  val %s %.4f %s %.4f  %s tok/s  ETA %s",
+      label, step, steps, names[1], trains[1], names[2], trains[2], names[1], vals[1], names[2], vals[2],
+      progress.rate(rate()), progress.duration(step > 0 and (progress.now() - t0) / step * (steps - step) or nil))
+    if bar.mode == "log" then bar:log(line) end
+    bar.val_text = string.format("val %s %.3f %s %.3f", names[1], vals[1], names[2], vals[2])
+    if opts.on_point then opts.on_point(step, vals, trains, result) end
+  end
+
+  local function finish_times()
+    result.elapsed_s = progress.now() - t0
+    result.train_s = train_time
+    result.eval_s = eval_time
+    result.tokens = result.completed_steps * bs * T
+    result.tokens_per_s = train_time > 0 and rate() or 0
+  end
+
+  local function save(status)
+    result.status = status
+    finish_times()
+    if opts.save then
+      local ok, where = pcall(opts.save, result, status,
+        {sa = sa, xsa = xm, sa_opt = opt[1], xsa_opt = opt[2]})
+      if not ok then
+        io.stderr:write("train.pair: saving failed: ", tostring(where), "\n")
+        return nil
+      end
+      return where
+    end
+    return nil
+  end
+
+  local nan_error
+  local function loop()
+    -- step 0: the loss of the first training batch before any update
+    train_loader:reset()
+    local x0, y0 = train_loader:batch(1)
+    local l0 = {}
+    for k = 1, 2 do l0[k] = xsa.no_grad(function()
+      local l = models[k]:loss(x0, y0)
+      local v = l:item()
+      free(l)
+      return v
+    end) end
+    point(0, l0[1], l0[2])
+    for step = 1, steps do
+      local ts = progress.now()
+      local x, y = train_loader:next()
+      local cur = {}
+      for k = 1, 2 do
+        opt[k]:zero_grad()
+        local loss = models[k]:loss(x, y)
+        local v = loss:item()
+        if not finite(v) then
+          nan_error = {step = step, model = names[k], value = (v ~= v) and "NaN" or (v > 0 and "+inf" or "-inf")}
+          free(loss)
+          return
+        end
+        loss:backward()
+        free(loss)
+        opt[k]:step()
+        cur[k] = v
+        recs[k].step_loss[step] = v
+      end
+      train_time = train_time + (progress.now() - ts)
+      result.completed_steps = step
+      bar:update(step, string.format("loss %s %.3f %s %.3f%s", names[1], cur[1], names[2], cur[2],
+        bar.val_text and ("  " .. bar.val_text) or ""), rate())
+      if step % eval_every == 0 or step == steps then
+        point(step, mean(recs[1].step_loss, last_point + 1, step), mean(recs[2].step_loss, last_point + 1, step))
+        last_point = step
+      end
+    end
+    -- the final number: the whole val set
+    local te = progress.now()
+    for k = 1, 2 do
+      if eval_batches == nval then
+        recs[k].final_val = recs[k].val[#recs[k].val]
+      else
+        recs[k].final_val = M.evaluate(models[k], val_loader, nval)
+      end
+    end
+    eval_time = eval_time + (progress.now() - te)
+    result.improvement_pct = improvement(result.sa.final_val, result.xsa.final_val)
+  end
+
+  -- the optimizers are internal: their state (2 x parameters each) goes as
+  -- soon as the run has been saved, not whenever the GC gets to it
+  local function free_opts()
+    for k = 1, 2 do
+      if type(opt[k]) == "userdata" and opt[k].free then opt[k]:free() end
+    end
+  end
+
+  local ok, err = xpcall(loop, function(e)
+    if type(e) == "string" and e:find("interrupted!", 1, true) then return e end
+    return debug.traceback(e, 2)
+  end)
+  bar:finish()
+  if not ok then
+    local interrupted = type(err) == "string" and err:find("interrupted!", 1, true)
+    local where = save(interrupted and "interrupted" or "error")
+    free_opts()
+    if interrupted then
+      io.stderr:write(string.format("\n%s: interrupted after %d of %d steps%s\n", label,
+        result.completed_steps, steps, where and ("; results so far written to " .. where) or ""))
+      error("interrupted!", 0)
+    end
+    error(err, 0)
+  end
+  if nan_error then
+    result.failure = {step = nan_error.step, model = nan_error.model, value = nan_error.value}
+    local where = save("nan")
+    free_opts()
+    error(string.format("train.pair: %s: the %s loss became %s at step %d; training stopped%s", label,
+      nan_error.model, nan_error.value, nan_error.step,
+      where and ("; what was saved: " .. where) or ""), 0)
+  end
+  local where = save("done")
+  free_opts()
+  if where and not opts.quiet then io.stderr:write(string.format("%s: written %s\n", label, where)) end
+  return result
+end
+
+return M

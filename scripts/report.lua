@@ -1,0 +1,32 @@
+-- report.lua: gathers whatever results exist into plots/report.html, one
+-- self-contained page (inline SVG figures, tables, a short text per part
+-- computed from that run's numbers, configuration and timing). Parts not run
+-- yet are listed with the command that produces them.
+--
+--   xsa scripts/report.lua
+--   xsa scripts/report.lua --out /tmp/results --plots /tmp/plots
+local xsa = xsa or require "xsa"
+local study = xsa.study
+
+local spec = {
+  name = "report.lua",
+  summary = "Writes plots/report.html from the results of the part scripts.",
+  options = {
+    {"out", "string", "cache", "results folder the part scripts wrote to"},
+    {"plots", "string", "plots", "figures folder"},
+    {"output", "string", "", "the HTML file (default: PLOTS/report.html)"},
+    {"threads", "int", 0, "unused (accepted for uniformity)"},
+    {"quick", "bool", false, "unused (accepted for uniformity)"},
+    {"no-cache", "bool", false, "unused (accepted for uniformity)"},
+    {"format", "string", "png", "unused (accepted for uniformity)"},
+  },
+}
+
+study.main(function()
+  local opts = study.setup(xsa.args.parse(arg, spec))
+  local output = opts.output ~= "" and study.abspath(opts.output) or (opts.plots .. "/report.html")
+  local path, info = xsa.report.write{out = opts.out, plots = opts.plots, output = output}
+  for _, w in ipairs(info.warnings) do io.stderr:write("warning: ", w, "\n") end
+  print(string.format("report: %s (%d part%s present%s)", path, #info.present, #info.present == 1 and "" or "s",
+    #info.missing > 0 and ("; missing: " .. table.concat(info.missing, ", ")) or ""))
+end)

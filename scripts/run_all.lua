@@ -1,0 +1,91 @@
+-- run_all.lua: every part of the study in order, then the report.
+--
+--   xsa scripts/run_all.lua              # the full study (long: parts 4 and 6 train 16 models)
+--   xsa scripts/run_all.lua --quick      # everything small, in about a minute
+--   make run-all ARGS="--quick"
+--
+-- Each part runs as its own xsa process (the same executable), with the
+-- shared flags passed on; a failing part is reported and the others still
+-- run. Ends with the wall time of each part and the report's path.
+local xsa = xsa or require "xsa"
+local study = xsa.study
+
+local spec = {
+  name = "run_all.lua",
+  summary = "Runs part1 ... part6 in order, then report.lua.",
+  options = {
+    {"quick", "bool", false, "pass --quick to every part (a fast small run)"},
+    {"out", "string", "cache", "results folder"},
+    {"plots", "string", "plots", "figures folder"},
+    {"threads", "int", 0, "BLAS/engine threads for every part (0: leave as is)"},
+    {"seed", "int", 0, "seed for every training part"},
+    {"no-cache", "bool", false, "recompute cached results"},
+    {"format", "string", "png", "figure format: png or svg"},
+    {"skip", "string", "", "comma-separated parts to skip, e.g. part4,part6"},
+  },
+}
+
+local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- The xsa executable running us: $XSA_EXE, else arg[-1] (as lua.c sets it).
+local function exe()
+  local e = os.getenv("XSA_EXE")
+  if e and e ~= "" then return study.abspath(e) end
+  local a = arg and arg[-1]
+  if a and a:find("/", 1, true) then return study.abspath(a) end
+  return a or "xsa"
+end
+
+study.main(function()
+  local opts = study.setup(xsa.args.parse(arg, spec))
+  local skip = {}
+  for p in opts.skip:gmatch("[^,%s]+") do skip[p] = true end
+  local common = {"--out", opts.out, "--plots", opts.plots, "--format", opts.format}
+  if opts.quick then common[#common + 1] = "--quick" end
+  if opts.no_cache then common[#common + 1] = "--no-cache" end
+  if opts.threads > 0 then
+    common[#common + 1] = "--threads"
+    common[#common + 1] = tostring(opts.threads)
+  end
+  local seeded = {"--seed", tostring(opts.seed)}
+  local steps = {
+    {"part1", "part1_bias.lua", seeded},
+    {"part2", "part2_geometry.lua", {"--animate"}},
+    {"part3", "part3_train.lua", seeded},
+    {"part4", "part4_seqlen.lua", seeded},
+    {"part5", "part5_bias_trained.lua", seeded},
+    {"part6", "part6_lambda_sweep.lua", seeded},
+    {"report", "report.lua", {}},
+  }
+  local x = exe()
+  local times, failed = {}, {}
+  for _, s in ipairs(steps) do
+    if skip[s[1]] then
+      times[#times + 1] = {s[1], "skipped"}
+    else
+      local argv = {shq(x), shq(opts.root .. "/scripts/" .. s[2])}
+      for _, a in ipairs(common) do
+        -- the report takes no --format/--quick semantics but accepts them
+        argv[#argv + 1] = shq(a)
+      end
+      for _, a in ipairs(s[3]) do argv[#argv + 1] = shq(a) end
+      local cmd = table.concat(argv, " ")
+      io.stdout:write("\n=== ", s[1], ": ", cmd, "\n")
+      io.stdout:flush()
+      local t0 = xsa.progress.now()
+      local ok, how, code = os.execute(cmd)
+      local dt = xsa.progress.now() - t0
+      if how == "signal" or code == 130 then
+        io.stderr:write("run_all: interrupted during ", s[1], "\n")
+        os.exit(130)
+      end
+      times[#times + 1] = {s[1], string.format("%.1f s", dt) .. (ok and "" or string.format(" (FAILED, status %s)", tostring(code)))}
+      if not ok then failed[#failed + 1] = s[1] end
+    end
+  end
+  io.stdout:write("\n", study.md_table({"step", "wall time"}, times))
+  if #failed > 0 then
+    io.stderr:write("run_all: failed: ", table.concat(failed, ", "), "\n")
+    os.exit(1)
+  end
+end)
