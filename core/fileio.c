@@ -218,3 +218,11 @@ char *xsa_read_file(const char *path, size_t *n)
     if (n) *n = len;
     return buf;
 }
+
+void xsa_format_double(char *buf, size_t n, double v)
+{
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, n, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}

@@ -25,6 +25,9 @@ int xsa_atomic_commit(xsa_atomic_file *af);
 void xsa_atomic_abort(xsa_atomic_file *af);
 /* Whole buffer in one call. */
 int xsa_atomic_write(const char *path, const void *data, size_t n);
+/* The shortest decimal text (%.15g, %.16g or %.17g) that reads back as
+ * exactly v, so metadata says "0.3" rather than "0.29999999999999999". */
+void xsa_format_double(char *buf, size_t n, double v);
 /* Reads a whole file (malloc'd, NUL-terminated beyond *n); NULL + xsa_error. */
 char *xsa_read_file(const char *path, size_t *n);
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "gpt.h"
 #include "optim.h"
 #include "safetensors.h"
@@ -586,14 +587,14 @@ int xsa_gpt_save(const xsa_gpt *m, const char *path, const xsa_adamw *opt)
     snprintf(vals[3], sizeof vals[3], "%d", c->n_head);
     snprintf(vals[4], sizeof vals[4], "%d", c->seq_len);
     snprintf(vals[5], sizeof vals[5], "%s", xsa_gpt_attention_name(c->attention));
-    snprintf(vals[6], sizeof vals[6], "%.17g", c->lambda);
+    xsa_format_double(vals[6], sizeof vals[6], c->lambda);
     snprintf(vals[7], sizeof vals[7], "%llu", (unsigned long long)c->seed);
     int nmeta = NMETA;
     for (int i = 0; i < NMETA; i++) keys[i] = meta_keys[i];
     if (opt) {
         double h[5] = {opt->lr, opt->beta1, opt->beta2, opt->eps, opt->weight_decay};
         for (int i = 0; i < 5; i++) {
-            snprintf(vals[NMETA + i], sizeof vals[0], "%.17g", h[i]);
+            xsa_format_double(vals[NMETA + i], sizeof vals[0], h[i]);
             keys[NMETA + i] = adam_keys[i];
         }
         nmeta += 5;

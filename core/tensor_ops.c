@@ -905,6 +905,13 @@ xsa_tensor *xsa_tensor_matmul(const xsa_tensor *a, const xsa_tensor *b)
         return NULL;
     }
     int ok = (a->ndim == 2 && b->ndim == 2) || (a->ndim == 3 && (b->ndim == 2 || b->ndim == 3));
+    if (!ok) {
+        xsa_error("%s: operands of %d and %d dimensions: supported are [M,K]x[K,N], "
+                  "[B,M,K]x[B,K,N] and [B,M,K]x[K,N] (got %s and %s)", fn, a->ndim, b->ndim,
+                  xsa_shape_str(a->ndim, a->shape, b1, sizeof b1),
+                  xsa_shape_str(b->ndim, b->shape, b2, sizeof b2));
+        return NULL;
+    }
     if (ok) {
         ok = a->shape[a->ndim - 1] == b->shape[b->ndim - 2];
         if (a->ndim == 3 && b->ndim == 3 && a->shape[0] != b->shape[0]) ok = 0;

@@ -137,7 +137,7 @@ static int nn_gelu(lua_State *L)
  * attention(q, k, v, n_head [, lambda [, opts]]) or attention(qkv, n_head
  * [, lambda [, opts]]); lambda defaults to 0 (SA). opts {probe=true,
  * weights=true} add a second result table: {probe = {per head {value_cos=,
- * self_attn=, pre_cos=, post_cos=, pre_cos1=, post_cos1=}}, weights = att}.
+ * self_attn=, pre_cos=, post_cos=, pre_cos_pos1=, post_cos_pos1=}}, weights = att}.
  */
 static int nn_attention(lua_State *L)
 {
@@ -174,7 +174,7 @@ static int nn_attention(lua_State *L)
     }
     if (want_probe) {
         static const char *names[XSA_NN_PROBE_N] = {"value_cos", "self_attn", "pre_cos",
-                                                    "post_cos", "pre_cos1", "post_cos1"};
+                                                    "post_cos", "pre_cos_pos1", "post_cos_pos1"};
         lua_createtable(L, (int)nh, 0);
         for (lua_Integer h = 0; h < nh; h++) {
             lua_createtable(L, 0, XSA_NN_PROBE_N);

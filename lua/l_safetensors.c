@@ -776,7 +776,7 @@ static int l_st_save(lua_State *L)
                 if (lua_isinteger(L, -1))
                     snprintf(buf, sizeof buf, LUA_INTEGER_FMT, (LUAI_UACINT)lua_tointeger(L, -1));
                 else
-                    snprintf(buf, sizeof buf, "%.17g", (double)lua_tonumber(L, -1));
+                    xsa_format_double(buf, sizeof buf, (double)lua_tonumber(L, -1));
                 lua_pop(L, 1);
                 lua_pushstring(L, buf);
             } else if (lua_type(L, -1) != LUA_TSTRING) {

@@ -564,11 +564,11 @@ static void push_value(lua_State *L, const xsa_tensor *t, double v)
 }
 
 /* Reads ndim 1-based indices from args first.. into ix. */
-static void read_index(lua_State *L, xsa_tensor *t, int first, int nargs, int64_t *ix)
+static void read_index(lua_State *L, const char *fn, xsa_tensor *t, int first, int nargs,
+                       int64_t *ix)
 {
     if (nargs != t->ndim)
-        luaL_error(L, "bad argument #%d to 'get' (%d indices for a tensor of %d dimensions)", first - 1,
-                   nargs, t->ndim);
+        luaL_error(L, "%s: %d indices given for a tensor of %d dimensions", fn, nargs, t->ndim);
     for (int d = 0; d < t->ndim; d++) ix[d] = checkindex(L, first + d, t->shape[d], d);
 }
 
@@ -576,7 +576,7 @@ static int t_get(lua_State *L)
 {
     xsa_tensor *t = check(L, 1);
     int64_t ix[XSA_MAX_DIMS];
-    read_index(L, t, 2, lua_gettop(L) - 1, ix);
+    read_index(L, "get", t, 2, lua_gettop(L) - 1, ix);
     double v;
     if (xsa_tensor_get(t, ix, &v) != 0) return xsa_lua_corefail(L);
     push_value(L, t, v);
@@ -589,7 +589,7 @@ static int t_set(lua_State *L)
     int top = lua_gettop(L);
     double v = luaL_checknumber(L, top);
     int64_t ix[XSA_MAX_DIMS];
-    read_index(L, t, 2, top - 2, ix);
+    read_index(L, "set", t, 2, top - 2, ix);
     if (xsa_ag_check_inplace(t, "set") != 0) return xsa_lua_corefail(L);
     if (xsa_tensor_set(t, ix, v) != 0) return xsa_lua_corefail(L);
     lua_settop(L, 1);

@@ -212,7 +212,7 @@ T.case("checkpoint round trip is bit-exact, with optimizer state", function()
   for i, p in ipairs(p1) do T.ok(same_tensor(p.tensor, p2[i].tensor), "after a step: " .. p.name) end
   -- the file is plain safetensors with GPT-2 names and the config as metadata
   local ts, meta = xsa.safetensors.load(path)
-  T.eq(meta.attention, "xsa"); T.eq(meta.n_layer, "2"); T.eq(tonumber(meta.lambda), 0.3)
+  T.eq(meta.attention, "xsa"); T.eq(meta.n_layer, "2"); T.eq(meta.lambda, "0.3")
   T.ok(ts["h.1.mlp.c_fc.weight"] ~= nil)
   -- without the optimizer
   m:save(path)
