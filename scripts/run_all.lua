@@ -1,7 +1,7 @@
 -- run_all.lua: every part of the study in order, then the report.
 --
 --   xsa scripts/run_all.lua              # the full study (long: parts 4 and 6 train 16 models)
---   xsa scripts/run_all.lua --quick      # everything small, in about a minute
+--   xsa scripts/run_all.lua --quick      # everything small, in seconds
 --   make run-all ARGS="--quick"
 --
 -- Each part runs as its own xsa process (the same executable), with the
