@@ -19,6 +19,34 @@ end
 
 local train = require "xsa.train"
 
+T.case("a reused SA baseline gives the same result without training SA", function()
+  with_fake(function()
+    local function pair_of()
+      return fake.model{name = "sa", losses = function(t, id) return 9 - 0.1 * t + (id % 1000) * 0.001 end},
+        fake.model{name = "xsa", losses = function(t, id) return 9 - 0.3 * t + (id % 1000) * 0.002 end}
+    end
+    local opts = {steps = 7, eval_every = 3, eval_batches = 2, progress = false, quiet = true}
+    local sa1, x1 = pair_of()
+    local full = train.pair(sa1, x1, fake.loader{batches = 4, shuffle = true}, fake.loader{batches = 3}, opts)
+    local sa2, x2 = pair_of()
+    opts.baseline = full.sa
+    local reused = train.pair(sa2, x2, fake.loader{batches = 4, shuffle = true}, fake.loader{batches = 3}, opts)
+    T.eq(sa2.backward_calls, 0, "the SA model is not trained")
+    T.eq(x2.backward_calls, 7)
+    T.ok(reused.sa.reused)
+    for _, k in ipairs{"train", "val"} do
+      T.eq(table.concat(reused.sa[k], ","), table.concat(full.sa[k], ","), "sa " .. k)
+      T.eq(table.concat(reused.xsa[k], ","), table.concat(full.xsa[k], ","), "xsa " .. k)
+    end
+    T.eq(reused.sa.final_val, full.sa.final_val)
+    T.eq(reused.improvement_pct, full.improvement_pct)
+    opts.baseline = {step_loss = {1, 2}, val = {}}
+    local sa3, x3 = pair_of()
+    T.raises(function() train.pair(sa3, x3, fake.loader{batches = 4}, fake.loader{batches = 3}, opts) end,
+      "baseline must be the sa record of a run of the same length")
+  end)
+end)
+
 T.case("pair records points, means and final val", function()
   with_fake(function()
     local sa = fake.model{name = "sa", losses = function(t, id) return 10 - 0.1 * t + (id % 1000) * 0.001 end}

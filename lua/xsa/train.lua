@@ -34,6 +34,13 @@
 -- saying where, which is printed. A NaN/inf loss then raises an error naming
 -- the step and the model; an interrupt is re-raised as "interrupted!".
 --
+-- Reusing a baseline: opts.baseline = the `sa` record of an earlier result
+-- with the same data, initial weights, optimizer settings, steps and eval
+-- settings (it must hold step_loss). The SA model is then neither trained nor
+-- evaluated: training is deterministic, so its numbers would be the same to
+-- the last bit; its record is copied. The lambda sweep uses this so that five
+-- lambdas cost six trainings instead of ten.
+--
 -- Non-goals: gradient accumulation, learning-rate schedules, more than two
 -- models per run (call pair again with a fresh pair).
 local progress = require "xsa.progress"
@@ -136,6 +143,15 @@ function M.pair(sa, xm, train_loader, val_loader, opts)
   }
   local models = {sa, xm}
   local recs = {result.sa, result.xsa}
+  local base = opts.baseline
+  local active = {base == nil, true}
+  if base then
+    if type(base.step_loss) ~= "table" or #base.step_loss < steps or type(base.val) ~= "table" then
+      error("train.pair: opts.baseline must be the sa record of a run of the same length (with step_loss)", 2)
+    end
+    for i = 1, steps do recs[1].step_loss[i] = base.step_loss[i] end
+    result.sa.reused = true
+  end
   local opt = {
     xsa.optim.adamw(sa:parameters(), adam),
     xsa.optim.adamw(xm:parameters(), adam),
@@ -148,13 +164,16 @@ function M.pair(sa, xm, train_loader, val_loader, opts)
   local last_point = 0
 
   local function rate()
-    return train_time > 0 and (2 * result.completed_steps * bs * T) / train_time or 0 / 0
+    local n = (active[1] and 1 or 0) + 1
+    return train_time > 0 and (n * result.completed_steps * bs * T) / train_time or 0 / 0
   end
 
   local function point(step, ...)
     local te = progress.now()
     local vals = {}
-    for k = 1, 2 do vals[k] = M.evaluate(models[k], val_loader, eval_batches) end
+    for k = 1, 2 do
+      vals[k] = active[k] and M.evaluate(models[k], val_loader, eval_batches) or base.val[#result.steps + 1]
+    end
     eval_time = eval_time + (progress.now() - te)
     local trains = {...}
     result.steps[#result.steps + 1] = step
@@ -199,18 +218,22 @@ function M.pair(sa, xm, train_loader, val_loader, opts)
     train_loader:reset()
     local x0, y0 = train_loader:batch(1)
     local l0 = {}
-    for k = 1, 2 do l0[k] = xsa.no_grad(function()
+    for k = 1, 2 do l0[k] = active[k] and xsa.no_grad(function()
       local l = models[k]:loss(x0, y0)
       local v = l:item()
       free(l)
       return v
-    end) end
+    end) or base.train[1] end
     point(0, l0[1], l0[2])
     for step = 1, steps do
       local ts = progress.now()
       local x, y = train_loader:next()
       local cur = {}
       for k = 1, 2 do
+        if not active[k] then
+          cur[k] = recs[k].step_loss[step]
+          goto next_model
+        end
         opt[k]:zero_grad()
         local loss = models[k]:loss(x, y)
         local v = loss:item()
@@ -224,6 +247,7 @@ function M.pair(sa, xm, train_loader, val_loader, opts)
         opt[k]:step()
         cur[k] = v
         recs[k].step_loss[step] = v
+        ::next_model::
       end
       train_time = train_time + (progress.now() - ts)
       result.completed_steps = step
@@ -237,7 +261,9 @@ function M.pair(sa, xm, train_loader, val_loader, opts)
     -- the final number: the whole val set
     local te = progress.now()
     for k = 1, 2 do
-      if eval_batches == nval then
+      if not active[k] then
+        recs[k].final_val = base.final_val
+      elseif eval_batches == nval then
         recs[k].final_val = recs[k].val[#recs[k].val]
       else
         recs[k].final_val = M.evaluate(models[k], val_loader, nval)
