@@ -251,12 +251,13 @@ function M.pair(sa, xm, train_loader, val_loader, opts)
       end
       train_time = train_time + (progress.now() - ts)
       result.completed_steps = step
-      bar:update(step, string.format("loss %s %.3f %s %.3f%s", names[1], cur[1], names[2], cur[2],
-        bar.val_text and ("  " .. bar.val_text) or ""), rate())
+      -- evaluate first, so the bar shows this point's val loss, not the last one
       if step % eval_every == 0 or step == steps then
         point(step, mean(recs[1].step_loss, last_point + 1, step), mean(recs[2].step_loss, last_point + 1, step))
         last_point = step
       end
+      bar:update(step, string.format("loss %s %.3f %s %.3f%s", names[1], cur[1], names[2], cur[2],
+        bar.val_text and ("  " .. bar.val_text) or ""), rate())
     end
     -- the final number: the whole val set
     local te = progress.now()
