@@ -1269,16 +1269,26 @@ xsa_tensor *xsa_ag_embedding(xsa_tensor *idx, xsa_tensor *wte, xsa_tensor *wpe)
     return out;
 }
 
+/* The start of a fused op's backward: the output gradient made contiguous
+ * and a zero gradient for each of the first k inputs that needs one. NULL
+ * (nothing held) on failure. */
+static xsa_tensor *fused_grads(node *n, xsa_tensor *g, xsa_tensor **gin, int k)
+{
+    xsa_tensor *gc = xsa_tensor_contiguous(g);
+    if (!gc) return NULL;
+    for (int i = 0; i < k; i++)
+        if (n->need[i] && !(gin[i] = zeros_like(n->in[i]))) {
+            xsa_tensor_free(gc);
+            return NULL;
+        }
+    return gc;
+}
+
 /* linear: out[...,OC] = x[...,C] w[C,OC] + b[OC] */
 static int bw_linear(node *n, xsa_tensor *g, xsa_tensor **gin)
 {
-    xsa_tensor *gc = xsa_tensor_contiguous(g);
+    xsa_tensor *gc = fused_grads(n, g, gin, 3);
     if (!gc) return -1;
-    for (int i = 0; i < 3; i++)
-        if (n->need[i] && !(gin[i] = zeros_like(n->in[i]))) {
-            xsa_tensor_free(gc);
-            return -1;
-        }
     xsa_nn_linear_backward(fp(gin[0]), fp(gin[1]), fp(gin[2]), xsa_tensor_f32(gc),
                            xsa_tensor_f32(n->sv[0]), xsa_tensor_f32(n->sv[1]), n->dims[0],
                            n->dims[1], n->dims[2]);
@@ -1326,13 +1336,8 @@ xsa_tensor *xsa_ag_linear(xsa_tensor *x, xsa_tensor *w, xsa_tensor *b)
 /* layernorm over the last dim: x[...,C], w[C], b[C] */
 static int bw_layernorm(node *n, xsa_tensor *g, xsa_tensor **gin)
 {
-    xsa_tensor *gc = xsa_tensor_contiguous(g);
+    xsa_tensor *gc = fused_grads(n, g, gin, 3);
     if (!gc) return -1;
-    for (int i = 0; i < 3; i++)
-        if (n->need[i] && !(gin[i] = zeros_like(n->in[i]))) {
-            xsa_tensor_free(gc);
-            return -1;
-        }
     xsa_nn_layernorm_backward(fp(gin[0]), fp(gin[1]), fp(gin[2]), xsa_tensor_f32(gc),
                               xsa_tensor_f32(n->sv[0]), xsa_tensor_f32(n->sv[1]),
                               xsa_tensor_f32(n->sv[2]), xsa_tensor_f32(n->sv[3]), n->dims[0],

@@ -584,19 +584,13 @@ static int l_json_write_file(lua_State *L)
     return 1;
 }
 
+static int l_read_file(lua_State *L);
+
 static int l_json_read_file(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
+    if (l_read_file(L) == 2) return 2;
     size_t n;
-    char *text = xsa_read_file(path, &n);
-    if (!text) {
-        lua_pushnil(L);
-        lua_pushstring(L, xsa_last_error());
-        return 2;
-    }
-    /* copy into Lua before anything can raise, then free */
-    lua_pushlstring(L, text, n);
-    free(text);
     const char *s = lua_tolstring(L, -1, &n);
     if (!decode_text(L, s, n)) {
         lua_pushnil(L);
