@@ -25,7 +25,13 @@ local spec = {
 study.main(function()
   local opts = study.setup(xsa.args.parse(arg, spec))
   local output = opts.output ~= "" and study.abspath(opts.output) or (opts.plots .. "/report.html")
-  local path, info = xsa.report.write{out = opts.out, plots = opts.plots, output = output}
+  -- commands for missing parts name the same folders when they are not the defaults
+  local folders = {}
+  for _, k in ipairs{"out", "plots"} do
+    if opts.given and opts.given[k] then folders[#folders + 1] = string.format("--%s '%s'", k, opts[k]) end
+  end
+  local path, info = xsa.report.write{out = opts.out, plots = opts.plots, output = output,
+    folder_flags = table.concat(folders, " ")}
   for _, w in ipairs(info.warnings) do io.stderr:write("warning: ", w, "\n") end
   print(string.format("report: %s (%d part%s present%s)", path, #info.present, #info.present == 1 and "" or "s",
     #info.missing > 0 and ("; missing: " .. table.concat(info.missing, ", ")) or ""))

@@ -285,6 +285,9 @@ T.case("report: one page with every part", function()
   T.eq(code, 0)
   html = read(TMP .. "/none/report.html")
   T.ok(html:find("Missing parts", 1, true) and html:find("xsa scripts/part4_seqlen.lua", 1, true))
+  -- the commands name the folders the report was asked about
+  T.ok(html:find("xsa scripts/part4_seqlen.lua --out '" .. TMP .. "/none' --plots '" .. TMP .. "/none'", 1, true),
+    "missing-part commands carry --out/--plots")
 end)
 
 long_case("run_all: every part in order (cached), then the report", function()

@@ -319,7 +319,8 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}table.cfg td
 .numbers li{margin:.2em 0}code{background:#f4f4f4;padding:0 .2em}details{margin:.6em 0}
 ]]
 
--- Builds the HTML. o: {out = results folder, plots = figures folder}.
+-- Builds the HTML. o: {out = results folder, plots = figures folder,
+-- folder_flags = text added to the commands of missing parts (optional)}.
 -- Returns html, {present = {...}, missing = {...}, warnings = {...}}.
 function M.build(o)
   local xsa = xsa_lib()
@@ -366,8 +367,10 @@ function M.build(o)
   if #info.missing > 0 then
     local li = {}
     for _, key in ipairs(info.missing) do
+      local cmd = parts[key].command
+      if o.folder_flags and o.folder_flags ~= "" then cmd = cmd .. " " .. o.folder_flags end
       li[#li + 1] = string.format("<li>%s: not run yet; produce it with <code>%s</code></li>", esc(parts[key].title),
-        esc(parts[key].command))
+        esc(cmd))
     end
     head[#head + 1] = '<div class="missing"><p>Missing parts:</p><ul>' .. table.concat(li) .. "</ul></div>"
   end
