@@ -114,8 +114,9 @@ local function figure(opts, result)
   return study.save_figure(fig, opts, "part3_loss")
 end
 
-local function main()
-  local opts = study.setup(xsa.args.parse(arg, spec))
+-- The whole part for settled options: train (or a cache hit), figure, table
+-- and the summary the report reads. Returns the result.
+local function run(opts)
   local config = config_of(opts)
   local p = paths(opts, config)
   local t0 = os.time()
@@ -143,8 +144,15 @@ local function main()
     title = "Paired training", config = config, cache = status, entry = entry,
     wall_s = os.time() - t0, result = result, figures = {fig}, table = tbl,
   })
+  return result
+end
+
+local function main()
+  run(study.setup(xsa.args.parse(arg, spec)))
 end
 
 -- part5 reuses the configuration and file names
-if ... == "part3" then return {spec = spec, config_of = config_of, paths = paths, check = check, train = train} end
+if ... == "part3" then
+  return {spec = spec, config_of = config_of, paths = paths, check = check, train = train, run = run}
+end
 study.main(main)

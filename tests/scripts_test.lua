@@ -226,7 +226,8 @@ long_case("part5 --train: trains part 3 itself when its checkpoints are missing"
   local dir = TMP .. "/p5train"
   local code, out, err = run("part5_bias_trained.lua", "--quick --train --out " .. shq(dir) .. " --plots " .. shq(dir))
   T.eq(code, 0, err)
-  T.ok(out:find("training it now", 1, true), out)
+  T.ok(out:find("running it now", 1, true), out)
+  T.ok(exists(dir .. "/summary/part3.json") and exists(dir .. "/part3_loss.png"), "part 3's summary and figure")
   local s = assert(xsa.json.read_file(dir .. "/summary/part5.json"))
   T.eq(#s.result.models.xsa, 2)
   T.ok(exists(s.result.checkpoints.xsa), "part 3 checkpoint written")
