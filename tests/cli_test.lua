@@ -20,6 +20,19 @@ T.case("--version names the OpenBLAS kernel and threads", function()
   T.ok(out:find("OpenBLAS kernel: %S+, %d+ thread"), out)
 end)
 
+T.case("an unset OPENBLAS_CORETYPE on a fallback kernel re-executes with the best one", function()
+  local out, code = run("env -u OPENBLAS_CORETYPE XSA_TEST_BLAS_FALLBACK=1 " .. exe .. " --version")
+  T.eq(code, 0)
+  local best = out:match("CPU supports: (%a+)")
+  if best and best ~= "no" then
+    T.ok(out:find("OPENBLAS_CORETYPE=" .. best .. ", chosen by xsa", 1, true), out)
+    T.ok(out:find("OpenBLAS kernel: " .. best, 1, true), out)
+  end
+  -- a value the user set is kept
+  out = run("env OPENBLAS_CORETYPE=Haswell XSA_TEST_BLAS_FALLBACK=1 " .. exe .. " --version")
+  T.ok(out:find("OPENBLAS_CORETYPE=Haswell, set by the user", 1, true), out)
+end)
+
 T.case("--help prints usage", function()
   local out, code = run(exe .. " --help")
   T.eq(code, 0)
