@@ -659,32 +659,27 @@ static const luaL_Reg adamw_methods[] = {
     {NULL, NULL},
 };
 
+static const luaL_Reg gpt_meta[] = {
+    {"__gc", g_gc}, {"__close", g_gc}, {"__tostring", m_tostring}, {NULL, NULL},
+};
+
+static const luaL_Reg adamw_meta[] = {
+    {"__index", o_index}, {"__newindex", o_newindex}, {"__gc", o_gc},
+    {"__close", o_gc},    {"__tostring", o_tostring}, {NULL, NULL},
+};
+
 int xsa_lua_open_gpt(lua_State *L)
 {
     luaL_newmetatable(L, GPT_MT);
+    luaL_setfuncs(L, gpt_meta, 0);
     luaL_newlib(L, gpt_methods);
     lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, g_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, g_gc);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, m_tostring);
-    lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 
     luaL_newmetatable(L, ADAMW_MT);
+    luaL_setfuncs(L, adamw_meta, 0);
     luaL_newlib(L, adamw_methods);
     lua_setfield(L, -2, "methods");
-    lua_pushcfunction(L, o_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, o_newindex);
-    lua_setfield(L, -2, "__newindex");
-    lua_pushcfunction(L, o_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, o_gc);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, o_tostring);
-    lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 
     /* xsa.gpt: a table with load, callable as the constructor */

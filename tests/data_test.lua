@@ -5,18 +5,7 @@ local T = require "testing"
 local xsa = require "xsa"
 local data = xsa.data
 
-local function readfile(p)
-  local f = assert(io.open(p, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function writefile(p, s)
-  local f = assert(io.open(p, "wb"))
-  f:write(s)
-  f:close()
-end
+local readfile, writefile = T.readfile, T.writefile
 
 local function now()
   return os.clock()

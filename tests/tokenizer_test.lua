@@ -7,18 +7,7 @@ local xsa = require "xsa"
 local root = os.getenv("XSA_ROOT") or "."
 local fixdir = root .. "/tests/fixtures/tiktoken/"
 
-local function readfile(p)
-  local f = assert(io.open(p, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function writefile(p, s)
-  local f = assert(io.open(p, "wb"))
-  f:write(s)
-  f:close()
-end
+local readfile, writefile = T.readfile, T.writefile
 
 local function same(a, b, what)
   T.eq(#a, #b, (what or "") .. " length")

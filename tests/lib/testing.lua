@@ -51,6 +51,20 @@ function T.raises(fn, pattern, msg)
   return err
 end
 
+-- Whole files for test fixtures (raise on failure).
+function T.readfile(p)
+  local f = assert(io.open(p, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+function T.writefile(p, s)
+  local f = assert(io.open(p, "wb"))
+  f:write(s)
+  f:close()
+end
+
 function T.done()
   local name = (arg and arg[0] or "lua"):match("([^/]+)$")
   io.stdout:write(string.format("%s: %d passed, %d failed\n", name, passed, failed))
