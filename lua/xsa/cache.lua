@@ -85,13 +85,7 @@ function M.path(dir, name, config, ext)
   return string.format("%s/%s-%s%s", dir, name, M.hash(M.key(config)):sub(1, 12), ext or ".json")
 end
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return (xsa_lib().read_file(path)) end
 
 local function mkdir_p(dir)
   os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")

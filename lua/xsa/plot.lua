@@ -372,13 +372,9 @@ end
 ----------------------------------------------------------------------------
 -- running gnuplot
 
-local function read_all(path)
-  local f = io.open(path, "rb")
-  if not f then return "" end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+-- Files go through the engine's atomic write and whole-file read.
+local function put(path, s) package.loaded.xsa.write_file_atomic(path, s) end
+local function read_all(path) return package.loaded.xsa.read_file(path) or "" end
 
 -- The gnuplot program: $XSA_GNUPLOT or "gnuplot"; nil when not installed.
 function M.gnuplot()
@@ -430,14 +426,8 @@ function Figure:save(path, opts)
   local name = basename(path):gsub("%.%w+$", "")
   mkdir_p(dir)
   local script, data = self:render(name, dir)
-  local xsa = package.loaded.xsa
-  local write = (xsa and rawget(xsa, "write_file_atomic")) or function(p, s)
-    local f = assert(io.open(p, "wb"))
-    f:write(s)
-    f:close()
-  end
-  write(dir .. "/" .. name .. ".dat", data)
-  write(dir .. "/" .. name .. ".gp", script)
+  put(dir .. "/" .. name .. ".dat", data)
+  put(dir .. "/" .. name .. ".gp", script)
   local outname = name .. "." .. fmt
   local res, err = run(dir, name .. ".gp", {fmt = fmt, out = outname})
   if not res then
@@ -470,7 +460,6 @@ function M.animate(figs, path, opts)
     S("# frame %d", i)
     block = fig:body(S, data, name .. ".dat", block)
   end
-  local function put(p, s) local f = assert(io.open(p, "wb")); f:write(s); f:close() end
   put(dir .. "/" .. name .. ".dat", table.concat(data, "\n") .. "\n")
   put(dir .. "/" .. name .. ".gp", table.concat(script, "\n") .. "\n")
   local res, err = run(dir, name .. ".gp", {fmt = "gif", out = name .. ".gif"})
@@ -509,7 +498,6 @@ function M.show(fig, ys, o)
   os.remove(tmp)
   mkdir_p(tmp)
   local script, data = fig:render("show", tmp)
-  local function put(p, s) local f = assert(io.open(p, "wb")); f:write(s); f:close() end
   put(tmp .. "/show.dat", data)
   put(tmp .. "/show.gp", script)
   io.stdout:flush()

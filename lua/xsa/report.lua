@@ -53,13 +53,7 @@ local function base64(s)
 end
 M.base64 = base64
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return (xsa_lib().read_file(path)) end
 
 -- An SVG made safe to sit inline next to others: no XML prolog, ids
 -- prefixed so references stay inside the figure.
