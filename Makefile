@@ -20,7 +20,7 @@ BUILD    ?= build
 # install prefix for `make install`
 PREFIX   ?= /usr/local
 # packages found through pkg-config (Debian names: see mk/deps.sh)
-CORE_PKGS := openblas libutf8proc libcjson
+CORE_PKGS := openblas libutf8proc libcjson liblzma
 PKGS     := lua5.4 $(CORE_PKGS)
 # extra flags for sanitizer builds (make asan / ubsan set them)
 SANITIZE ?=
@@ -58,6 +58,20 @@ LUA_SO   := $(BUILD)/xsa.so
 EXE      := $(BUILD)/xsa
 
 .PHONY: all deps test check bench run run-all asan ubsan sanitize install uninstall clean data
+
+# Building without the libraries would die on the first missing header; say
+# instead which packages are missing and how to get them. Targets that install
+# or only delete are exempt, and so are the recursive builds of `make test`
+# (deps has run by then).
+NO_LIB_CHECK := deps clean uninstall data
+ifneq ($(filter-out $(NO_LIB_CHECK),$(or $(MAKECMDGOALS),all)),)
+ifneq ($(shell pkg-config --exists $(PKGS) libedit 2>/dev/null && echo ok),ok)
+ifeq ($(filter test asan sanitize ubsan bench run run-all,$(MAKECMDGOALS)),)
+MISSING_PKGS := $(shell sh mk/deps.sh --list-missing)
+$(error pkg-config cannot find $(shell for p in $(PKGS) libedit; do pkg-config --exists $$p 2>/dev/null || printf '%s ' $$p; done)(Debian packages missing: $(or $(MISSING_PKGS),none per dpkg so check PKG_CONFIG_PATH)). Run `make deps` (as root, or with passwordless sudo) to install them)
+endif
+endif
+endif
 
 all: $(LIB_A) $(LIB_SO) $(LUA_SO) $(EXE) $(TEST_BIN) $(BENCH_BIN)
 ifeq ($(BUILD),build)
@@ -121,12 +135,10 @@ data:
 # The main experiment: paired SA/XSA training with plots and a table.
 run: deps
 	@$(MAKE) --no-print-directory all
-	@sh data/fetch.sh --if-missing
 	./$(EXE) scripts/part3_train.lua $(ARGS)
 
 run-all: deps
 	@$(MAKE) --no-print-directory all
-	@sh data/fetch.sh --if-missing
 	./$(EXE) scripts/run_all.lua $(ARGS)
 
 LUA_LMOD := $(PREFIX)/share/lua/5.4

@@ -17,6 +17,7 @@
 #include "data.h"
 #include "error.h"
 #include "fileio.h"
+#include "xz.h"
 
 #define MAGIC "XSATOKS"
 #define HEADER 64
@@ -184,7 +185,7 @@ int32_t *xsa_data_story_tokens(xsa_bpe *tok, const char *source_path, const char
 {
     memset(st, 0, sizeof *st);
     size_t sn;
-    char *src = xsa_read_file(source_path, &sn);
+    char *src = xsa_read_text(source_path, &sn);
     if (!src) return NULL;
     struct stat sb;
     int64_t mtime = stat(source_path, &sb) == 0 ? (int64_t)sb.st_mtime : 0;

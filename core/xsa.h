@@ -23,6 +23,7 @@
 #include "autograd.h"
 #include "system.h"
 #include "fileio.h"
+#include "xz.h"
 #include "safetensors.h"
 #include "bpe.h"
 #include "data.h"

@@ -9,11 +9,11 @@
 #                                  missing or does not verify)
 #   sh data/fetch.sh --if-missing  exit 0 at once, without network, when every file is
 #                                  already found where xsa looks: $XSA_DATA, <root>/data,
-#                                  <root>/../shared/data, ./data, ../shared/data
-#                                  (`make run` calls it this way)
+#                                  ./data
 #
-# The text file may also be named tinystories.txt (the project's own 7 MB excerpt, found
-# first). Downloads go to NAME.part and are renamed only after their size/checksum check.
+# Nothing on the path of `make run` or `make test` calls this: the checkout ships the
+# GPT-2 files and the study's corpus (tinystories.txt.xz, found before the official
+# TinyStories-valid.txt). This is for users who want the official validation split. Downloads go to NAME.part and are renamed only after their size/checksum check.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=${XSA_ROOT:-$(dirname "$HERE")}
@@ -35,9 +35,7 @@ die() { echo "fetch.sh: $*" >&2; exit 1; }
 search_dirs() {
     [ -n "${XSA_DATA:-}" ] && echo "$XSA_DATA"
     echo "$ROOT/data"
-    echo "$ROOT/../shared/data"
     echo "data"
-    echo "../shared/data"
 }
 
 # find NAME...: prints the first existing DIR/NAME
@@ -51,7 +49,7 @@ find_file() {
 }
 
 if [ "${1:-}" = "--if-missing" ]; then
-    ts=$(find_file tinystories.txt TinyStories-valid.txt) &&
+    ts=$(find_file tinystories.txt tinystories.txt.xz TinyStories-valid.txt) &&
     enc=$(find_file encoder.json) && bpe=$(find_file vocab.bpe) && {
         say "data found: $ts, $enc, $bpe"
         exit 0

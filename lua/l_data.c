@@ -180,7 +180,24 @@ static const luaL_Reg loader_methods[] = {
     {NULL, NULL},
 };
 
+/* read_text(path) -> the file's bytes, decompressed when it is xz; nil, message */
+static int l_read_text(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    size_t n;
+    char *text = xsa_read_text(path, &n);
+    if (!text) {
+        lua_pushnil(L);
+        lua_pushstring(L, xsa_last_error());
+        return 2;
+    }
+    lua_pushlstring(L, text, n);
+    free(text);
+    return 1;
+}
+
 static const luaL_Reg funcs[] = {
+    {"read_text", l_read_text},
     {"story_tokens", l_story_tokens},
     {"tokenize_stories", l_tokenize_stories},
     {"split", l_split},

@@ -2,25 +2,45 @@
 # Makes sure the system packages xsa builds and runs with are installed.
 # Installs the missing ones with apt-get when it can (root, or sudo without a
 # password); otherwise prints the one apt-get line to run and fails.
+#
+#   sh mk/deps.sh                 install what is missing (the `make deps` target)
+#   sh mk/deps.sh --list-missing  print the missing package names and exit 0
+#
+# This is the one list of packages: .ci/run and the Makefile both come here.
+# Optional packages are not installed here; each is found at build time:
+#   clang libfuzzer-14-dev   `make fuzz` (libFuzzer harnesses)
+#   python3-torch            the PyTorch reference scripts in tests/reference
 set -u
-PACKAGES="gcc make pkg-config liblua5.4-dev lua5.4 libopenblas-dev libutf8proc-dev libcjson-dev libedit-dev gnuplot-nox curl ca-certificates"
+PACKAGES="gcc make pkg-config liblua5.4-dev lua5.4 libopenblas-dev libutf8proc-dev libcjson-dev libedit-dev liblzma-dev gnuplot-nox"
+
+missing_packages() {
+    if ! command -v dpkg-query >/dev/null 2>&1; then
+        # Not Debian: name the libraries pkg-config cannot find.
+        for p in lua5.4 openblas libutf8proc libcjson libedit liblzma; do
+            pkg-config --exists "$p" 2>/dev/null || printf ' %s' "$p"
+        done
+        return
+    fi
+    for p in $PACKAGES; do
+        status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+        case "$status" in
+            ii*) ;;
+            *) printf ' %s' "$p" ;;
+        esac
+    done
+}
+
+missing=$(missing_packages)
+if [ "${1:-}" = "--list-missing" ]; then
+    echo "${missing# }"
+    exit 0
+fi
+[ -z "$missing" ] && exit 0
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
-    # Not Debian: trust pkg-config alone.
-    if pkg-config --exists lua5.4 openblas libutf8proc libcjson libedit 2>/dev/null; then exit 0; fi
-    echo "xsa: missing libraries; install Lua 5.4, OpenBLAS, utf8proc, cJSON and libedit development packages" >&2
+    echo "xsa: missing libraries:$missing; install the development packages of Lua 5.4, OpenBLAS, utf8proc, cJSON, libedit and liblzma" >&2
     exit 1
 fi
-
-missing=""
-for p in $PACKAGES; do
-    status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
-    case "$status" in
-        ii*) ;;
-        *) missing="$missing $p" ;;
-    esac
-done
-[ -z "$missing" ] && exit 0
 
 echo "xsa: installing missing packages:$missing" >&2
 if [ "$(id -u)" = 0 ]; then

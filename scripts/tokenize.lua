@@ -33,13 +33,13 @@ local text
 if file == "-" then
   text = io.stdin:read("a")
 else
-  local f, err = io.open(file, "rb")
-  if not f then
+  -- xz files (such as data/tinystories.txt.xz) are read decompressed
+  local err
+  text, err = xsa.data.read_text(file)
+  if not text then
     io.stderr:write("tokenize.lua: ", err, "\n")
     os.exit(1)
   end
-  text = f:read("a")
-  f:close()
 end
 
 local tok = xsa.tokenizer.gpt2()

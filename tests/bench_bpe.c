@@ -19,15 +19,21 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* the corpus as a plain file or as the committed .xz */
+static char text_path[1100];
+
 static int try_dir(const char *cand, char *dir, size_t n)
 {
-    char p[1100];
-    snprintf(p, sizeof p, "%.1024s/tinystories.txt", cand);
-    FILE *f = fopen(p, "rb");
-    if (!f) return 0;
-    fclose(f);
-    snprintf(dir, n, "%s", cand);
-    return 1;
+    static const char *names[] = {"tinystories.txt", "tinystories.txt.xz"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(text_path, sizeof text_path, "%.1024s/%s", cand, names[i]);
+        FILE *f = fopen(text_path, "rb");
+        if (!f) continue;
+        fclose(f);
+        snprintf(dir, n, "%s", cand);
+        return 1;
+    }
+    return 0;
 }
 
 static int find(char *dir, size_t n)
@@ -38,8 +44,6 @@ static int find(char *dir, size_t n)
     if (env && try_dir(env, dir, n)) return 0;
     snprintf(cand, sizeof cand, "%.1000s/data", root ? root : ".");
     if (try_dir(cand, dir, n)) return 0;
-    snprintf(cand, sizeof cand, "%.1000s/../shared/data", root ? root : ".");
-    if (try_dir(cand, dir, n)) return 0;
     return -1;
 }
 
@@ -47,14 +51,14 @@ int main(void)
 {
     char dir[1024], e[1100], v[1100], t[1100];
     if (find(dir, sizeof dir) != 0) {
-        fprintf(stderr, "bench_bpe: tinystories.txt not found ($XSA_DATA, $XSA_ROOT/data, $XSA_ROOT/../shared/data)\n");
+        fprintf(stderr, "bench_bpe: tinystories.txt(.xz) not found ($XSA_DATA, $XSA_ROOT/data)\n");
         return 1;
     }
     snprintf(e, sizeof e, "%.1024s/encoder.json", dir);
     snprintf(v, sizeof v, "%.1024s/vocab.bpe", dir);
-    snprintf(t, sizeof t, "%.1024s/tinystories.txt", dir);
+    snprintf(t, sizeof t, "%s", text_path);
     size_t n;
-    char *text = xsa_read_file(t, &n);
+    char *text = xsa_read_text(t, &n);
     if (!text) {
         fprintf(stderr, "bench_bpe: %s\n", xsa_last_error());
         return 1;

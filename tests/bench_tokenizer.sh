@@ -12,19 +12,23 @@ cd "$ROOT" || exit 1
 BUILD=${XSA_BUILD:-build}
 EXE=${XSA_EXE:-$BUILD/xsa}
 export XSA_ROOT="$ROOT"
-DATA=""
-for d in "${XSA_DATA:-}" "$ROOT/data" "$ROOT/../shared/data"; do
-    [ -n "$d" ] || continue
-    for n in tinystories.txt TinyStories-valid.txt; do
-        if [ -f "$d/$n" ]; then DATA="$d/$n"; break 2; fi
-    done
-done
-[ -n "$DATA" ] || { echo "bench_tokenizer: no TinyStories text; run sh data/fetch.sh"; exit 1; }
 if [ ! -d tests/node_modules/tiktoken ]; then
     echo "bench_tokenizer: tiktoken missing; run: (cd tests && npm install)"; exit 1
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+DATA=""
+for d in "${XSA_DATA:-}" "$ROOT/data"; do
+    [ -n "$d" ] || continue
+    for n in tinystories.txt TinyStories-valid.txt; do
+        if [ -f "$d/$n" ]; then DATA="$d/$n"; break 2; fi
+    done
+    # the committed corpus is compressed; tiktoken needs the plain text
+    if [ -f "$d/tinystories.txt.xz" ]; then
+        xz -dc "$d/tinystories.txt.xz" > "$tmp/tinystories.txt" && DATA="$tmp/tinystories.txt" && break
+    fi
+done
+[ -n "$DATA" ] || { echo "bench_tokenizer: no TinyStories text in \$XSA_DATA or data/"; exit 1; }
 head -c 2000000 "$DATA" > "$tmp/ts2m.txt"
 # cut at the last newline so no code point is split
 sed '$d' "$tmp/ts2m.txt" > "$tmp/ts2m_lines.txt"

@@ -48,7 +48,7 @@ T.case("the missing-data error says where it looked and what to run", function()
   T.eq(p, nil)
   T.ok(err:find("no_such_file_for_xsa.txt", 1, true), err)
   T.ok(err:find("looked in", 1, true), err)
-  T.ok(err:find("data/fetch.sh", 1, true), err)
+  T.ok(err:find("set XSA_DATA", 1, true), err)
   -- a whole process with nothing to find
   local exe = os.getenv("XSA_EXE")
   local root = os.getenv("XSA_ROOT") or "."
@@ -62,9 +62,66 @@ T.case("the missing-data error says where it looked and what to run", function()
   local out = p2:read("a")
   local ok = p2:close()
   T.ok(not ok, "fails")
-  T.ok(out:find("cannot find tinystories.txt or TinyStories-valid.txt", 1, true), out)
+  T.ok(out:find("cannot find tinystories.txt or tinystories.txt.xz or TinyStories-valid.txt", 1, true), out)
   T.ok(out:find(empty .. "/none", 1, true), out)
-  T.ok(out:find("data/fetch.sh", 1, true), out)
+  T.ok(out:find("set XSA_DATA", 1, true), out)
+end)
+
+-- sha256 of a file by coreutils' sha256sum: a digest the engine did not compute
+local function sha256(path)
+  local p = io.popen("sha256sum '" .. path .. "'")
+  local out = p:read("a")
+  p:close()
+  return out:match("^(%x+)")
+end
+
+T.case("the committed data: the files data/README.md pins, read in place", function()
+  local root = os.getenv("XSA_ROOT") or "."
+  T.eq(sha256(root .. "/data/encoder.json"), "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783")
+  T.eq(sha256(root .. "/data/vocab.bpe"), "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5")
+  local text = assert(data.read_text(root .. "/data/tinystories.txt.xz"))
+  T.eq(#text, 7287251)
+  local out = tmpdir .. "/corpus.txt"
+  writefile(out, text)
+  T.eq(sha256(out), "d063adf3e1ec46a79186acab702c7fa52cbf9a410ab9cfc104f3105acf62e1a6")
+  local stories = 0
+  for _ in text:gmatch("\n<|endoftext|>\n") do stories = stories + 1 end
+  T.eq(stories, 8704)
+  -- with XSA_DATA unset the engine finds the checkout's own copies
+  if not os.getenv("XSA_DATA") then
+    T.eq(data.tinystories_file(), root .. "/data/tinystories.txt.xz")
+    local enc = data.tokenizer_files()
+    T.eq(enc, root .. "/data/encoder.json")
+  end
+end)
+
+T.case("xz: plain text passes through; corrupt or truncated streams are clean errors", function()
+  local root = os.getenv("XSA_ROOT") or "."
+  local plain = tmpdir .. "/plain.txt"
+  writefile(plain, "no compression here\n")
+  T.eq(data.read_text(plain), "no compression here\n")
+  local xz = readfile(root .. "/data/tinystories.txt.xz")
+  local bad = tmpdir .. "/bad.txt.xz"
+  -- one flipped byte in the middle of the compressed data
+  local mid = #xz // 2
+  writefile(bad, xz:sub(1, mid - 1) .. string.char((xz:byte(mid) + 1) % 256) .. xz:sub(mid + 1))
+  local r, err = data.read_text(bad)
+  T.eq(r, nil)
+  T.ok(err:find(bad, 1, true) and err:find("corrupt", 1, true), err)
+  writefile(bad, xz:sub(1, 100000))
+  r, err = data.read_text(bad)
+  T.eq(r, nil)
+  T.ok(err:find("truncated", 1, true), err)
+  writefile(bad, xz:sub(1, 6))                  -- the magic alone
+  r, err = data.read_text(bad)
+  T.eq(r, nil)
+  T.ok(err:find(bad, 1, true), err)
+  r, err = data.read_text(tmpdir .. "/missing.xz")
+  T.eq(r, nil)
+  T.ok(err:find("missing.xz", 1, true), err)
+  -- a corrupt corpus never becomes a token cache
+  T.raises(function() data.tinystories{path = bad, cache = tmpdir .. "/bad.cache"} end, bad)
+  T.eq(io.open(tmpdir .. "/bad.cache", "rb"), nil)
 end)
 
 local src = data.find(data.TEXT_NAMES)
@@ -72,7 +129,7 @@ local src = data.find(data.TEXT_NAMES)
 T.case("token cache: built, reused, rebuilt on change, corruption detected", function()
   T.ok(src, "TinyStories found")
   -- a small source of our own so it can be changed
-  local text = readfile(src):sub(1, 200000)
+  local text = assert(data.read_text(src)):sub(1, 200000)
   local last, at = nil, 1
   while true do
     local i = text:find("<|endoftext|>\n", at, true)

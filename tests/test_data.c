@@ -16,11 +16,10 @@ static xsa_bpe *load_tok(void)
 {
     const char *root = getenv("XSA_ROOT");
     const char *env = getenv("XSA_DATA");
-    char dirs[3][1100], e[1200], v[1200];
+    char dirs[2][1100], e[1200], v[1200];
     int n = 0;
     if (env) snprintf(dirs[n++], sizeof dirs[0], "%.1000s", env);
     snprintf(dirs[n++], sizeof dirs[0], "%.1000s/data", root ? root : ".");
-    snprintf(dirs[n++], sizeof dirs[0], "%.1000s/../shared/data", root ? root : ".");
     for (int i = 0; i < n; i++) {
         snprintf(e, sizeof e, "%.1100s/encoder.json", dirs[i]);
         snprintf(v, sizeof v, "%.1100s/vocab.bpe", dirs[i]);

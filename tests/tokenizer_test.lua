@@ -127,7 +127,7 @@ local ts_path = xsa.data.find(xsa.data.TEXT_NAMES)
 T.case("tiktoken's ids for TinyStories slices", function()
   T.ok(#slices >= 3, "slices listed")
   T.ok(ts_path, "TinyStories text found")
-  local text = readfile(ts_path)
+  local text = assert(xsa.data.read_text(ts_path))
   for _, s in ipairs(slices) do
     local want = {}
     for w in readfile(fixdir .. s.file):gmatch("%d+") do want[#want + 1] = tonumber(w) end
@@ -154,7 +154,7 @@ end
 
 T.case("scripts/tokenize.lua prints tiktoken's ids one per line", function()
   local s = slices[1]
-  local text = readfile(ts_path):sub(s.offset + 1, s.offset + s.length)
+  local text = assert(xsa.data.read_text(ts_path)):sub(s.offset + 1, s.offset + s.length)
   writefile(tmp, text)
   local out, code = run(tmp)
   T.eq(code, 0, "exit status")

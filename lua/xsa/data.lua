@@ -4,9 +4,12 @@
 --                                                 val_fraction=0.1, seed=0}
 --   local x, y = train:next()        -- int32 [16,64] each; y is x shifted by one token
 --
--- Files are looked for in $XSA_DATA, <root>/data, <root>/../shared/data, then data/ and
--- ../shared/data under the current directory (<root> is $XSA_ROOT, else the checkout that
--- holds this file). data/fetch.sh downloads them. TinyStories is tokenised once (stories
+-- Files are looked for in $XSA_DATA, then <root>/data, then data/ under the current
+-- directory (<root> is $XSA_ROOT, else the checkout that holds this file). The checkout
+-- ships everything the study needs there: encoder.json, vocab.bpe and the corpus as
+-- tinystories.txt.xz, read in place through liblzma (core/xz.h). A plain
+-- tinystories.txt is preferred when one sits in the same folder; data/fetch.sh fetches
+-- the official TinyStories-valid.txt for more text. TinyStories is tokenised once (stories
 -- joined with <|endoftext|> = 50256, see core/data.h) and the ids are cached in
 -- $XSA_CACHE or <root>/data as "<text file name>.tokens.cache".
 --
@@ -19,7 +22,7 @@ local C = xsa._data
 
 local M = {EOT = 50256}
 
-M.TEXT_NAMES = {"tinystories.txt", "TinyStories-valid.txt"}
+M.TEXT_NAMES = {"tinystories.txt", "tinystories.txt.xz", "TinyStories-valid.txt"}
 
 local function exists(path)
   local f = io.open(path, "rb")
@@ -57,9 +60,7 @@ function M.search_dirs()
   add(os.getenv("XSA_DATA"))
   local root = M.root()
   add(root .. "/data")
-  add(root .. "/../shared/data")
   add("data")
-  add("../shared/data")
   return dirs
 end
 
@@ -68,9 +69,16 @@ local function not_found(what)
   local env = os.getenv("XSA_DATA")
   if not env or env == "" then looked[1] = "$XSA_DATA (unset)" end
   for _, d in ipairs(M.search_dirs()) do looked[#looked + 1] = d end
-  return string.format("xsa.data: cannot find %s; looked in: %s. Run `sh data/fetch.sh` "
-    .. "(or `make data`) in the repository to download it, or set XSA_DATA to a folder "
-    .. "that holds it.", what, table.concat(looked, ", "))
+  return string.format("xsa.data: cannot find %s; looked in: %s. The repository ships these "
+    .. "files in data/ (check that your checkout is complete), or set XSA_DATA to a folder "
+    .. "that holds them.", what, table.concat(looked, ", "))
+end
+
+-- The bytes of a text file, decompressed when it is xz (whatever its name); nil and a
+-- message when it cannot be read or decoded (a corrupt .xz fails its integrity check).
+function M.read_text(path)
+  if type(path) ~= "string" then error("xsa.data.read_text: expected a path string", 2) end
+  return C.read_text(path)
 end
 
 -- The first existing file among `names` (a string or a list) in the search folders,

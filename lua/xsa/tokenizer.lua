@@ -23,7 +23,7 @@ function M.load(encoder_json, vocab_bpe)
 end
 
 -- The GPT-2 tokenizer, loaded once per process (the files are found in
--- $XSA_DATA, data/, ../shared/data; see xsa.data.search_dirs()).
+-- $XSA_DATA, then data/; see xsa.data.search_dirs()).
 function M.gpt2()
   local data = require "xsa.data"
   local enc, vocab = data.tokenizer_files()
