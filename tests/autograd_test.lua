@@ -381,7 +381,8 @@ end)
 -- from primitives) against the PyTorch golden values: loss, logits and the
 -- gradient of every parameter.
 local function golden_dir()
-  local d = os.getenv("XSA_GOLDEN") or ((os.getenv("XSA_ROOT") or ".") .. "/../shared/golden")
+  local d = os.getenv("XSA_GOLDEN")
+  if not d or d == "" then d = (os.getenv("XSA_ROOT") or ".") .. "/tests/fixtures/golden" end
   local f = io.open(d .. "/tiny/model.safetensors", "rb")
   if f then f:close(); return d end
 end
@@ -421,7 +422,7 @@ for _, case in ipairs{"tiny", "odd", "spec_init"} do
       if not primitive or case == "odd" then
         T.case(string.format("Lua GPT%s vs PyTorch golden: %s %s",
             primitive and " (attention from primitives)" or "", case, variant[1]), function()
-          T.ok(gdir, "golden values not found (set XSA_GOLDEN or put shared/ beside the checkout)")
+          T.ok(gdir, "golden values not found ($XSA_GOLDEN, else $XSA_ROOT/tests/fixtures/golden)")
           local P, meta, names = xsa.safetensors.load(gdir .. "/" .. case .. "/model.safetensors")
           local batch = xsa.safetensors.load(gdir .. "/" .. case .. "/batch.safetensors")
           local E = xsa.safetensors.load(gdir .. "/" .. case .. "/expected_" .. variant[1] .. ".safetensors")

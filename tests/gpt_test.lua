@@ -259,17 +259,16 @@ T.case("corrupt, truncated and mismatched checkpoints fail clearly", function()
 end)
 
 local function golden_dir()
-  local root = os.getenv("XSA_ROOT")
-  for _, d in ipairs{os.getenv("XSA_GOLDEN") or "", (root or ".") .. "/../shared/golden"} do
-    local f = d ~= "" and io.open(d .. "/tiny/model.safetensors", "rb")
-    if f then f:close(); return d end
-  end
+  local d = os.getenv("XSA_GOLDEN")
+  if not d or d == "" then d = (os.getenv("XSA_ROOT") or ".") .. "/tests/fixtures/golden" end
+  local f = io.open(d .. "/tiny/model.safetensors", "rb")
+  if f then f:close(); return d end
 end
 
 T.case("scripts/dump_grads.lua reproduces the golden SA values", function()
   local exe = os.getenv("XSA_EXE") or arg[-1]
   local g = golden_dir()
-  T.ok(g, "golden files not found")
+  T.ok(g, "golden files not found ($XSA_GOLDEN, else $XSA_ROOT/tests/fixtures/golden)")
   local root = os.getenv("XSA_ROOT") or "."
   local out = tmpname("dump")
   local cmd = string.format("%q %q %q %q %q >/dev/null", exe, root .. "/scripts/dump_grads.lua",

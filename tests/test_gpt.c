@@ -1,6 +1,7 @@
 /*
  * test_gpt.c: the GPT model against PyTorch golden values
- * ($XSA_ROOT/../shared/golden or $XSA_GOLDEN, see its README): for each case (tiny, odd,
+ * ($XSA_GOLDEN, else $XSA_ROOT/tests/fixtures/golden; see its README and
+ * tests/reference/export_golden.py): for each case (tiny, odd,
  * spec_init) and variant (SA, XSA lambda 1, XSA lambda 0.5): loss and logits
  * (1e-5 relative), every parameter gradient (1e-4 relative to the tensor's
  * largest magnitude), attention activations v/y/z/att (1e-4 relative to max),
@@ -21,25 +22,20 @@
 
 static char golden_root[1024];
 
+/* $XSA_GOLDEN, else $XSA_ROOT/tests/fixtures/golden; -1 when its tiny case
+ * is missing (the caller fails) */
 static int find_golden(void)
 {
     const char *env = getenv("XSA_GOLDEN");
     const char *root = getenv("XSA_ROOT");
-    char cand[3][1024];
-    int n = 0;
-    if (env && strlen(env) < 900) snprintf(cand[n++], sizeof cand[0], "%.900s", env);
-    if (root && strlen(root) < 900) snprintf(cand[n++], sizeof cand[0], "%.900s/../shared/golden", root);
-    for (int i = 0; i < n; i++) {
-        char probe[1100];
-        snprintf(probe, sizeof probe, "%.1000s/tiny/model.safetensors", cand[i]);
-        FILE *f = fopen(probe, "rb");
-        if (f) {
-            fclose(f);
-            memcpy(golden_root, cand[i], sizeof golden_root);
-            return 0;
-        }
-    }
-    return -1;
+    if (env && *env) snprintf(golden_root, sizeof golden_root, "%.900s", env);
+    else snprintf(golden_root, sizeof golden_root, "%.900s/tests/fixtures/golden", root ? root : ".");
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%.1000s/tiny/model.safetensors", golden_root);
+    FILE *f = fopen(probe, "rb");
+    if (!f) return -1;
+    fclose(f);
+    return 0;
 }
 
 /* max |a - b| and max |b| over n floats */
@@ -444,7 +440,8 @@ static void test_checkpoint(void)
 int main(void)
 {
     if (find_golden() != 0) {
-        printf("golden files not found (set XSA_GOLDEN)\n");
+        printf("golden files not found in %s ($XSA_GOLDEN, else $XSA_ROOT/tests/fixtures/golden)\n",
+               golden_root);
         CHECK(0, "golden files not found");
         return check_done("test_gpt");
     }

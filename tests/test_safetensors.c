@@ -3,8 +3,9 @@
  * (safetensors.c): bit-exact round trips (views, int32, scalars, empty
  * tensors, metadata), every corruption the loader must report (files are
  * crafted byte by byte in a temporary folder), failing writes that must
- * leave the old file and no temporary behind, and the PyTorch-written golden
- * files (loaded, then re-saved byte-identically).
+ * leave the old file and no temporary behind, and the golden files written
+ * in Python by tests/reference/export_golden.py (loaded, then re-saved
+ * byte-identically).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -418,7 +419,7 @@ static const char *golden_dir(void)
     const char *env = getenv("XSA_GOLDEN");
     if (env && *env) return env;
     const char *root = getenv("XSA_ROOT");
-    snprintf(buf, sizeof buf, "%s/../shared/golden", root && *root ? root : ".");
+    snprintf(buf, sizeof buf, "%.400s/tests/fixtures/golden", root && *root ? root : ".");
     return buf;
 }
 
@@ -460,7 +461,7 @@ static void test_golden(void)
         CHECK(finite, "%s finite", cs[c].name);
 
         /* re-saved in file order with the same metadata: byte-identical to
-         * what PyTorch's safetensors wrote (same JSON layout and padding) */
+         * what the Python generator wrote (same JSON layout and padding) */
         snprintf(q, sizeof q, "%s/golden_%s.safetensors", dir, cs[c].name);
         CHECK(xsa_st_save(q, f->n, (const char *const *)f->names, f->tensors, f->n_meta,
                           (const char *const *)f->meta_keys,
@@ -469,7 +470,7 @@ static void test_golden(void)
         size_t n1, n2;
         char *b1 = xsa_read_file(p, &n1), *b2 = xsa_read_file(q, &n2);
         CHECK(b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0,
-              "%s: re-saved file is byte-identical to the PyTorch one (%zu vs %zu bytes)",
+              "%s: re-saved file is byte-identical to the reference one (%zu vs %zu bytes)",
               cs[c].name, n1, n2);
         free(b1);
         free(b2);
