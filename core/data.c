@@ -155,6 +155,23 @@ static int32_t *read_cache(const char *path, uint64_t src_size, uint64_t src_has
     return ids;
 }
 
+/* 1 if path may be (over)written as a cache: it does not exist, is empty,
+ * or starts with our magic (a stale or damaged cache of ours). Any other
+ * file is somebody's data. */
+static int may_replace(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) return 1;
+    if (!S_ISREG(sb.st_mode)) return 0;
+    if (sb.st_size == 0) return 1;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 1; /* unreadable: the write will report the real error */
+    char head[8];
+    size_t got = fread(head, 1, sizeof head, fp);
+    fclose(fp);
+    return got == sizeof head && memcmp(head, MAGIC, 8) == 0;
+}
+
 static int write_cache(const char *path, const int32_t *ids, size_t n, uint64_t src_size,
                        uint64_t src_hash, uint64_t ident, int64_t mtime)
 {
@@ -187,8 +204,17 @@ int32_t *xsa_data_story_tokens(xsa_bpe *tok, const char *source_path, const char
     size_t sn;
     char *src = xsa_read_text(source_path, &sn);
     if (!src) return NULL;
-    struct stat sb;
+    struct stat sb, cb;
     int64_t mtime = stat(source_path, &sb) == 0 ? (int64_t)sb.st_mtime : 0;
+    /* The cache must never replace its own source, however the two paths
+     * are spelled (links, "./", another mount of the same file). */
+    if (cache_path && stat(cache_path, &cb) == 0 && mtime != 0 && cb.st_dev == sb.st_dev &&
+        cb.st_ino == sb.st_ino) {
+        free(src);
+        xsa_error("token cache %s is the source file %s itself; choose another cache path",
+                  cache_path, source_path);
+        return NULL;
+    }
     uint64_t src_hash = xsa_bpe_hash(src, sn, SEED_SRC);
     uint64_t ident = xsa_bpe_identity(tok);
     int vocab = xsa_bpe_vocab_size(tok);
@@ -209,7 +235,10 @@ int32_t *xsa_data_story_tokens(xsa_bpe *tok, const char *source_path, const char
     ids = xsa_data_tokenize_stories(tok, src, sn, &n);
     free(src);
     if (!ids) return NULL;
-    if (cache_path && vocab <= 65536) {
+    if (cache_path && vocab <= 65536 && !may_replace(cache_path)) {
+        snprintf(st->write_error, sizeof st->write_error,
+                 "%s exists and is not a token cache; it was left unchanged", cache_path);
+    } else if (cache_path && vocab <= 65536) {
         if (write_cache(cache_path, ids, n, sn, src_hash, ident, mtime) == 0)
             st->written = 1;
         else

@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -158,29 +160,55 @@ int xsa_atomic_write(const char *path, const void *data, size_t n)
     return xsa_atomic_commit(&af);
 }
 
+int xsa_open_regular(const char *path)
+{
+    if (!path || !*path) return xsa_error("read: empty path");
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer forever; we refuse it below instead. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return xsa_error("%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return xsa_error("%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        /* a pipe, /dev/zero or a terminal has no end to read up to */
+        return xsa_error("%s: %s", path, S_ISDIR(st.st_mode) ? strerror(EISDIR)
+                         : S_ISFIFO(st.st_mode) ? "is a pipe (FIFO), not a regular file"
+                         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "is a device, not a regular file"
+                         : "not a regular file");
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 char *xsa_read_file(const char *path, size_t *n)
 {
     if (n) *n = 0;
-    if (!path || !*path) {
-        xsa_error("read: empty path");
-        return NULL;
-    }
-    FILE *fp = fopen(path, "rb");
+    int fd = xsa_open_regular(path);
+    if (fd < 0) return NULL;
+    FILE *fp = fdopen(fd, "rb");
     if (!fp) {
-        xsa_error("%s: %s", path, strerror(errno));
+        int e = errno;
+        close(fd);
+        xsa_error("%s: %s", path, strerror(e));
         return NULL;
     }
-    /* The size from fstat is only a first guess: the loop also reads pipes
-     * and files that grow while we read. */
+    /* The size from fstat is only a first guess: the loop also copes with a
+     * file that grows while we read. */
     struct stat st;
     size_t cap = 4096;
-    if (fstat(fileno(fp), &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        if ((uint64_t)st.st_size >= (uint64_t)(SIZE_MAX / 2)) {
             fclose(fp);
-            xsa_error("%s: %s", path, strerror(EISDIR));
+            xsa_error("%s: %lld bytes is too large to read into memory", path, (long long)st.st_size);
             return NULL;
         }
-        if (S_ISREG(st.st_mode) && st.st_size > 0) cap = (size_t)st.st_size + 1;
+        cap = (size_t)st.st_size + 1;
     }
     char *buf = malloc(cap);
     size_t len = 0;
@@ -191,6 +219,12 @@ char *xsa_read_file(const char *path, size_t *n)
     }
     for (;;) {
         if (len + 1 >= cap) {
+            if (cap > SIZE_MAX / 2) {
+                free(buf);
+                fclose(fp);
+                xsa_error("%s: too large to read into memory", path);
+                return NULL;
+            }
             size_t ncap = cap * 2;
             char *nb = realloc(buf, ncap);
             if (!nb) {

@@ -28,7 +28,12 @@ int xsa_atomic_write(const char *path, const void *data, size_t n);
 /* The shortest decimal text (%.15g, %.16g or %.17g) that reads back as
  * exactly v, so metadata says "0.3" rather than "0.29999999999999999". */
 void xsa_format_double(char *buf, size_t n, double v);
-/* Reads a whole file (malloc'd, NUL-terminated beyond *n); NULL + xsa_error. */
+/* Opens path read-only if it is a regular file: a directory, FIFO, device
+ * or socket is refused with a message (reading one would hang or never
+ * end). The descriptor (close-on-exec, blocking) or -1 + xsa_error. */
+int xsa_open_regular(const char *path);
+/* Reads a whole regular file (malloc'd, NUL-terminated beyond *n); NULL +
+ * xsa_error. */
 char *xsa_read_file(const char *path, size_t *n);
 
 #endif

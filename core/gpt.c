@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "gpt.h"
@@ -163,9 +164,34 @@ static void init_weights(xsa_gpt *m)
     }
 }
 
+/* Bytes of physical memory, or 0 if unknown. */
+static double phys_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (double)pages * (double)size : 0.0;
+}
+
+/* Refuses, before any allocation, a block that cannot fit in this machine's
+ * memory: with overcommit, malloc would succeed and the first touch of the
+ * pages would get the process killed instead of giving an error. */
+static int check_fits(double bytes, const char *what)
+{
+    double phys = phys_bytes();
+    if (phys > 0 && bytes > phys)
+        return xsa_error("gpt: %s need %.1f GB, more than this machine's %.1f GB of memory", what,
+                         bytes / 1e9, phys / 1e9);
+    return 0;
+}
+
 static xsa_gpt *gpt_alloc(const xsa_gpt_config *c)
 {
     if (xsa_gpt_config_validate(c) != 0) return NULL;
+    double C = c->d_model;
+    double nparams = (double)c->vocab * C + (double)c->seq_len * C +
+                     c->n_layer * (12.0 * C * C + 13.0 * C) + 2.0 * C;
+    char what[96];
+    snprintf(what, sizeof what, "%.0f parameters and their gradients", nparams);
+    if (check_fits(nparams * 2 * sizeof(float), what) != 0) return NULL;
     xsa_gpt *m = calloc(1, sizeof *m);
     if (!m) goto oom;
     m->refcount = 1;
@@ -318,6 +344,14 @@ static int ensure_acts(xsa_gpt *m, int B, int T)
                    N * C * 2 + N * 3 * C + N * 8 * C + att_scr /* backward */;
     if ((double)N * (double)V > (double)XSA_MAX_NUMEL)
         return xsa_error("gpt: batch %dx%d with vocab %zu is too large", B, T, V);
+    /* the same sum in floating point: the size_t one must not have wrapped */
+    double dN = (double)N, dC = (double)C;
+    double approx = dN * dC * 2 + (double)L * (dN * dC * 20 + dN * 4 + (double)B * NH * T * T) +
+                    2 * dN + 2 * dN * (double)V + dN + dN * dC * 13 + (double)att_scr;
+    char what[96];
+    snprintf(what, sizeof what, "the activations of a %dx%d batch", B, T);
+    if (approx > (double)SIZE_MAX / 8 || check_fits(approx * sizeof(float), what) != 0)
+        return approx > (double)SIZE_MAX / 8 ? xsa_error("gpt: %s overflow", what) : -1;
     if (total > m->acts_cap) {
         free(m->acts);
         m->acts = malloc(total * sizeof(float));

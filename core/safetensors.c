@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "safetensors.h"
@@ -339,15 +340,14 @@ xsa_st_file *xsa_st_load(const char *path)
         xsa_error("safetensors load: empty path");
         return NULL;
     }
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        xsa_error("%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
+    int fd = xsa_open_regular(path);
+    if (fd < 0) return NULL;
+    FILE *fp = fdopen(fd, "rb");
     struct stat st;
-    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-        xsa_error("%s: not a regular file", path);
-        fclose(fp);
+    if (!fp || fstat(fd, &st) != 0) {
+        xsa_error("%s: cannot open: %s", path, strerror(errno));
+        if (fp) fclose(fp);
+        else close(fd);
         return NULL;
     }
     int64_t fsize = (int64_t)st.st_size;

@@ -12,6 +12,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lxsa.h"
 
@@ -196,7 +197,24 @@ static int l_read_text(lua_State *L)
     return 1;
 }
 
+/* is_file(path) -> true, or nil + why (missing, a directory, a FIFO, a
+ * device). Unlike io.open it never blocks on a FIFO. */
+static int l_is_file(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    int fd = xsa_open_regular(path);
+    if (fd < 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, xsa_last_error());
+        return 2;
+    }
+    close(fd);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 static const luaL_Reg funcs[] = {
+    {"is_file", l_is_file},
     {"read_text", l_read_text},
     {"story_tokens", l_story_tokens},
     {"tokenize_stories", l_tokenize_stories},

@@ -180,8 +180,15 @@ T.case("token cache: built, reused, rebuilt on change, corruption detected", fun
   rebuilt("truncated")
   writefile(c, cache:sub(1, 20))
   rebuilt("truncated")
+  -- a file that is not a cache of ours is somebody's data: ids are rebuilt,
+  -- the file is left alone and the reason reported
   writefile(c, ("garbage"):rep(30))
-  rebuilt("bad magic")
+  local tg, stg = xsa._data.story_tokens(tok, s, c)
+  T.ok(tg:equal(t1) and stg.reason:find("bad magic", 1, true), stg.reason)
+  T.eq(stg.written, false)
+  T.ok(stg.write_error:find("not a token cache", 1, true), stg.write_error)
+  T.eq(readfile(c), ("garbage"):rep(30), "left unchanged")
+  writefile(c, cache:sub(1, 20))
   writefile(c, cache:sub(1, 8) .. "\99\0\0\0" .. cache:sub(13))
   rebuilt("format version")
   -- no cache path: nothing written
@@ -313,6 +320,26 @@ T.case("loading 500k tokens from a warm cache takes well under a second", functi
   T.eq(info.from_cache, true)
   io.stdout:write(string.format("  warm cache: 500k tokens ready in %.1f ms\n", dt * 1e3))
   T.ok(dt < (os.getenv("XSA_SANITIZED") and 5 or 0.5), "warm load took " .. dt .. " s")
+end)
+
+T.case("a cache path that is the source, or another file, never overwrites it", function()
+  local text = "One story.\n<|endoftext|>\nTwo.\n<|endoftext|>\n"
+  local s = tmpdir .. "/own.txt"
+  writefile(s, text)
+  T.raises(function() data.tinystories{path = s, cache = s, max_tokens = 10, batch = 1, seq_len = 1} end,
+    "is the source file")
+  T.eq(readfile(s), text, "source intact")
+  -- the same file through another spelling and through a symbolic link
+  T.raises(function() xsa._data.story_tokens(tok, s, tmpdir .. "/./own.txt") end, "is the source file")
+  os.execute("ln -sf '" .. s .. "' '" .. tmpdir .. "/link.cache'")
+  T.raises(function() xsa._data.story_tokens(tok, s, tmpdir .. "/link.cache") end, "is the source file")
+  T.eq(readfile(s), text, "source intact")
+  -- the user's other text file named as the cache
+  local notes = tmpdir .. "/notes.txt"
+  writefile(notes, "my notes\n")
+  local _, st = xsa._data.story_tokens(tok, s, notes)
+  T.eq(st.written, false)
+  T.eq(readfile(notes), "my notes\n")
 end)
 
 T.case("bad options raise clear errors", function()

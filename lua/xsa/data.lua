@@ -24,10 +24,9 @@ local M = {EOT = 50256}
 
 M.TEXT_NAMES = {"tinystories.txt", "tinystories.txt.xz", "TinyStories-valid.txt"}
 
+-- a readable regular file (io.open would block forever on a FIFO)
 local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
+  return C.is_file(path) == true
 end
 
 local function is_dir(path)
@@ -185,7 +184,8 @@ function M.tinystories(opts)
   end
   local path = opts.path
   if path then
-    if not exists(path) then error("xsa.data.tinystories: cannot read " .. path, 2) end
+    local ok, why = C.is_file(path)
+    if not ok then error("xsa.data.tinystories: cannot read " .. why, 2) end
   else
     local err
     path, err = M.find(M.TEXT_NAMES)
