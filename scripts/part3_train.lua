@@ -84,7 +84,7 @@ local function check(result)
   if result.status ~= "done" then return false, "run did not finish" end
   for _, k in ipairs{"init", "sa", "xsa"} do
     local f = result.checkpoints and result.checkpoints[k]
-    if not (f and study.exists(f)) then return false, "checkpoint " .. tostring(f) .. " is missing" end
+    if not (f and xsa.sys.exists(f)) then return false, "checkpoint " .. tostring(f) .. " is missing" end
   end
   if not (study.finite(result.sa.final_val) and study.finite(result.xsa.final_val)) then
     return false, "final val losses missing"

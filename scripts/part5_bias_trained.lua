@@ -16,7 +16,7 @@ local xsa = xsa or require "xsa"
 local study = xsa.study
 local plot = xsa.plot
 
-local part3 = assert(loadfile(study.root() .. "/scripts/part3_train.lua"))("part3")
+local part3 = assert(loadfile(xsa.sys.root() .. "/scripts/part3_train.lua"))("part3")
 
 local options = study.options({})
 options[#options + 1] = {"probe-batches", "int", 8, "validation batches the probe averages over"}

@@ -12,7 +12,7 @@ local EXE = os.getenv("XSA_EXE")
 local ROOT = os.getenv("XSA_ROOT") or "."
 if EXE and EXE:sub(1, 1) ~= "/" then EXE = ROOT .. "/" .. EXE end
 
-local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local shq = xsa.sys.shell_quote
 
 local function read(p)
   local f = io.open(p, "rb")
@@ -26,7 +26,7 @@ local function exists(p) return read(p) ~= nil end
 
 local TMP = os.tmpname()
 os.remove(TMP)
-os.execute("mkdir -p " .. shq(TMP))
+xsa.sys.mkdir(TMP)
 local OUT, PLOTS = TMP .. "/out", TMP .. "/plots"
 
 -- Runs a script; returns exit code, stdout, stderr.

@@ -17,6 +17,8 @@
 -- Non-goals: eviction, locking between concurrent writers (last one wins,
 -- atomically), caching tensors (checkpoints are separate files whose names
 -- carry the same HASH: cache.path(dir, name, config, ".safetensors")).
+local sys = require "xsa.sys"
+
 local M = {}
 
 local function xsa_lib() return package.loaded.xsa end
@@ -87,10 +89,6 @@ end
 
 local function read(path) return (xsa_lib().read_file(path)) end
 
-local function mkdir_p(dir)
-  os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
-end
-
 -- The cached result for config, or nil and why: "missing" or "corrupt: ...".
 -- check(result) -> true | false, reason: the caller's validation.
 function M.load(dir, name, config, check)
@@ -113,7 +111,7 @@ end
 
 -- Writes the entry atomically; returns its path.
 function M.store(dir, name, config, result)
-  mkdir_p(dir)
+  sys.mkdir(dir)
   local path = M.path(dir, name, config)
   local xsa = xsa_lib()
   local text = xsa.json.encode({key = M.key(config), config = config, result = result,

@@ -23,6 +23,8 @@
 --
 -- Text is gnuplot "enhanced" text (a_i is a subscript); plot.escape(s) makes
 -- a string literal. Non-goals: interactive windows, 3-D plots, image data.
+local sys = require "xsa.sys"
+
 local M = {}
 
 M.colors = {
@@ -31,7 +33,7 @@ M.colors = {
   untrained = "#999999",
 }
 
-local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local shq = sys.shell_quote
 
 -- A gnuplot double-quoted string literal.
 local function gq(s)
@@ -56,20 +58,6 @@ end
 
 local function basename(path)
   return path:match("([^/]+)$") or path
-end
-
-local function abspath(path)
-  if path:sub(1, 1) == "/" then return path end
-  local pwd = os.getenv("PWD")
-  if not pwd then
-    local p = io.popen("pwd")
-    if p then pwd = p:read("l"); p:close() end
-  end
-  return (pwd or ".") .. "/" .. path
-end
-
-local function mkdir_p(dir)
-  os.execute("mkdir -p " .. shq(dir))
 end
 
 ----------------------------------------------------------------------------
@@ -422,9 +410,9 @@ function Figure:save(path, opts)
   if #self.panels == 0 then error("plot.save: the figure has no panels", 2) end
   local ext = path:match("%.(%w+)$")
   local fmt = opts.format or ((ext == "svg" or ext == "png" or ext == "gif") and ext) or "png"
-  local dir = dirname(abspath(path))
+  local dir = dirname(sys.abspath(path))
   local name = basename(path):gsub("%.%w+$", "")
-  mkdir_p(dir)
+  sys.mkdir(dir)
   local script, data = self:render(name, dir)
   put(dir .. "/" .. name .. ".dat", data)
   put(dir .. "/" .. name .. ".gp", script)
@@ -447,9 +435,9 @@ end
 function M.animate(figs, path, opts)
   opts = opts or {}
   if #figs == 0 then error("plot.animate: no frames", 2) end
-  local dir = dirname(abspath(path))
+  local dir = dirname(sys.abspath(path))
   local name = basename(path):gsub("%.%w+$", "")
-  mkdir_p(dir)
+  sys.mkdir(dir)
   local S, script = collector()
   local data = {}
   local f1 = figs[1]
@@ -473,7 +461,7 @@ end
 -- Renders an existing script (dir/name.gp) to a format, into `out`
 -- (absolute or relative to dir). Used by the report for inline SVG.
 function M.render_script(gp_path, fmt, out)
-  local dir = dirname(abspath(gp_path))
+  local dir = dirname(sys.abspath(gp_path))
   local res, err = run(dir, basename(gp_path), {fmt = fmt, out = out})
   if not res then return nil, err end
   return true, (err ~= "" and err or nil)
@@ -496,7 +484,7 @@ function M.show(fig, ys, o)
   end
   local tmp = os.tmpname()
   os.remove(tmp)
-  mkdir_p(tmp)
+  sys.mkdir(tmp)
   local script, data = fig:render("show", tmp)
   put(tmp .. "/show.dat", data)
   put(tmp .. "/show.gp", script)

@@ -10,47 +10,9 @@
 -- Non-goals: anything a user would call from the REPL (see xsa.train, xsa.plot).
 local M = {}
 
+local sys = require "xsa.sys"
+
 local function xsa_lib() return package.loaded.xsa or require("xsa") end
-
-local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-function M.abspath(p)
-  if p:sub(1, 1) == "/" then return p end
-  local pwd = os.getenv("PWD") or "."
-  if p == "." then return pwd end
-  return pwd .. "/" .. p:gsub("^%./", "")
-end
-
--- The repo root: $XSA_ROOT (the xsa executable sets it), else the checkout
--- holding this module (ROOT/lua/xsa/study.lua), else the folder above the
--- running script (scripts/..).
-function M.root()
-  local r = os.getenv("XSA_ROOT")
-  if r and r ~= "" then return r end
-  local here = package.searchpath("xsa.study", package.path)
-  if here then
-    local root = here:gsub("/?lua/xsa/study%.lua$", "")
-    return M.abspath(root == "" and "." or root)
-  end
-  local script = arg and arg[0]
-  if script then
-    local dir = script:match("^(.*)/[^/]*$") or "."
-    return M.abspath(dir .. "/..")
-  end
-  return M.abspath(".")
-end
-
-function M.mkdir(dir)
-  local ok = os.execute("mkdir -p " .. shq(dir))
-  if not ok then error("cannot create folder " .. dir, 2) end
-  return dir
-end
-
-function M.exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
 
 -- The flags every training script has (defaults per part in `d`), plus
 -- `extra` ones, minus the names in `skip`.
@@ -93,9 +55,9 @@ end
 function M.setup(opts)
   local xsa = xsa_lib()
   if opts.threads and opts.threads > 0 then xsa.set_threads(opts.threads) end
-  local root = M.root()
+  local root = sys.abspath(sys.root())
   local function place(key, default)
-    if opts.given and opts.given[key] then return M.abspath(opts[key]) end
+    if opts.given and opts.given[key] then return sys.abspath(opts[key]) end
     return root .. "/" .. default
   end
   opts.out = place("out", "cache")
@@ -104,9 +66,9 @@ function M.setup(opts)
     io.stderr:write("--format must be png or svg\n")
     os.exit(2)
   end
-  M.mkdir(opts.out)
-  M.mkdir(opts.plots)
-  M.mkdir(opts.out .. "/summary")
+  sys.mkdir(opts.out)
+  sys.mkdir(opts.plots)
+  sys.mkdir(opts.out .. "/summary")
   opts.root = root
   return opts
 end

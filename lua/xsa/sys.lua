@@ -1,0 +1,85 @@
+-- xsa.sys: what the Lua modules need from the process and the operating
+-- system: environment variables, the checkout root, absolute paths, shell
+-- quoting, folders and files.
+--
+--   local sys = require "xsa.sys"
+--   sys.root()                  -- "/home/me/xsa" (see below)
+--   sys.abspath("plots")        -- "/home/me/xsa/plots" when run from there
+--   os.execute("ls " .. sys.shell_quote(path))
+--   sys.mkdir(dir); sys.exists(path); sys.env("XSA_DATA")
+--
+-- The root of the checkout, root(): $XSA_ROOT when set and not empty (the
+-- xsa executable sets it to the checkout it runs from), else the checkout
+-- that holds this module (ROOT/lua/xsa/sys.lua), else ".". Data files
+-- (xsa.data), token caches and the study's default output folders are found
+-- relative to it. It is returned as given (relative when $XSA_ROOT or
+-- package.path is); callers that store paths take abspath() of it.
+-- Non-goals: Windows paths and shells, changing the working directory.
+local M = {}
+
+-- The value of an environment variable, or nil when it is unset or empty.
+function M.env(name)
+  local v = os.getenv(name)
+  if v == nil or v == "" then return nil end
+  return v
+end
+
+-- The repository root (see the header).
+function M.root()
+  local r = M.env("XSA_ROOT")
+  if r then return r end
+  local here = package.searchpath("xsa.sys", package.path)
+  if here then
+    if here == "lua/xsa/sys.lua" then return "." end
+    local root = here:match("^(.*)/lua/xsa/sys%.lua$")
+    if root then return root == "" and "/" or root end
+  end
+  return "."
+end
+
+-- The working directory: $PWD, else what `pwd` prints, else ".".
+local function cwd()
+  local pwd = M.env("PWD")
+  if not pwd then
+    local p = io.popen("pwd")
+    if p then
+      pwd = p:read("l")
+      p:close()
+    end
+  end
+  return pwd or "."
+end
+
+-- p made absolute against the working directory ("." is the directory itself,
+-- a leading "./" is dropped); an absolute p is returned unchanged.
+function M.abspath(p)
+  if p:sub(1, 1) == "/" then return p end
+  local pwd = cwd()
+  if p == "." then return pwd end
+  return pwd .. "/" .. (p:gsub("^%./", ""))
+end
+
+-- s as one word for sh: single-quoted, with ' written as '\''.
+function M.shell_quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+-- Creates dir and its parents (mkdir -p); raises when that fails. Returns dir.
+function M.mkdir(dir)
+  if not os.execute("mkdir -p " .. M.shell_quote(dir)) then
+    error("cannot create folder " .. dir, 2)
+  end
+  return dir
+end
+
+-- Whether path can be opened for reading.
+function M.exists(path)
+  local f = io.open(path, "rb")
+  if f then
+    f:close()
+    return true
+  end
+  return false
+end
+
+return M
