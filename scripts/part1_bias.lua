@@ -14,6 +14,7 @@
 -- under --out by its configuration.
 local xsa = xsa or require "xsa"
 local study = xsa.study
+local numbers = xsa.numbers
 local plot = xsa.plot
 
 local spec = {
@@ -64,7 +65,7 @@ local function main()
       elapsed_s = xsa.progress.now() - tp, num_params = model:num_params()}
   end, {no_cache = opts.no_cache, check = function(r)
     if type(r.layers) ~= "table" or #r.layers < 1 then return false, "no layers" end
-    return study.all_finite(r)
+    return numbers.all_finite(r)
   end, label = "part1 probe"})
 
   local L = #result.layers

@@ -14,6 +14,7 @@
 -- A second run with the same flags is a cache hit (nothing retrained).
 local xsa = xsa or require "xsa"
 local study = xsa.study
+local numbers = xsa.numbers
 local plot = xsa.plot
 
 local spec = {
@@ -86,10 +87,10 @@ local function check(result)
     local f = result.checkpoints and result.checkpoints[k]
     if not (f and xsa.sys.exists(f)) then return false, "checkpoint " .. tostring(f) .. " is missing" end
   end
-  if not (study.finite(result.sa.final_val) and study.finite(result.xsa.final_val)) then
+  if not (numbers.finite(result.sa.final_val) and numbers.finite(result.xsa.final_val)) then
     return false, "final val losses missing"
   end
-  return study.all_finite(result)
+  return numbers.all_finite(result)
 end
 
 local function figure(opts, result)

@@ -13,6 +13,7 @@
 -- loss: positive when XSA is lower.
 local xsa = xsa or require "xsa"
 local study = xsa.study
+local numbers = xsa.numbers
 local plot = xsa.plot
 
 local spec = {
@@ -48,8 +49,8 @@ local function main()
       return r
     end, {no_cache = opts.no_cache, label = string.format("part4 seq_len %d", T), check = function(r)
       if r.status ~= "done" then return false, "run did not finish" end
-      if not (study.finite(r.sa.final_val) and study.finite(r.xsa.final_val)) then return false, "no final val loss" end
-      return study.all_finite(r)
+      if not (numbers.finite(r.sa.final_val) and numbers.finite(r.xsa.final_val)) then return false, "no final val loss" end
+      return numbers.all_finite(r)
     end})
     runs[i], statuses[i], entries[i] = res, status, entry
   end

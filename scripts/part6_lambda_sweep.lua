@@ -16,6 +16,7 @@
 -- when XSA is lower). Each lambda is one cache entry.
 local xsa = xsa or require "xsa"
 local study = xsa.study
+local numbers = xsa.numbers
 local plot = xsa.plot
 
 local options = study.options({}, {
@@ -55,7 +56,7 @@ local function main()
     end, {no_cache = opts.no_cache, label = string.format("part6 lambda %g", lam), check = function(r)
       if r.status ~= "done" then return false, "run did not finish" end
       if not (r.probe and r.probe.xsa and #r.probe.xsa > 0) then return false, "no probe" end
-      return study.all_finite(r)
+      return numbers.all_finite(r)
     end})
     res.entry = entry
     runs[i], statuses[i] = res, status

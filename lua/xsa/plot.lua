@@ -24,6 +24,7 @@
 -- Text is gnuplot "enhanced" text (a_i is a subscript); plot.escape(s) makes
 -- a string literal. Non-goals: interactive windows, 3-D plots, image data.
 local sys = require "xsa.sys"
+local finite = require("xsa.numbers").finite
 
 local M = {}
 
@@ -47,7 +48,7 @@ function M.escape(s)
 end
 
 local function num(v)
-  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then return "NaN" end
+  if not finite(v) then return "NaN" end
   if math.type(v) == "integer" then return tostring(v) end
   return string.format("%.9g", v)
 end
@@ -74,7 +75,7 @@ end
 -- the data range of a panel (for bar panels, whose y range is computed here)
 local function extend(panel, ys)
   for _, y in ipairs(ys) do
-    if type(y) == "number" and y == y and y ~= math.huge and y ~= -math.huge then
+    if finite(y) then
       panel.ymin = math.min(panel.ymin or y, y)
       panel.ymax = math.max(panel.ymax or y, y)
     end

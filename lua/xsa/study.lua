@@ -11,6 +11,7 @@
 local M = {}
 
 local sys = require "xsa.sys"
+local numbers = require "xsa.numbers"
 
 local function xsa_lib() return package.loaded.xsa or require("xsa") end
 
@@ -124,38 +125,26 @@ function M.adam_config(opts)
 end
 
 ----------------------------------------------------------------------------
--- numbers and tables
+-- numbers in words and tables
 
-function M.finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
-
--- Every number in a (nested) table is finite.
-function M.all_finite(t, path)
-  path = path or "result"
-  if type(t) == "number" then
-    if not M.finite(t) then return false, path .. " is " .. tostring(t) end
-    return true
-  end
-  if type(t) ~= "table" then return true end
-  for k, v in pairs(t) do
-    local ok, why = M.all_finite(v, path .. "." .. tostring(k))
-    if not ok then return false, why end
-  end
-  return true
-end
-
+-- "+1.80%", or "n/a" for a missing or non-finite value.
 function M.pct(x)
-  if not M.finite(x) then return "n/a" end
+  if not numbers.finite(x) then return "n/a" end
   return string.format("%+.2f%%", x)
 end
 
--- "in this run XSA's final val loss is 1.8% lower than SA's"
-function M.compare_words(sa, x, what)
+-- "XSA's final val loss (3.1000) is 1.80% lower than SA's (3.1568)": the
+-- sentence the scripts print and the report writes; `what` defaults to
+-- "final val loss".
+function M.compare_words(sa_value, xsa_value, what)
   what = what or "final val loss"
-  if not (M.finite(sa) and M.finite(x)) then return "no comparison (missing values)" end
-  if sa == x then return string.format("SA and XSA have the same %s (%.4f)", what, sa) end
-  local d = 100 * (x - sa) / sa
-  return string.format("XSA's %s (%.4f) is %.2f%% %s than SA's (%.4f)", what, x, math.abs(d),
-    d < 0 and "lower" or "higher", sa)
+  if not (numbers.finite(sa_value) and numbers.finite(xsa_value)) then
+    return "no comparison is possible (missing values)"
+  end
+  if sa_value == xsa_value then return string.format("SA and XSA have the same %s (%.4f)", what, sa_value) end
+  local d = 100 * (xsa_value - sa_value) / sa_value
+  return string.format("XSA's %s (%.4f) is %.2f%% %s than SA's (%.4f)", what, xsa_value, math.abs(d),
+    d < 0 and "lower" or "higher", sa_value)
 end
 
 -- A markdown table: headers (list of strings), rows (lists of values).
@@ -271,7 +260,7 @@ end
 function M.layer_mean(probe, key)
   local s, n = 0, 0
   for _, l in ipairs(probe) do
-    if M.finite(l[key]) then s = s + l[key]; n = n + 1 end
+    if numbers.finite(l[key]) then s = s + l[key]; n = n + 1 end
   end
   return n > 0 and s / n or nil
 end

@@ -44,12 +44,11 @@
 -- Non-goals: gradient accumulation, learning-rate schedules, more than two
 -- models per run (call pair again with a fresh pair).
 local progress = require "xsa.progress"
+local finite = require("xsa.numbers").finite
 
 local M = {}
 
 local function xsa_lib() return package.loaded.xsa end
-
-local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
 
 local function free(t)
   if type(t) == "userdata" and t.free then t:free() end
