@@ -213,6 +213,24 @@ T.case("cache: canonical keys", function()
   T.eq(cache.key({b = 1, a = {2, 3.5}, c = "x"}), cache.key({c = "x", a = {2, 3.5}, b = 1.0}))
   T.ok(cache.key({a = 1}) ~= cache.key({a = 2}))
   T.ok(cache.key({a = 0.1}) ~= cache.key({a = 0.1000001}))
+  -- the same content inserted in another order is the same key (and file)
+  local names = {"steps", "lr", "model", "data", "seed", "z", "a", "eval_every", "lambda"}
+  local a, b = {}, {}
+  for i = 1, #names do a[names[i]] = i end
+  for i = #names, 1, -1 do b[names[i]] = i end
+  a.model = {n_layer = 2, d_model = 128, attention = "xsa", betas = {0.9, 0.999}}
+  b.model = {betas = {0.9, 0.999}, attention = "xsa", d_model = 128, n_layer = 2}
+  T.eq(cache.key(a), cache.key(b))
+  T.eq(cache.path("d", "n", a), cache.path("d", "n", b))
+  -- numbers are exact: 0.1 and 0.1000000001 are different configurations
+  T.ok(cache.key({lr = 0.1}) ~= cache.key({lr = 0.1000000001}))
+  T.ok(cache.path("d", "n", {lr = 0.1}) ~= cache.path("d", "n", {lr = 0.1000000001}))
+  -- the text is xsa.json's: sorted keys, shortest exact floats, 300.0 as 300
+  T.eq(cache.key({b = 300.0, a = {0.1, 1e-3, -0.0}, c = true}), '{"a":[0.1,0.001,0],"b":300,"c":true}')
+  T.eq(cache.key({a = 1}), cache.key({a = 1}), "deterministic")
+  -- what JSON cannot hold is an error, not a key
+  T.raises(function() cache.key({x = 0 / 0}) end, "cache.key: ")
+  T.raises(function() cache.key({f = print}) end, "cache.key: ")
   T.eq(#cache.hash("abc"), 16)
   T.eq(cache.hash(""), "cbf29ce484222325") -- FNV-1a offset basis
   T.eq(cache.hash("a"), "af63dc4c8601ec8c")  -- published FNV-1a 64 test vector
