@@ -49,11 +49,11 @@ end
 
 local function train(opts, config, p)
   local train_loader, val_loader = study.loaders(config.data)
-  local sa, xm = study.new_pair(config.model, opts.lambda)
-  sa:save(p.init)
+  local sa_model, xsa_model = study.new_pair(config.model, opts.lambda)
+  sa_model:save(p.init)
   print(string.format("SA and XSA (lambda %g) from identical weights: %d parameters each; %d train / %d val batches of %dx%d",
-    opts.lambda, sa:num_params(), train_loader:num_batches(), val_loader:num_batches(), opts.batch, opts.seq_len))
-  local result = xsa.train.pair(sa, xm, train_loader, val_loader, {
+    opts.lambda, sa_model:num_params(), train_loader:num_batches(), val_loader:num_batches(), opts.batch, opts.seq_len))
+  local result = xsa.train.pair(sa_model, xsa_model, train_loader, val_loader, {
     steps = opts.steps, lr = opts.lr, weight_decay = opts.weight_decay, eval_every = opts.eval_every,
     eval_batches = opts.eval_batches, label = "part3",
     save = function(res, status, ctx)

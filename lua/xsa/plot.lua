@@ -16,8 +16,8 @@
 --   local plot = xsa.plot
 --   local fig = plot.figure{cols = 2, width = 1200, height = 450, title = "loss"}
 --   local p = fig:panel{title = "train", xlabel = "step", ylabel = "loss"}
---   p:line(steps, sa, {label = "SA", color = plot.colors.sa})
---   p:band(steps, sa, xsa, {color = "#888888", alpha = 0.2, label = "gap"})
+--   p:line(steps, sa_loss, {label = "SA", color = plot.colors.sa})
+--   p:band(steps, sa_loss, xsa_loss, {color = "#888888", alpha = 0.2, label = "gap"})
 --   fig:save("plots/loss.png")        -- or {format = "svg"}
 --   plot.show(fig)                    -- REPL: gnuplot's text terminal
 --

@@ -114,9 +114,9 @@ function M.new_pair(mc, lambda)
   local c = {}
   for k, v in pairs(mc) do c[k] = v end
   c.attention = "sa"
-  local sa = xsa.gpt(c)
-  local xm = sa:clone{attention = "xsa", lambda = lambda or 1.0}
-  return sa, xm
+  local sa_model = xsa.gpt(c)
+  local xsa_model = sa_model:clone{attention = "xsa", lambda = lambda or 1.0}
+  return sa_model, xsa_model
 end
 
 function M.adam_config(opts)
