@@ -28,7 +28,8 @@ local spec = {
 local sys = xsa.sys
 local shq = sys.shell_quote
 
--- The xsa executable running us: $XSA_EXE, else arg[-1] (as lua.c sets it).
+-- The xsa executable running us: $XSA_EXE, else arg[-1] (lua/xsa.c builds arg
+-- as Lua's own lua.c does: the interpreter at -1).
 local function exe()
   local e = sys.env("XSA_EXE")
   if e then return sys.abspath(e) end
