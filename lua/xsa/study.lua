@@ -222,12 +222,9 @@ end
 -- Runs main(); "interrupted!" (Ctrl-C) ends the script with status 130 and no
 -- traceback (the training loop already said what it saved).
 function M.main(fn)
-  local ok, err = xpcall(fn, function(e)
-    if type(e) == "string" and e:find("interrupted!", 1, true) then return e end
-    return debug.traceback(e, 2)
-  end)
+  local ok, err = xpcall(fn, sys.traceback_unless_interrupted)
   if ok then return end
-  if type(err) == "string" and err:find("interrupted!", 1, true) then
+  if sys.interrupted(err) then
     io.stderr:write("interrupted\n")
     os.exit(130)
   end

@@ -1,12 +1,14 @@
 -- xsa.sys: what the Lua modules need from the process and the operating
 -- system: environment variables, the checkout root, absolute paths, shell
--- quoting, folders and files.
+-- quoting, folders and files, and telling Ctrl-C apart from other errors.
 --
 --   local sys = require "xsa.sys"
 --   sys.root()                  -- "/home/me/xsa" (see below)
 --   sys.abspath("plots")        -- "/home/me/xsa/plots" when run from there
 --   os.execute("ls " .. sys.shell_quote(path))
 --   sys.mkdir(dir); sys.exists(path); sys.env("XSA_DATA")
+--   local ok, err = xpcall(fn, sys.traceback_unless_interrupted)
+--   if not ok and sys.interrupted(err) then ... end
 --
 -- The root of the checkout, root(): $XSA_ROOT when set and not empty (the
 -- xsa executable sets it to the checkout it runs from), else the checkout
@@ -80,6 +82,19 @@ function M.exists(path)
     return true
   end
   return false
+end
+
+-- Whether err is the error the xsa executable raises on Ctrl-C (a message
+-- containing "interrupted!", see lua/xsa.c).
+function M.interrupted(err)
+  return type(err) == "string" and err:find("interrupted!", 1, true) ~= nil
+end
+
+-- An xpcall handler: an interrupt passes through unchanged (callers recognise
+-- it with interrupted() and print no traceback), any other error gets one.
+function M.traceback_unless_interrupted(err)
+  if M.interrupted(err) then return err end
+  return debug.traceback(err, 2)
 end
 
 return M

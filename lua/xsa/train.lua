@@ -45,6 +45,7 @@
 -- models per run (call pair again with a fresh pair).
 local progress = require "xsa.progress"
 local finite = require("xsa.numbers").finite
+local sys = require "xsa.sys"
 
 local M = {}
 
@@ -275,18 +276,14 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   -- the optimizers are internal: their state (2 x parameters each) goes as
   -- soon as the run has been saved, not whenever the GC gets to it
   local function free_opts()
-    for k = 1, 2 do
-      if type(opt[k]) == "userdata" and opt[k].free then opt[k]:free() end
-    end
+    free(sa_opt)
+    free(xsa_opt)
   end
 
-  local ok, err = xpcall(loop, function(e)
-    if type(e) == "string" and e:find("interrupted!", 1, true) then return e end
-    return debug.traceback(e, 2)
-  end)
+  local ok, err = xpcall(loop, sys.traceback_unless_interrupted)
   bar:finish()
   if not ok then
-    local interrupted = type(err) == "string" and err:find("interrupted!", 1, true)
+    local interrupted = sys.interrupted(err)
     local where = save(interrupted and "interrupted" or "error")
     free_opts()
     if interrupted then
