@@ -55,10 +55,7 @@ local function main()
   local result, status, entry = xsa.cache.fetch(opts.out, "part1", config, function()
     local train_loader = study.loaders(config.data)
     local n = math.min(opts.probe_batches, train_loader:num_batches())
-    local c = {}
-    for k, v in pairs(config.model) do c[k] = v end
-    c.attention = "sa"
-    local model = xsa.gpt(c)
+    local model = study.new_model(config.model)
     local tp = xsa.progress.now()
     local layers = study.probe(model, train_loader, n)
     return {layers = layers, probe_batches = n, tokens = n * opts.batch * opts.seq_len,

@@ -13,7 +13,6 @@
 -- loss: positive when XSA is lower.
 local xsa = xsa or require "xsa"
 local study = xsa.study
-local numbers = xsa.numbers
 local plot = xsa.plot
 
 local spec = {
@@ -41,17 +40,12 @@ local function main()
     local res, status, entry = xsa.cache.fetch(opts.out, string.format("part4-T%d", T), config, function()
       local tl, vl = study.loaders(config.data)
       local sa_model, xsa_model = study.new_pair(config.model, opts.lambda)
-      local r = xsa.train.pair(sa_model, xsa_model, tl, vl, {steps = opts.steps, lr = opts.lr, weight_decay = opts.weight_decay,
-        eval_every = opts.eval_every, eval_batches = opts.eval_batches, label = string.format("part4 T=%d", T),
-        save = study.partial_saver(opts, string.format("part4-T%d", T), config)})
+      local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
+        label = string.format("part4 T=%d", T), save = study.partial_saver(opts, string.format("part4-T%d", T), config)}))
       r.sa.step_loss, r.xsa.step_loss = nil, nil -- keep the entries small
       sa_model:free(); xsa_model:free()
       return r
-    end, {no_cache = opts.no_cache, label = string.format("part4 seq_len %d", T), check = function(r)
-      if r.status ~= "done" then return false, "run did not finish" end
-      if not (numbers.finite(r.sa.final_val) and numbers.finite(r.xsa.final_val)) then return false, "no final val loss" end
-      return numbers.all_finite(r)
-    end})
+    end, {no_cache = opts.no_cache, label = string.format("part4 seq_len %d", T), check = study.check_pair})
     runs[i], statuses[i], entries[i] = res, status, entry
   end
 

@@ -16,7 +16,6 @@
 -- when XSA is lower). Each lambda is one cache entry.
 local xsa = xsa or require "xsa"
 local study = xsa.study
-local numbers = xsa.numbers
 local plot = xsa.plot
 
 local options = study.options({}, {
@@ -44,10 +43,9 @@ local function main()
     local res, status, entry = xsa.cache.fetch(opts.out, string.format("part6-lambda%g", lam), config, function()
       local tl, vl = study.loaders(config.data)
       local sa_model, xsa_model = study.new_pair(config.model, lam)
-      local r = xsa.train.pair(sa_model, xsa_model, tl, vl, {steps = opts.steps, lr = opts.lr, weight_decay = opts.weight_decay,
-        eval_every = opts.eval_every, eval_batches = opts.eval_batches, label = string.format("part6 λ=%g", lam),
-        baseline = baseline and baseline.record,
-        save = study.partial_saver(opts, string.format("part6-lambda%g", lam), config)})
+      local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
+        label = string.format("part6 λ=%g", lam), baseline = baseline and baseline.record,
+        save = study.partial_saver(opts, string.format("part6-lambda%g", lam), config)}))
       r.xsa.step_loss = nil
       local n = math.min(opts.probe_batches, vl:num_batches())
       r.probe = {batches = n, xsa = study.probe(xsa_model, vl, n),
@@ -55,9 +53,10 @@ local function main()
       sa_model:free(); xsa_model:free()
       return r
     end, {no_cache = opts.no_cache, label = string.format("part6 lambda %g", lam), check = function(r)
-      if r.status ~= "done" then return false, "run did not finish" end
+      local ok, why = study.check_pair(r)
+      if not ok then return false, why end
       if not (r.probe and r.probe.xsa and #r.probe.xsa > 0) then return false, "no probe" end
-      return numbers.all_finite(r)
+      return true
     end})
     res.entry = entry
     runs[i], statuses[i] = res, status

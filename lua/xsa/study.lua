@@ -108,20 +108,45 @@ function M.model_config(opts, seq_len)
   }
 end
 
--- A fresh SA model and an XSA clone with identical weights.
-function M.new_pair(mc, lambda)
-  local xsa = xsa_lib()
+-- A fresh SA model of a model configuration.
+function M.new_model(mc)
   local c = {}
   for k, v in pairs(mc) do c[k] = v end
   c.attention = "sa"
-  local sa_model = xsa.gpt(c)
+  return xsa_lib().gpt(c)
+end
+
+-- A fresh SA model and an XSA clone with identical weights.
+function M.new_pair(mc, lambda)
+  local sa_model = M.new_model(mc)
   local xsa_model = sa_model:clone{attention = "xsa", lambda = lambda or 1.0}
   return sa_model, xsa_model
 end
 
+-- The training part of a configuration (what xsa.train.pair is given).
 function M.adam_config(opts)
   return {steps = opts.steps, lr = opts.lr, weight_decay = opts.weight_decay, eval_every = opts.eval_every,
     eval_batches = opts.eval_batches}
+end
+
+-- The options of xsa.train.pair: the training part of a configuration
+-- (adam_config) plus `extra` (label, save, baseline, ...), so that what is
+-- trained is what the cache key says.
+function M.pair_options(train, extra)
+  local o = {}
+  for k, v in pairs(train) do o[k] = v end
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+
+-- The cache check of an xsa.train.pair result: the run finished, both final
+-- val losses are there and every number is finite. Returns true or false, why.
+function M.check_pair(r)
+  if r.status ~= "done" then return false, "run did not finish" end
+  if not (r.sa and r.xsa and numbers.finite(r.sa.final_val) and numbers.finite(r.xsa.final_val)) then
+    return false, "final val losses missing"
+  end
+  return numbers.all_finite(r)
 end
 
 ----------------------------------------------------------------------------
