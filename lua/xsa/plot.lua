@@ -365,9 +365,10 @@ end
 local function put(path, s) package.loaded.xsa.write_file_atomic(path, s) end
 local function read_all(path) return package.loaded.xsa.read_file(path) or "" end
 
--- The gnuplot program: $XSA_GNUPLOT or "gnuplot"; nil when not installed.
+-- The gnuplot program: $XSA_GNUPLOT (unless empty) or "gnuplot"; nil when not
+-- installed.
 function M.gnuplot()
-  local gp = os.getenv("XSA_GNUPLOT") or "gnuplot"
+  local gp = sys.env("XSA_GNUPLOT") or "gnuplot"
   local ok = os.execute("command -v " .. shq(gp) .. " >/dev/null 2>&1")
   if not ok then return nil end
   return gp
