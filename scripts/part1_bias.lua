@@ -14,6 +14,7 @@
 -- under --out by its configuration.
 local xsa = xsa or require "xsa"
 local study = xsa.study
+local numbers = xsa.numbers
 local plot = xsa.plot
 
 local spec = {
@@ -54,17 +55,14 @@ local function main()
   local result, status, entry = xsa.cache.fetch(opts.out, "part1", config, function()
     local train_loader = study.loaders(config.data)
     local n = math.min(opts.probe_batches, train_loader:num_batches())
-    local c = {}
-    for k, v in pairs(config.model) do c[k] = v end
-    c.attention = "sa"
-    local model = xsa.gpt(c)
+    local model = study.new_model(config.model)
     local tp = xsa.progress.now()
     local layers = study.probe(model, train_loader, n)
     return {layers = layers, probe_batches = n, tokens = n * opts.batch * opts.seq_len,
       elapsed_s = xsa.progress.now() - tp, num_params = model:num_params()}
   end, {no_cache = opts.no_cache, check = function(r)
     if type(r.layers) ~= "table" or #r.layers < 1 then return false, "no layers" end
-    return study.all_finite(r)
+    return numbers.all_finite(r)
   end, label = "part1 probe"})
 
   local L = #result.layers

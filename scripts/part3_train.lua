@@ -48,13 +48,12 @@ end
 
 local function train(opts, config, p)
   local train_loader, val_loader = study.loaders(config.data)
-  local sa, xm = study.new_pair(config.model, opts.lambda)
-  sa:save(p.init)
+  local sa_model, xsa_model = study.new_pair(config.model, opts.lambda)
+  sa_model:save(p.init)
   print(string.format("SA and XSA (lambda %g) from identical weights: %d parameters each; %d train / %d val batches of %dx%d",
-    opts.lambda, sa:num_params(), train_loader:num_batches(), val_loader:num_batches(), opts.batch, opts.seq_len))
-  local result = xsa.train.pair(sa, xm, train_loader, val_loader, {
-    steps = opts.steps, lr = opts.lr, weight_decay = opts.weight_decay, eval_every = opts.eval_every,
-    eval_batches = opts.eval_batches, label = "part3",
+    opts.lambda, sa_model:num_params(), train_loader:num_batches(), val_loader:num_batches(), opts.batch, opts.seq_len))
+  local result = xsa.train.pair(sa_model, xsa_model, train_loader, val_loader, study.pair_options(config.train, {
+    label = "part3",
     save = function(res, status, ctx)
       local files = {}
       local sa_path, xsa_path = p.sa, p.xsa
@@ -75,21 +74,19 @@ local function train(opts, config, p)
       end
       return table.concat(files, ", ")
     end,
-  })
+  }))
   result.checkpoints = {init = p.init, sa = p.sa, xsa = p.xsa}
   return result
 end
 
 local function check(result)
-  if result.status ~= "done" then return false, "run did not finish" end
+  local ok, why = study.check_pair(result)
+  if not ok then return false, why end
   for _, k in ipairs{"init", "sa", "xsa"} do
     local f = result.checkpoints and result.checkpoints[k]
-    if not (f and study.exists(f)) then return false, "checkpoint " .. tostring(f) .. " is missing" end
+    if not (f and xsa.sys.exists(f)) then return false, "checkpoint " .. tostring(f) .. " is missing" end
   end
-  if not (study.finite(result.sa.final_val) and study.finite(result.xsa.final_val)) then
-    return false, "final val losses missing"
-  end
-  return study.all_finite(result)
+  return true
 end
 
 local function figure(opts, result)

@@ -39,27 +39,22 @@ local function main()
       train = study.adam_config(opts), lambda = opts.lambda}
     local res, status, entry = xsa.cache.fetch(opts.out, string.format("part4-T%d", T), config, function()
       local tl, vl = study.loaders(config.data)
-      local sa, xm = study.new_pair(config.model, opts.lambda)
-      local r = xsa.train.pair(sa, xm, tl, vl, {steps = opts.steps, lr = opts.lr, weight_decay = opts.weight_decay,
-        eval_every = opts.eval_every, eval_batches = opts.eval_batches, label = string.format("part4 T=%d", T),
-        save = study.partial_saver(opts, string.format("part4-T%d", T), config)})
+      local sa_model, xsa_model = study.new_pair(config.model, opts.lambda)
+      local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
+        label = string.format("part4 T=%d", T), save = study.partial_saver(opts, string.format("part4-T%d", T), config)}))
       r.sa.step_loss, r.xsa.step_loss = nil, nil -- keep the entries small
-      sa:free(); xm:free()
+      sa_model:free(); xsa_model:free()
       return r
-    end, {no_cache = opts.no_cache, label = string.format("part4 seq_len %d", T), check = function(r)
-      if r.status ~= "done" then return false, "run did not finish" end
-      if not (study.finite(r.sa.final_val) and study.finite(r.xsa.final_val)) then return false, "no final val loss" end
-      return study.all_finite(r)
-    end})
+    end, {no_cache = opts.no_cache, label = string.format("part4 seq_len %d", T), check = study.check_pair})
     runs[i], statuses[i], entries[i] = res, status, entry
   end
 
   local n = #runs
-  local xs, sa, xv, imp, tics = {}, {}, {}, {}, {}
+  local xs, sa_val, xsa_val, imp, tics = {}, {}, {}, {}, {}
   for i, r in ipairs(runs) do
     xs[i] = i
-    sa[i] = r.sa.final_val
-    xv[i] = r.xsa.final_val
+    sa_val[i] = r.sa.final_val
+    xsa_val[i] = r.xsa.final_val
     imp[i] = r.improvement_pct or 0
     tics[i] = {tostring(math.tointeger(opts.seq_lens[i])), i}
   end
@@ -68,8 +63,8 @@ local function main()
       opts.max_tokens, opts.lr)}
   local p = fig:panel{title = "final validation loss (all val batches)", xlabel = "sequence length",
     ylabel = "val loss", xtics = tics, xrange = {0.6, n + 0.4}}
-  p:line(xs, sa, {label = "SA", color = plot.colors.sa, points = true})
-  p:line(xs, xv, {label = "XSA", color = plot.colors.xsa, points = true})
+  p:line(xs, sa_val, {label = "SA", color = plot.colors.sa, points = true})
+  p:line(xs, xsa_val, {label = "XSA", color = plot.colors.xsa, points = true})
   local q = fig:panel{title = "improvement of XSA over SA, % (positive: XSA lower)", xlabel = "sequence length",
     ylabel = "improvement %", xtics = tics, xrange = {0.4, n + 0.6}, key = "top right", zero = true,
     headroom = 0.3}

@@ -14,9 +14,10 @@
 -- "bias removed %" = 100 (|pre| - |post|) / |pre|.
 local xsa = xsa or require "xsa"
 local study = xsa.study
+local numbers = xsa.numbers
 local plot = xsa.plot
 
-local part3 = assert(loadfile(study.root() .. "/scripts/part3_train.lua"))("part3")
+local part3 = assert(loadfile(xsa.sys.root() .. "/scripts/part3_train.lua"))("part3")
 
 local options = study.options({})
 options[#options + 1] = {"probe-batches", "int", 8, "validation batches the probe averages over"}
@@ -45,7 +46,7 @@ local metrics = {
 }
 
 local function removed_pct(pre, post)
-  if not (study.finite(pre) and study.finite(post)) or pre == 0 then return nil end
+  if not (numbers.finite(pre) and numbers.finite(post)) or pre == 0 then return nil end
   return 100 * (math.abs(pre) - math.abs(post)) / math.abs(pre)
 end
 
@@ -85,7 +86,7 @@ local function main()
     for _, m in ipairs(models) do
       if type(r.models[m.key]) ~= "table" or #r.models[m.key] < 1 then return false, "probe of " .. m.key .. " missing" end
     end
-    return study.all_finite(r)
+    return numbers.all_finite(r)
   end})
 
   local L = #result.models.sa

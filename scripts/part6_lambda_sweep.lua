@@ -42,20 +42,21 @@ local function main()
       train = study.adam_config(opts), lambda = lam, probe_batches = opts.probe_batches}
     local res, status, entry = xsa.cache.fetch(opts.out, string.format("part6-lambda%g", lam), config, function()
       local tl, vl = study.loaders(config.data)
-      local sa, xm = study.new_pair(config.model, lam)
-      local r = xsa.train.pair(sa, xm, tl, vl, {steps = opts.steps, lr = opts.lr, weight_decay = opts.weight_decay,
-        eval_every = opts.eval_every, eval_batches = opts.eval_batches, label = string.format("part6 λ=%g", lam),
-        baseline = baseline and baseline.record,
-        save = study.partial_saver(opts, string.format("part6-lambda%g", lam), config)})
+      local sa_model, xsa_model = study.new_pair(config.model, lam)
+      local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
+        label = string.format("part6 λ=%g", lam), baseline = baseline and baseline.record,
+        save = study.partial_saver(opts, string.format("part6-lambda%g", lam), config)}))
       r.xsa.step_loss = nil
       local n = math.min(opts.probe_batches, vl:num_batches())
-      r.probe = {batches = n, xsa = study.probe(xm, vl, n), sa = baseline and baseline.probe or study.probe(sa, vl, n)}
-      sa:free(); xm:free()
+      r.probe = {batches = n, xsa = study.probe(xsa_model, vl, n),
+        sa = baseline and baseline.probe or study.probe(sa_model, vl, n)}
+      sa_model:free(); xsa_model:free()
       return r
     end, {no_cache = opts.no_cache, label = string.format("part6 lambda %g", lam), check = function(r)
-      if r.status ~= "done" then return false, "run did not finish" end
+      local ok, why = study.check_pair(r)
+      if not ok then return false, why end
       if not (r.probe and r.probe.xsa and #r.probe.xsa > 0) then return false, "no probe" end
-      return study.all_finite(r)
+      return true
     end})
     res.entry = entry
     runs[i], statuses[i] = res, status
@@ -64,11 +65,11 @@ local function main()
     end
   end
 
-  local lams, imp, bias_x, bias_sa, tics = {}, {}, {}, {}, {}
+  local lams, imp, bias_xsa, bias_sa, tics = {}, {}, {}, {}, {}
   for i, r in ipairs(runs) do
     lams[i] = opts.lambdas[i]
     imp[i] = r.improvement_pct or 0
-    bias_x[i] = study.layer_mean(r.probe.xsa, "post_cos")
+    bias_xsa[i] = study.layer_mean(r.probe.xsa, "post_cos")
     bias_sa[i] = study.layer_mean(r.probe.sa, "post_cos")
     tics[i] = {string.format("%g", lams[i]), lams[i]}
   end
@@ -85,18 +86,18 @@ local function main()
   local q = fig:panel{title = "mean post-projection cos(z_i, v_i) over layers", xlabel = "λ",
     ylabel = "mean cos(z_i, v_i)", xtics = tics, xrange = {lo - pad, hi + pad}, zero = true, key = "top right"}
   q:line(lams, bias_sa, {label = "SA baseline (z = y)", color = plot.colors.sa, points = true, dash = 2})
-  q:line(lams, bias_x, {label = "XSA(λ)", color = plot.colors.xsa, points = true})
+  q:line(lams, bias_xsa, {label = "XSA(λ)", color = plot.colors.xsa, points = true})
   local vals = {}
-  for i, b in ipairs(bias_x) do vals[i] = string.format("%.3f", b) end
-  q:labels(lams, bias_x, vals, {color = plot.colors.xsa, offset = {0, 1}})
+  for i, b in ipairs(bias_xsa) do vals[i] = string.format("%.3f", b) end
+  q:labels(lams, bias_xsa, vals, {color = plot.colors.xsa, offset = {0, 1}})
   local figinfo = study.save_figure(fig, opts, "part6_lambda_sweep")
 
   local rows, list = {}, {}
   for i, r in ipairs(runs) do
     rows[i] = {string.format("%g", lams[i]), string.format("%.4f", r.sa.final_val), string.format("%.4f", r.xsa.final_val),
-      study.pct(r.improvement_pct), string.format("%.4f", bias_x[i]), string.format("%.4f", bias_sa[i]), statuses[i]}
+      study.pct(r.improvement_pct), string.format("%.4f", bias_xsa[i]), string.format("%.4f", bias_sa[i]), statuses[i]}
     list[i] = {lambda = lams[i], sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
-      xsa_post_cos = bias_x[i], sa_post_cos = bias_sa[i], elapsed_s = r.elapsed_s, cache = statuses[i], entry = r.entry}
+      xsa_post_cos = bias_xsa[i], sa_post_cos = bias_sa[i], elapsed_s = r.elapsed_s, cache = statuses[i], entry = r.entry}
   end
   local tbl = study.md_table({"lambda", "SA val loss", "XSA val loss", "improvement", "XSA mean cos(z,v)",
     "SA mean cos(z,v)", "cache"}, rows)

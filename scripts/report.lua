@@ -24,7 +24,7 @@ local spec = {
 
 study.main(function()
   local opts = study.setup(xsa.args.parse(arg, spec))
-  local output = opts.output ~= "" and study.abspath(opts.output) or (opts.plots .. "/report.html")
+  local output = opts.output ~= "" and xsa.sys.abspath(opts.output) or (opts.plots .. "/report.html")
   -- commands for missing parts name the same folders when they are not the defaults
   local folders = {}
   for _, k in ipairs{"out", "plots"} do

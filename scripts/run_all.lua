@@ -25,14 +25,16 @@ local spec = {
   },
 }
 
-local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local sys = xsa.sys
+local shq = sys.shell_quote
 
--- The xsa executable running us: $XSA_EXE, else arg[-1] (as lua.c sets it).
+-- The xsa executable running us: $XSA_EXE, else arg[-1] (lua/xsa.c builds arg
+-- as Lua's own lua.c does: the interpreter at -1).
 local function exe()
-  local e = os.getenv("XSA_EXE")
-  if e and e ~= "" then return study.abspath(e) end
+  local e = sys.env("XSA_EXE")
+  if e then return sys.abspath(e) end
   local a = arg and arg[-1]
-  if a and a:find("/", 1, true) then return study.abspath(a) end
+  if a and a:find("/", 1, true) then return sys.abspath(a) end
   return a or "xsa"
 end
 

@@ -54,16 +54,19 @@ T.case("the missing-data error says where it looked and what to run", function()
   local root = os.getenv("XSA_ROOT") or "."
   if exe and not exe:find("^/") then exe = root .. "/" .. exe end
   if not exe then return end
-  local empty = tmpdir .. "/empty"
-  os.execute("mkdir -p '" .. empty .. "/x'")
+  -- a quote in the path: every path goes through xsa.sys.shell_quote
+  local empty = tmpdir .. "/it's empty"
+  local q = xsa.sys.shell_quote
+  xsa.sys.mkdir(empty .. "/x")
   writefile(empty .. "/x/s.lua", "local xsa = require 'xsa'\nxsa.data.tinystories{}\n")
-  local p2 = io.popen("cd '" .. empty .. "/x' && XSA_ROOT='" .. empty .. "' XSA_DATA='" .. empty ..
-                      "/none' '" .. exe .. "' s.lua 2>&1")
+  local p2 = io.popen("cd " .. q(empty .. "/x") .. " && XSA_ROOT=" .. q(empty) .. " XSA_DATA=" .. q(empty .. "/none") ..
+                      " " .. q(exe) .. " s.lua 2>&1")
   local out = p2:read("a")
   local ok = p2:close()
   T.ok(not ok, "fails")
   T.ok(out:find("cannot find tinystories.txt or tinystories.txt.xz or TinyStories-valid.txt", 1, true), out)
   T.ok(out:find(empty .. "/none", 1, true), out)
+  T.ok(out:find(empty .. "/data", 1, true), "the root is $XSA_ROOT: " .. out)
   T.ok(out:find("set XSA_DATA", 1, true), out)
 end)
 

@@ -114,7 +114,8 @@ local f = plot.figure{}
 f:panel{}:line({1,2},{1,2})
 local ok, msg = f:save(%q)
 io.write(tostring(ok), "|", msg)]], d .. "/nog.png")
-  local p = io.popen(string.format("XSA_GNUPLOT=/nonexistent/gnuplot '%s' -e '%s' 2>&1", exe, code:gsub("'", "'\\''")))
+  local q = xsa.sys.shell_quote
+  local p = io.popen(string.format("XSA_GNUPLOT=/nonexistent/gnuplot %s -e %s 2>&1", q(exe), q(code)))
   local out = p:read("a")
   p:close()
   T.ok(out:find("^nil|gnuplot not found"), out)

@@ -12,7 +12,7 @@ local EXE = os.getenv("XSA_EXE")
 local ROOT = os.getenv("XSA_ROOT") or "."
 if EXE and EXE:sub(1, 1) ~= "/" then EXE = ROOT .. "/" .. EXE end
 
-local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local shq = xsa.sys.shell_quote
 
 local function read(p)
   local f = io.open(p, "rb")
@@ -26,7 +26,7 @@ local function exists(p) return read(p) ~= nil end
 
 local TMP = os.tmpname()
 os.remove(TMP)
-os.execute("mkdir -p " .. shq(TMP))
+xsa.sys.mkdir(TMP)
 local OUT, PLOTS = TMP .. "/out", TMP .. "/plots"
 
 -- Runs a script; returns exit code, stdout, stderr.
@@ -45,11 +45,11 @@ local function q(extra) return "--quick --out " .. shq(OUT) .. " --plots " .. sh
 
 local function summary(part) return assert(xsa.json.read_file(OUT .. "/summary/" .. part .. ".json")) end
 
-local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
+local finite = xsa.numbers.finite
 
 local function all_finite(t, path)
-  if type(t) == "number" then T.ok(finite(t), path .. " is not finite") end
-  if type(t) == "table" then for k, v in pairs(t) do all_finite(v, path .. "." .. tostring(k)) end end
+  local ok, why = xsa.numbers.all_finite(t, path)
+  T.ok(ok, why)
 end
 
 local function count(s, needle)

@@ -26,13 +26,13 @@ T.case("a reused SA baseline gives the same result without training SA", functio
         fake.model{name = "xsa", losses = function(t, id) return 9 - 0.3 * t + (id % 1000) * 0.002 end}
     end
     local opts = {steps = 7, eval_every = 3, eval_batches = 2, progress = false, quiet = true}
-    local sa1, x1 = pair_of()
-    local full = train.pair(sa1, x1, fake.loader{batches = 4, shuffle = true}, fake.loader{batches = 3}, opts)
-    local sa2, x2 = pair_of()
+    local sa_model1, xsa_model1 = pair_of()
+    local full = train.pair(sa_model1, xsa_model1, fake.loader{batches = 4, shuffle = true}, fake.loader{batches = 3}, opts)
+    local sa_model2, xsa_model2 = pair_of()
     opts.baseline = full.sa
-    local reused = train.pair(sa2, x2, fake.loader{batches = 4, shuffle = true}, fake.loader{batches = 3}, opts)
-    T.eq(sa2.backward_calls, 0, "the SA model is not trained")
-    T.eq(x2.backward_calls, 7)
+    local reused = train.pair(sa_model2, xsa_model2, fake.loader{batches = 4, shuffle = true}, fake.loader{batches = 3}, opts)
+    T.eq(sa_model2.backward_calls, 0, "the SA model is not trained")
+    T.eq(xsa_model2.backward_calls, 7)
     T.ok(reused.sa.reused)
     for _, k in ipairs{"train", "val"} do
       T.eq(table.concat(reused.sa[k], ","), table.concat(full.sa[k], ","), "sa " .. k)
@@ -41,23 +41,23 @@ T.case("a reused SA baseline gives the same result without training SA", functio
     T.eq(reused.sa.final_val, full.sa.final_val)
     T.eq(reused.improvement_pct, full.improvement_pct)
     opts.baseline = {step_loss = {1, 2}, val = {}}
-    local sa3, x3 = pair_of()
-    T.raises(function() train.pair(sa3, x3, fake.loader{batches = 4}, fake.loader{batches = 3}, opts) end,
+    local sa_model3, xsa_model3 = pair_of()
+    T.raises(function() train.pair(sa_model3, xsa_model3, fake.loader{batches = 4}, fake.loader{batches = 3}, opts) end,
       "baseline must be the sa record of a run of the same length")
   end)
 end)
 
 T.case("pair records points, means and final val", function()
   with_fake(function()
-    local sa = fake.model{name = "sa", losses = function(t, id) return 10 - 0.1 * t + (id % 1000) * 0.001 end}
-    local xm = fake.model{name = "xsa", losses = function(t, id) return 10 - 0.2 * t + (id % 1000) * 0.001 end}
+    local sa_model = fake.model{name = "sa", losses = function(t, id) return 10 - 0.1 * t + (id % 1000) * 0.001 end}
+    local xsa_model = fake.model{name = "xsa", losses = function(t, id) return 10 - 0.2 * t + (id % 1000) * 0.001 end}
     local tl = fake.loader{batches = 5, shuffle = true}
     local vl = fake.loader{batches = 3}
     local saved_status
-    local r = train.pair(sa, xm, tl, vl, {steps = 12, eval_every = 5, eval_batches = 2, progress = false,
+    local r = train.pair(sa_model, xsa_model, tl, vl, {steps = 12, eval_every = 5, eval_batches = 2, progress = false,
       save = function(res, status, ctx)
         saved_status = status
-        T.ok(ctx.sa == sa and ctx.xsa == xm and ctx.sa_opt and ctx.xsa_opt, "save gets models and optimizers")
+        T.ok(ctx.sa == sa_model and ctx.xsa == xsa_model and ctx.sa_opt and ctx.xsa_opt, "save gets models and optimizers")
         return "nowhere"
       end})
     T.eq(r.status, "done")
@@ -82,8 +82,8 @@ T.case("pair records points, means and final val", function()
     T.eq(r.config.eval_batches, 2)
     T.eq(r.config.val_batches, 3)
     -- same batches to both, in the loader's (reshuffled) order
-    T.eq(table.concat(sa.batches_seen, ","), table.concat(xm.batches_seen, ","))
-    T.eq(sa.batches_seen[6], 2001)
+    T.eq(table.concat(sa_model.batches_seen, ","), table.concat(xsa_model.batches_seen, ","))
+    T.eq(sa_model.batches_seen[6], 2001)
     -- serialises
     local back = real.json.decode(real.json.encode(r))
     T.eq(back.steps[4], 12)
@@ -92,9 +92,9 @@ end)
 
 T.case("pair: eval_batches above the val set is clamped and final reuses it", function()
   with_fake(function()
-    local sa = fake.model{losses = function(t) return 5 - 0.01 * t end}
-    local xm = fake.model{losses = function(t) return 5 - 0.02 * t end}
-    local r = train.pair(sa, xm, fake.loader{batches = 4}, fake.loader{batches = 2},
+    local sa_model = fake.model{losses = function(t) return 5 - 0.01 * t end}
+    local xsa_model = fake.model{losses = function(t) return 5 - 0.02 * t end}
+    local r = train.pair(sa_model, xsa_model, fake.loader{batches = 4}, fake.loader{batches = 2},
       {steps = 3, eval_every = 10, eval_batches = 50, progress = false})
     T.eq(table.concat(r.steps, ","), "0,3")
     T.eq(r.config.eval_batches, 2)
@@ -104,11 +104,11 @@ end)
 
 T.case("pair stops on NaN naming the step and model, after saving", function()
   with_fake(function()
-    local sa = fake.model{losses = function() return 3 end}
-    local xm = fake.model{losses = function(t) return t == 6 and 0 / 0 or 3 end}
+    local sa_model = fake.model{losses = function() return 3 end}
+    local xsa_model = fake.model{losses = function(t) return t == 6 and 0 / 0 or 3 end}
     local saved
     local err = T.raises(function()
-      train.pair(sa, xm, fake.loader{}, fake.loader{}, {steps = 20, eval_every = 5, progress = false, label = "run1",
+      train.pair(sa_model, xsa_model, fake.loader{}, fake.loader{}, {steps = 20, eval_every = 5, progress = false, label = "run1",
         save = function(res, status) saved = res; return "/tmp/somewhere" end})
     end, "the XSA loss became NaN at step 7")
     T.ok(err:find("run1", 1, true) and err:find("/tmp/somewhere", 1, true), err)
@@ -124,13 +124,13 @@ end)
 
 T.case("pair on Ctrl-C saves what it has and re-raises interrupted!", function()
   with_fake(function()
-    local sa = fake.model{losses = function() return 3 end}
-    local xm = fake.model{losses = function() return 3 end, raise_at = 4}
+    local sa_model = fake.model{losses = function() return 3 end}
+    local xsa_model = fake.model{losses = function() return 3 end, raise_at = 4}
     local saved
     local msgs = {}
     local old = io.stderr
     T.raises(function()
-      train.pair(sa, xm, fake.loader{}, fake.loader{}, {steps = 20, eval_every = 2, progress = false,
+      train.pair(sa_model, xsa_model, fake.loader{}, fake.loader{}, {steps = 20, eval_every = 2, progress = false,
         save = function(res, status) saved = {status = status, steps = res.completed_steps, points = #res.steps}; return "X" end})
     end, "interrupted!")
     T.eq(saved.status, "interrupted")
@@ -141,10 +141,10 @@ end)
 
 T.case("pair: other errors propagate with a traceback, after saving", function()
   with_fake(function()
-    local sa = fake.model{losses = function(t) if t == 2 then error("boom in model") end return 1 end}
+    local sa_model = fake.model{losses = function(t) if t == 2 then error("boom in model") end return 1 end}
     local st
     T.raises(function()
-      train.pair(sa, fake.model{losses = function() return 1 end}, fake.loader{}, fake.loader{},
+      train.pair(sa_model, fake.model{losses = function() return 1 end}, fake.loader{}, fake.loader{},
         {steps = 5, progress = false, save = function(_, status) st = status end})
     end, "boom in model")
     T.eq(st, "error")
@@ -213,6 +213,24 @@ T.case("cache: canonical keys", function()
   T.eq(cache.key({b = 1, a = {2, 3.5}, c = "x"}), cache.key({c = "x", a = {2, 3.5}, b = 1.0}))
   T.ok(cache.key({a = 1}) ~= cache.key({a = 2}))
   T.ok(cache.key({a = 0.1}) ~= cache.key({a = 0.1000001}))
+  -- the same content inserted in another order is the same key (and file)
+  local names = {"steps", "lr", "model", "data", "seed", "z", "a", "eval_every", "lambda"}
+  local a, b = {}, {}
+  for i = 1, #names do a[names[i]] = i end
+  for i = #names, 1, -1 do b[names[i]] = i end
+  a.model = {n_layer = 2, d_model = 128, attention = "xsa", betas = {0.9, 0.999}}
+  b.model = {betas = {0.9, 0.999}, attention = "xsa", d_model = 128, n_layer = 2}
+  T.eq(cache.key(a), cache.key(b))
+  T.eq(cache.path("d", "n", a), cache.path("d", "n", b))
+  -- numbers are exact: 0.1 and 0.1000000001 are different configurations
+  T.ok(cache.key({lr = 0.1}) ~= cache.key({lr = 0.1000000001}))
+  T.ok(cache.path("d", "n", {lr = 0.1}) ~= cache.path("d", "n", {lr = 0.1000000001}))
+  -- the text is xsa.json's: sorted keys, shortest exact floats, 300.0 as 300
+  T.eq(cache.key({b = 300.0, a = {0.1, 1e-3, -0.0}, c = true}), '{"a":[0.1,0.001,0],"b":300,"c":true}')
+  T.eq(cache.key({a = 1}), cache.key({a = 1}), "deterministic")
+  -- what JSON cannot hold is an error, not a key
+  T.raises(function() cache.key({x = 0 / 0}) end, "cache.key: ")
+  T.raises(function() cache.key({f = print}) end, "cache.key: ")
   T.eq(#cache.hash("abc"), 16)
   T.eq(cache.hash(""), "cbf29ce484222325") -- FNV-1a offset basis
   T.eq(cache.hash("a"), "af63dc4c8601ec8c")  -- published FNV-1a 64 test vector

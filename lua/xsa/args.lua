@@ -20,6 +20,8 @@
 -- (comma-separated). "--name value" and "--name=value" both work. Flag names
 -- use dashes; the table keys use underscores.
 -- Non-goals: short options, positional arguments, sub-commands.
+local finite = require("xsa.numbers").finite
+
 local M = {}
 
 local function key_of(name) return (name:gsub("-", "_")) end
@@ -42,7 +44,7 @@ local function convert(t, name, s)
     return n
   elseif t == "number" then
     local n = tonumber(s)
-    if not n or n ~= n or n == math.huge or n == -math.huge then
+    if not finite(n) then
       return nil, string.format("--%s expects a number, got '%s'", name, s)
     end
     return n

@@ -2,12 +2,13 @@
 --
 -- An entry is DIR/NAME-HASH.json holding {key = <canonical config text>,
 -- config = <config>, result = <result>, saved_at = <time>}, where HASH is the
--- 64-bit FNV-1a hash of the canonical text. Any change in the configuration
--- (a flag, the data size, the seed) gives another key and so a new entry,
--- never a stale hit; the stored key is compared in full on load, so a hash
--- collision is a miss. Writes are atomic (xsa.write_file_atomic). An entry
--- that does not parse, has another key or fails the caller's check is
--- reported as corrupt and recomputed.
+-- 64-bit FNV-1a hash of the canonical text (cache.key: the configuration as
+-- xsa.json writes it, keys sorted, numbers exact, 300 and 300.0 alike). Any
+-- change in the configuration (a flag, the data size, the seed) gives another
+-- key and so a new entry, never a stale hit; the stored key is compared in
+-- full on load, so a hash collision is a miss. Writes are atomic
+-- (xsa.write_file_atomic). An entry that does not parse, has another key or
+-- fails the caller's check is reported as corrupt and recomputed.
 --
 --   local res, status = xsa.cache.fetch("cache", "part4", config, function()
 --     return train_something(config)
@@ -17,57 +18,36 @@
 -- Non-goals: eviction, locking between concurrent writers (last one wins,
 -- atomically), caching tensors (checkpoints are separate files whose names
 -- carry the same HASH: cache.path(dir, name, config, ".safetensors")).
+local sys = require "xsa.sys"
+
 local M = {}
 
 local function xsa_lib() return package.loaded.xsa end
 
-local function canon(v, out)
-  local t = type(v)
-  if t == "table" then
-    local keys, n = {}, #v
-    local is_list = true
-    for k in pairs(v) do
-      if not (math.type(k) == "integer" and k >= 1 and k <= n) then is_list = false end
-      keys[#keys + 1] = k
-    end
-    if is_list then
-      out[#out + 1] = "["
-      for i = 1, n do
-        if i > 1 then out[#out + 1] = "," end
-        canon(v[i], out)
-      end
-      out[#out + 1] = "]"
-    else
-      table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
-      out[#out + 1] = "{"
-      for i, k in ipairs(keys) do
-        if i > 1 then out[#out + 1] = "," end
-        out[#out + 1] = string.format("%q:", tostring(k))
-        canon(v[k], out)
-      end
-      out[#out + 1] = "}"
-    end
-  elseif t == "number" then
-    -- integers and floats with the same value are the same key (300 == 300.0)
-    if v == math.floor(v) and math.abs(v) < 2^53 then
-      out[#out + 1] = string.format("%d", v)
-    else
-      out[#out + 1] = string.format("%.17g", v)
-    end
-  elseif t == "string" then
-    out[#out + 1] = string.format("%q", v)
-  elseif t == "boolean" or t == "nil" then
-    out[#out + 1] = tostring(v)
-  else
-    error("cache.key: cannot use a " .. t .. " in a configuration", 3)
+-- A copy of v in which every float with an integer value (|v| < 2^53) is that
+-- integer, so that 300 and 300.0 (a flag given as "1" or defaulting to 1.0)
+-- are the same key. Metatables are kept (xsa.json.array marks lists).
+local function integral(v)
+  if type(v) == "table" then
+    local out = {}
+    for k, x in pairs(v) do out[k] = integral(x) end
+    return setmetatable(out, getmetatable(v))
   end
+  if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2^53 then
+    return math.tointeger(v)
+  end
+  return v
 end
 
--- The canonical text of a configuration (sorted keys, exact numbers).
+-- The canonical text of a configuration: xsa.json.encode of it (keys sorted
+-- bytewise, floats in the shortest form that reads back to the same double,
+-- see lua/l_safetensors.c) after integral(). A configuration JSON cannot hold
+-- (NaN, an infinity, a function, a mixed or sparse table) raises.
 function M.key(config)
-  local out = {}
-  canon(config, out)
-  return table.concat(out)
+  local encode = xsa_lib().json.encode
+  local ok, text = pcall(function() return encode(integral(config)) end)
+  if not ok then error("cache.key: " .. tostring(text), 2) end
+  return text
 end
 
 -- 64-bit FNV-1a of a string, as 16 hex digits.
@@ -86,10 +66,6 @@ function M.path(dir, name, config, ext)
 end
 
 local function read(path) return (xsa_lib().read_file(path)) end
-
-local function mkdir_p(dir)
-  os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
-end
 
 -- The cached result for config, or nil and why: "missing" or "corrupt: ...".
 -- check(result) -> true | false, reason: the caller's validation.
@@ -113,7 +89,7 @@ end
 
 -- Writes the entry atomically; returns its path.
 function M.store(dir, name, config, result)
-  mkdir_p(dir)
+  sys.mkdir(dir)
   local path = M.path(dir, name, config)
   local xsa = xsa_lib()
   local text = xsa.json.encode({key = M.key(config), config = config, result = result,

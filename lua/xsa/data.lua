@@ -5,7 +5,8 @@
 --   local x, y = train:next()        -- int32 [16,64] each; y is x shifted by one token
 --
 -- Files are looked for in $XSA_DATA, then <root>/data, then data/ under the current
--- directory (<root> is $XSA_ROOT, else the checkout that holds this file). The checkout
+-- directory (<root> is xsa.sys.root(): $XSA_ROOT, else the checkout that holds the
+-- modules, else "."). The checkout
 -- ships everything the study needs there: encoder.json, vocab.bpe and the corpus as
 -- tinystories.txt.xz, read in place through liblzma (core/xz.h). A plain
 -- tinystories.txt is preferred when one sits in the same folder; data/fetch.sh fetches
@@ -18,33 +19,16 @@
 --   fields loader.batch_size, loader.seq_len, loader.num_windows.
 -- Non-goals: datasets other than story files, streaming, multi-process loading.
 local xsa = require "xsa"
+local sys = require "xsa.sys"
 local C = xsa._data
 
 local M = {EOT = 50256}
 
 M.TEXT_NAMES = {"tinystories.txt", "tinystories.txt.xz", "TinyStories-valid.txt"}
 
--- a readable regular file (io.open would block forever on a FIFO)
-local function exists(path)
-  return C.is_file(path) == true
-end
-
 local function is_dir(path)
   local ok, _, code = os.rename(path, path)
   return ok or code == 13 -- 13: permission denied, but it exists
-end
-
--- The repository root: $XSA_ROOT, else the folder holding lua/xsa/data.lua, else ".".
-function M.root()
-  local r = os.getenv("XSA_ROOT")
-  if r and r ~= "" then return r end
-  local p = package.searchpath("xsa.data", package.path)
-  if p then
-    local root = p:gsub("/?lua/xsa/data%.lua$", "")
-    if root == "" then root = "." end
-    return root
-  end
-  return "."
 end
 
 -- The folders searched for data files, in order.
@@ -56,17 +40,15 @@ function M.search_dirs()
       dirs[#dirs + 1] = d
     end
   end
-  add(os.getenv("XSA_DATA"))
-  local root = M.root()
-  add(root .. "/data")
+  add(sys.env("XSA_DATA"))
+  add(sys.root() .. "/data")
   add("data")
   return dirs
 end
 
 local function not_found(what)
   local looked = {}
-  local env = os.getenv("XSA_DATA")
-  if not env or env == "" then looked[1] = "$XSA_DATA (unset)" end
+  if not sys.env("XSA_DATA") then looked[1] = "$XSA_DATA (unset)" end
   for _, d in ipairs(M.search_dirs()) do looked[#looked + 1] = d end
   return string.format("xsa.data: cannot find %s; looked in: %s. The repository ships these "
     .. "files in data/ (check that your checkout is complete), or set XSA_DATA to a folder "
@@ -87,7 +69,7 @@ function M.find(names)
   for _, d in ipairs(M.search_dirs()) do
     for _, n in ipairs(names) do
       local p = d .. "/" .. n
-      if exists(p) then return p end
+      if sys.exists(p) then return p end
     end
   end
   return nil, not_found(table.concat(names, " or "))
@@ -111,9 +93,7 @@ end
 
 -- Where token caches go: $XSA_CACHE, else <root>/data (never next to a read-only source).
 function M.cache_dir()
-  local c = os.getenv("XSA_CACHE")
-  if c and c ~= "" then return c end
-  return M.root() .. "/data"
+  return sys.env("XSA_CACHE") or (sys.root() .. "/data")
 end
 
 local Loader = {}

@@ -16,13 +16,16 @@
 --   local plot = xsa.plot
 --   local fig = plot.figure{cols = 2, width = 1200, height = 450, title = "loss"}
 --   local p = fig:panel{title = "train", xlabel = "step", ylabel = "loss"}
---   p:line(steps, sa, {label = "SA", color = plot.colors.sa})
---   p:band(steps, sa, xsa, {color = "#888888", alpha = 0.2, label = "gap"})
+--   p:line(steps, sa_loss, {label = "SA", color = plot.colors.sa})
+--   p:band(steps, sa_loss, xsa_loss, {color = "#888888", alpha = 0.2, label = "gap"})
 --   fig:save("plots/loss.png")        -- or {format = "svg"}
 --   plot.show(fig)                    -- REPL: gnuplot's text terminal
 --
 -- Text is gnuplot "enhanced" text (a_i is a subscript); plot.escape(s) makes
 -- a string literal. Non-goals: interactive windows, 3-D plots, image data.
+local sys = require "xsa.sys"
+local finite = require("xsa.numbers").finite
+
 local M = {}
 
 M.colors = {
@@ -31,7 +34,7 @@ M.colors = {
   untrained = "#999999",
 }
 
-local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local shq = sys.shell_quote
 
 -- A gnuplot double-quoted string literal.
 local function gq(s)
@@ -45,7 +48,7 @@ function M.escape(s)
 end
 
 local function num(v)
-  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then return "NaN" end
+  if not finite(v) then return "NaN" end
   if math.type(v) == "integer" then return tostring(v) end
   return string.format("%.9g", v)
 end
@@ -56,20 +59,6 @@ end
 
 local function basename(path)
   return path:match("([^/]+)$") or path
-end
-
-local function abspath(path)
-  if path:sub(1, 1) == "/" then return path end
-  local pwd = os.getenv("PWD")
-  if not pwd then
-    local p = io.popen("pwd")
-    if p then pwd = p:read("l"); p:close() end
-  end
-  return (pwd or ".") .. "/" .. path
-end
-
-local function mkdir_p(dir)
-  os.execute("mkdir -p " .. shq(dir))
 end
 
 ----------------------------------------------------------------------------
@@ -86,7 +75,7 @@ end
 -- the data range of a panel (for bar panels, whose y range is computed here)
 local function extend(panel, ys)
   for _, y in ipairs(ys) do
-    if type(y) == "number" and y == y and y ~= math.huge and y ~= -math.huge then
+    if finite(y) then
       panel.ymin = math.min(panel.ymin or y, y)
       panel.ymax = math.max(panel.ymax or y, y)
     end
@@ -376,9 +365,10 @@ end
 local function put(path, s) package.loaded.xsa.write_file_atomic(path, s) end
 local function read_all(path) return package.loaded.xsa.read_file(path) or "" end
 
--- The gnuplot program: $XSA_GNUPLOT or "gnuplot"; nil when not installed.
+-- The gnuplot program: $XSA_GNUPLOT (unless empty) or "gnuplot"; nil when not
+-- installed.
 function M.gnuplot()
-  local gp = os.getenv("XSA_GNUPLOT") or "gnuplot"
+  local gp = sys.env("XSA_GNUPLOT") or "gnuplot"
   local ok = os.execute("command -v " .. shq(gp) .. " >/dev/null 2>&1")
   if not ok then return nil end
   return gp
@@ -422,9 +412,9 @@ function Figure:save(path, opts)
   if #self.panels == 0 then error("plot.save: the figure has no panels", 2) end
   local ext = path:match("%.(%w+)$")
   local fmt = opts.format or ((ext == "svg" or ext == "png" or ext == "gif") and ext) or "png"
-  local dir = dirname(abspath(path))
+  local dir = dirname(sys.abspath(path))
   local name = basename(path):gsub("%.%w+$", "")
-  mkdir_p(dir)
+  sys.mkdir(dir)
   local script, data = self:render(name, dir)
   put(dir .. "/" .. name .. ".dat", data)
   put(dir .. "/" .. name .. ".gp", script)
@@ -447,9 +437,9 @@ end
 function M.animate(figs, path, opts)
   opts = opts or {}
   if #figs == 0 then error("plot.animate: no frames", 2) end
-  local dir = dirname(abspath(path))
+  local dir = dirname(sys.abspath(path))
   local name = basename(path):gsub("%.%w+$", "")
-  mkdir_p(dir)
+  sys.mkdir(dir)
   local S, script = collector()
   local data = {}
   local f1 = figs[1]
@@ -473,7 +463,7 @@ end
 -- Renders an existing script (dir/name.gp) to a format, into `out`
 -- (absolute or relative to dir). Used by the report for inline SVG.
 function M.render_script(gp_path, fmt, out)
-  local dir = dirname(abspath(gp_path))
+  local dir = dirname(sys.abspath(gp_path))
   local res, err = run(dir, basename(gp_path), {fmt = fmt, out = out})
   if not res then return nil, err end
   return true, (err ~= "" and err or nil)
@@ -496,7 +486,7 @@ function M.show(fig, ys, o)
   end
   local tmp = os.tmpname()
   os.remove(tmp)
-  mkdir_p(tmp)
+  sys.mkdir(tmp)
   local script, data = fig:render("show", tmp)
   put(tmp .. "/show.dat", data)
   put(tmp .. "/show.gp", script)

@@ -14,6 +14,8 @@
 -- Also the wall clock used by the training loops (progress.now(), seconds
 -- with sub-second resolution where the system gives it).
 -- Non-goals: several bars at once, colours.
+local finite = require("xsa.numbers").finite
+
 local M = {}
 
 local uptime_ok = true
@@ -59,7 +61,7 @@ end
 
 -- "1h02m", "3m04s", "12s"
 function M.duration(s)
-  if s == nil or s ~= s or s == math.huge or s < 0 then return "?" end
+  if not finite(s) or s < 0 then return "?" end
   s = math.floor(s + 0.5)
   if s >= 3600 then return string.format("%dh%02dm", s // 3600, (s % 3600) // 60) end
   if s >= 60 then return string.format("%dm%02ds", s // 60, s % 60) end

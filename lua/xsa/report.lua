@@ -11,6 +11,8 @@
 -- summary are listed with the command that produces them.
 -- Non-goals: styling beyond a small inline stylesheet, JavaScript.
 local plot = require "xsa.plot"
+local numbers = require "xsa.numbers"
+local study = require "xsa.study"
 
 local M = {}
 
@@ -20,20 +22,10 @@ local function esc(s)
   return (tostring(s):gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;"):gsub('"', "&quot;"))
 end
 
-local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
+local finite = numbers.finite
+local pct, compare = study.pct, study.compare_words
 
 local function f4(x) return finite(x) and string.format("%.4f", x) or "n/a" end
-
-local function pct(x) return finite(x) and string.format("%+.2f%%", x) or "n/a" end
-
--- "XSA's final val loss (3.1) is 1.80% lower than SA's (3.2)"
-local function compare(sa, x, what)
-  if not (finite(sa) and finite(x)) then return "no comparison is possible (missing values)" end
-  if sa == x then return string.format("SA and XSA have the same %s (%.4f)", what, sa) end
-  local d = 100 * (x - sa) / sa
-  return string.format("XSA's %s (%.4f) is %.2f%% %s than SA's (%.4f)", what, x, math.abs(d),
-    d < 0 and "lower" or "higher", sa)
-end
 
 local b64chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 local function base64(s)

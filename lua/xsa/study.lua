@@ -10,47 +10,10 @@
 -- Non-goals: anything a user would call from the REPL (see xsa.train, xsa.plot).
 local M = {}
 
+local sys = require "xsa.sys"
+local numbers = require "xsa.numbers"
+
 local function xsa_lib() return package.loaded.xsa or require("xsa") end
-
-local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-function M.abspath(p)
-  if p:sub(1, 1) == "/" then return p end
-  local pwd = os.getenv("PWD") or "."
-  if p == "." then return pwd end
-  return pwd .. "/" .. p:gsub("^%./", "")
-end
-
--- The repo root: $XSA_ROOT (the xsa executable sets it), else the checkout
--- holding this module (ROOT/lua/xsa/study.lua), else the folder above the
--- running script (scripts/..).
-function M.root()
-  local r = os.getenv("XSA_ROOT")
-  if r and r ~= "" then return r end
-  local here = package.searchpath("xsa.study", package.path)
-  if here then
-    local root = here:gsub("/?lua/xsa/study%.lua$", "")
-    return M.abspath(root == "" and "." or root)
-  end
-  local script = arg and arg[0]
-  if script then
-    local dir = script:match("^(.*)/[^/]*$") or "."
-    return M.abspath(dir .. "/..")
-  end
-  return M.abspath(".")
-end
-
-function M.mkdir(dir)
-  local ok = os.execute("mkdir -p " .. shq(dir))
-  if not ok then error("cannot create folder " .. dir, 2) end
-  return dir
-end
-
-function M.exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
 
 -- The flags every training script has (defaults per part in `d`), plus
 -- `extra` ones, minus the names in `skip`.
@@ -93,9 +56,9 @@ end
 function M.setup(opts)
   local xsa = xsa_lib()
   if opts.threads and opts.threads > 0 then xsa.set_threads(opts.threads) end
-  local root = M.root()
+  local root = sys.abspath(sys.root())
   local function place(key, default)
-    if opts.given and opts.given[key] then return M.abspath(opts[key]) end
+    if opts.given and opts.given[key] then return sys.abspath(opts[key]) end
     return root .. "/" .. default
   end
   opts.out = place("out", "cache")
@@ -104,9 +67,9 @@ function M.setup(opts)
     io.stderr:write("--format must be png or svg\n")
     os.exit(2)
   end
-  M.mkdir(opts.out)
-  M.mkdir(opts.plots)
-  M.mkdir(opts.out .. "/summary")
+  sys.mkdir(opts.out)
+  sys.mkdir(opts.plots)
+  sys.mkdir(opts.out .. "/summary")
   opts.root = root
   return opts
 end
@@ -145,55 +108,68 @@ function M.model_config(opts, seq_len)
   }
 end
 
--- A fresh SA model and an XSA clone with identical weights.
-function M.new_pair(mc, lambda)
-  local xsa = xsa_lib()
+-- A fresh SA model of a model configuration.
+function M.new_model(mc)
   local c = {}
   for k, v in pairs(mc) do c[k] = v end
   c.attention = "sa"
-  local sa = xsa.gpt(c)
-  local xm = sa:clone{attention = "xsa", lambda = lambda or 1.0}
-  return sa, xm
+  return xsa_lib().gpt(c)
 end
 
+-- A fresh SA model and an XSA clone with identical weights.
+function M.new_pair(mc, lambda)
+  local sa_model = M.new_model(mc)
+  local xsa_model = sa_model:clone{attention = "xsa", lambda = lambda or 1.0}
+  return sa_model, xsa_model
+end
+
+-- The training part of a configuration (what xsa.train.pair is given).
 function M.adam_config(opts)
   return {steps = opts.steps, lr = opts.lr, weight_decay = opts.weight_decay, eval_every = opts.eval_every,
     eval_batches = opts.eval_batches}
 end
 
-----------------------------------------------------------------------------
--- numbers and tables
-
-function M.finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
-
--- Every number in a (nested) table is finite.
-function M.all_finite(t, path)
-  path = path or "result"
-  if type(t) == "number" then
-    if not M.finite(t) then return false, path .. " is " .. tostring(t) end
-    return true
-  end
-  if type(t) ~= "table" then return true end
-  for k, v in pairs(t) do
-    local ok, why = M.all_finite(v, path .. "." .. tostring(k))
-    if not ok then return false, why end
-  end
-  return true
+-- The options of xsa.train.pair: the training part of a configuration
+-- (adam_config) plus `extra` (label, save, baseline, ...), so that what is
+-- trained is what the cache key says.
+function M.pair_options(train, extra)
+  local o = {}
+  for k, v in pairs(train) do o[k] = v end
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
 end
 
+-- The cache check of an xsa.train.pair result: the run finished, both final
+-- val losses are there and every number is finite. Returns true or false, why.
+function M.check_pair(r)
+  if r.status ~= "done" then return false, "run did not finish" end
+  if not (r.sa and r.xsa and numbers.finite(r.sa.final_val) and numbers.finite(r.xsa.final_val)) then
+    return false, "final val losses missing"
+  end
+  return numbers.all_finite(r)
+end
+
+----------------------------------------------------------------------------
+-- numbers in words and tables
+
+-- "+1.80%", or "n/a" for a missing or non-finite value.
 function M.pct(x)
-  if not M.finite(x) then return "n/a" end
+  if not numbers.finite(x) then return "n/a" end
   return string.format("%+.2f%%", x)
 end
 
--- "in this run XSA's final val loss is 1.8% lower than SA's"
-function M.compare_words(sa, x, what)
+-- "XSA's final val loss (3.1000) is 1.80% lower than SA's (3.1568)": the
+-- sentence the scripts print and the report writes; `what` defaults to
+-- "final val loss".
+function M.compare_words(sa_value, xsa_value, what)
   what = what or "final val loss"
-  if not (M.finite(sa) and M.finite(x)) then return "no comparison (missing values)" end
-  if sa == x then return string.format("SA and XSA have the same %s (%.4f)", what, sa) end
-  local d = 100 * (x - sa) / sa
-  return string.format("XSA's %s (%.4f) is %.2f%% %s than SA's (%.4f)", what, x, math.abs(d),
-    d < 0 and "lower" or "higher", sa)
+  if not (numbers.finite(sa_value) and numbers.finite(xsa_value)) then
+    return "no comparison is possible (missing values)"
+  end
+  if sa_value == xsa_value then return string.format("SA and XSA have the same %s (%.4f)", what, sa_value) end
+  local d = 100 * (xsa_value - sa_value) / sa_value
+  return string.format("XSA's %s (%.4f) is %.2f%% %s than SA's (%.4f)", what, xsa_value, math.abs(d),
+    d < 0 and "lower" or "higher", sa_value)
 end
 
 -- A markdown table: headers (list of strings), rows (lists of values).
@@ -271,12 +247,9 @@ end
 -- Runs main(); "interrupted!" (Ctrl-C) ends the script with status 130 and no
 -- traceback (the training loop already said what it saved).
 function M.main(fn)
-  local ok, err = xpcall(fn, function(e)
-    if type(e) == "string" and e:find("interrupted!", 1, true) then return e end
-    return debug.traceback(e, 2)
-  end)
+  local ok, err = xpcall(fn, sys.traceback_unless_interrupted)
   if ok then return end
-  if type(err) == "string" and err:find("interrupted!", 1, true) then
+  if sys.interrupted(err) then
     io.stderr:write("interrupted\n")
     os.exit(130)
   end
@@ -309,7 +282,7 @@ end
 function M.layer_mean(probe, key)
   local s, n = 0, 0
   for _, l in ipairs(probe) do
-    if M.finite(l[key]) then s = s + l[key]; n = n + 1 end
+    if numbers.finite(l[key]) then s = s + l[key]; n = n + 1 end
   end
   return n > 0 and s / n or nil
 end

@@ -3,7 +3,7 @@
 --   local res = xsa.train.pair(sa_model, xsa_model, train_loader, val_loader,
 --     {steps = 300, lr = 1e-3, eval_every = 20, eval_batches = 10})
 --
--- The two models must start from identical weights (sa:clone{attention="xsa"}
+-- The two models must start from identical weights (sa_model:clone{attention="xsa"}
 -- gives that). The train loader is reset, then each step takes the next batch
 -- and gives the same batch to both models, each with its own AdamW.
 --
@@ -44,12 +44,12 @@
 -- Non-goals: gradient accumulation, learning-rate schedules, more than two
 -- models per run (call pair again with a fresh pair).
 local progress = require "xsa.progress"
+local finite = require("xsa.numbers").finite
+local sys = require "xsa.sys"
 
 local M = {}
 
 local function xsa_lib() return package.loaded.xsa end
-
-local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
 
 local function free(t)
   if type(t) == "userdata" and t.free then t:free() end
@@ -79,9 +79,9 @@ local function mean(list, from, to)
   return c > 0 and s / c or 0 / 0
 end
 
-local function improvement(sa, x)
-  if not (finite(sa) and finite(x)) or sa == 0 then return nil end
-  return 100 * (sa - x) / sa
+local function improvement(sa_value, xsa_value)
+  if not (finite(sa_value) and finite(xsa_value)) or sa_value == 0 then return nil end
+  return 100 * (sa_value - xsa_value) / sa_value
 end
 M.improvement = improvement
 
@@ -109,7 +109,7 @@ local function model_config(m)
   return nil
 end
 
-function M.pair(sa, xm, train_loader, val_loader, opts)
+function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   local xsa = xsa_lib()
   opts = opts or {}
   local steps = opts.steps or 300
@@ -137,11 +137,11 @@ function M.pair(sa, xm, train_loader, val_loader, opts)
       batch_size = bs, seq_len = T, weight_decay = adam.weight_decay,
       betas = adam.betas, eps = adam.eps,
       train_windows = train_loader.num_windows, val_windows = val_loader.num_windows,
-      sa = model_config(sa), xsa = model_config(xm),
+      sa = model_config(sa_model), xsa = model_config(xsa_model),
     },
     elapsed_s = 0, train_s = 0, eval_s = 0, tokens = 0, tokens_per_s = 0,
   }
-  local models = {sa, xm}
+  local models = {sa_model, xsa_model}
   local recs = {result.sa, result.xsa}
   local base = opts.baseline
   local active = {base == nil, true}
@@ -152,10 +152,9 @@ function M.pair(sa, xm, train_loader, val_loader, opts)
     for i = 1, steps do recs[1].step_loss[i] = base.step_loss[i] end
     result.sa.reused = true
   end
-  local opt = {
-    xsa.optim.adamw(sa:parameters(), adam),
-    xsa.optim.adamw(xm:parameters(), adam),
-  }
+  local sa_opt = xsa.optim.adamw(sa_model:parameters(), adam)
+  local xsa_opt = xsa.optim.adamw(xsa_model:parameters(), adam)
+  local opt = {sa_opt, xsa_opt}
 
   local bar = opts.progress_bar or progress.new{label = label, total = steps,
     mode = opts.progress == false and "off" or nil}
@@ -202,7 +201,7 @@ function M.pair(sa, xm, train_loader, val_loader, opts)
     finish_times()
     if opts.save then
       local ok, where = pcall(opts.save, result, status,
-        {sa = sa, xsa = xm, sa_opt = opt[1], xsa_opt = opt[2]})
+        {sa = sa_model, xsa = xsa_model, sa_opt = sa_opt, xsa_opt = xsa_opt})
       if not ok then
         io.stderr:write("train.pair: saving failed: ", tostring(where), "\n")
         return nil
@@ -277,18 +276,14 @@ function M.pair(sa, xm, train_loader, val_loader, opts)
   -- the optimizers are internal: their state (2 x parameters each) goes as
   -- soon as the run has been saved, not whenever the GC gets to it
   local function free_opts()
-    for k = 1, 2 do
-      if type(opt[k]) == "userdata" and opt[k].free then opt[k]:free() end
-    end
+    free(sa_opt)
+    free(xsa_opt)
   end
 
-  local ok, err = xpcall(loop, function(e)
-    if type(e) == "string" and e:find("interrupted!", 1, true) then return e end
-    return debug.traceback(e, 2)
-  end)
+  local ok, err = xpcall(loop, sys.traceback_unless_interrupted)
   bar:finish()
   if not ok then
-    local interrupted = type(err) == "string" and err:find("interrupted!", 1, true)
+    local interrupted = sys.interrupted(err)
     local where = save(interrupted and "interrupted" or "error")
     free_opts()
     if interrupted then

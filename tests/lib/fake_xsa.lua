@@ -7,7 +7,9 @@
 --   local m = fake.model{name = "sa", losses = function(t) return 5 - 0.1 * t end}
 --   local loader = fake.loader{batches = 6, batch_size = 2, seq_len = 4}
 --   fake.install(xsa)   -- xsa.optim.adamw / xsa.no_grad on a table without them
--- Only the protocol of notes/common.md is imitated; nothing is learned.
+-- Only the protocols train.pair relies on are imitated (model:loss/parameters/
+-- config, the loader protocol in lua/xsa/data.lua, xsa.optim.adamw, xsa.no_grad;
+-- doc/lua-api.md describes the real ones); nothing is learned.
 local M = {}
 
 local Loss = {}

@@ -1,0 +1,34 @@
+-- xsa.numbers: whether numbers are usable, i.e. finite (not NaN, not an
+-- infinity). The training loop stops on a loss that is not; the scripts'
+-- cache checks reject a result holding one; plots and the report write
+-- "NaN" or "n/a" in its place.
+--
+--   local numbers = require "xsa.numbers"
+--   numbers.finite(0 / 0)                      -- false (also for non-numbers)
+--   numbers.all_finite({a = {1, 1 / 0}})       -- false, "result.a.2 is inf"
+-- Non-goals: tolerances, formatting (see xsa.study.pct and compare_words).
+local M = {}
+
+-- x is a number and neither NaN nor an infinity.
+function M.finite(x)
+  return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge
+end
+
+-- Every number in t (a number or a nested table) is finite. Returns true, or
+-- false and "PATH is VALUE" for the first one that is not, PATH starting
+-- with `path` (default "result") and naming the keys down to it.
+function M.all_finite(t, path)
+  path = path or "result"
+  if type(t) == "number" then
+    if not M.finite(t) then return false, path .. " is " .. tostring(t) end
+    return true
+  end
+  if type(t) ~= "table" then return true end
+  for k, v in pairs(t) do
+    local ok, why = M.all_finite(v, path .. "." .. tostring(k))
+    if not ok then return false, why end
+  end
+  return true
+end
+
+return M

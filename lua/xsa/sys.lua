@@ -1,0 +1,105 @@
+-- xsa.sys: what the Lua modules need from the process and the operating
+-- system: environment variables, the checkout root, absolute paths, shell
+-- quoting, folders and files, and telling Ctrl-C apart from other errors.
+--
+--   local sys = require "xsa.sys"
+--   sys.root()                  -- "/home/me/xsa" (see below)
+--   sys.abspath("plots")        -- "/home/me/xsa/plots" when run from there
+--   os.execute("ls " .. sys.shell_quote(path))
+--   sys.mkdir(dir); sys.exists(path); sys.env("XSA_DATA")
+--   local ok, err = xpcall(fn, sys.traceback_unless_interrupted)
+--   if not ok and sys.interrupted(err) then ... end
+--
+-- The root of the checkout, root(): $XSA_ROOT when set and not empty (the
+-- xsa executable sets it to the checkout it runs from), else the checkout
+-- that holds this module (ROOT/lua/xsa/sys.lua), else ".". Data files
+-- (xsa.data), token caches and the study's default output folders are found
+-- relative to it. It is returned as given (relative when $XSA_ROOT or
+-- package.path is); callers that store paths take abspath() of it.
+-- Non-goals: Windows paths and shells, changing the working directory.
+local M = {}
+
+-- The value of an environment variable, or nil when it is unset or empty.
+function M.env(name)
+  local v = os.getenv(name)
+  if v == nil or v == "" then return nil end
+  return v
+end
+
+-- The repository root (see the header).
+function M.root()
+  local r = M.env("XSA_ROOT")
+  if r then return r end
+  local here = package.searchpath("xsa.sys", package.path)
+  if here then
+    if here == "lua/xsa/sys.lua" then return "." end
+    local root = here:match("^(.*)/lua/xsa/sys%.lua$")
+    if root then return root == "" and "/" or root end
+  end
+  return "."
+end
+
+-- The working directory: $PWD, else what `pwd` prints, else ".".
+local function cwd()
+  local pwd = M.env("PWD")
+  if not pwd then
+    local p = io.popen("pwd")
+    if p then
+      pwd = p:read("l")
+      p:close()
+    end
+  end
+  return pwd or "."
+end
+
+-- p made absolute against the working directory ("." is the directory itself,
+-- a leading "./" is dropped); an absolute p is returned unchanged.
+function M.abspath(p)
+  if p:sub(1, 1) == "/" then return p end
+  local pwd = cwd()
+  if p == "." then return pwd end
+  return pwd .. "/" .. (p:gsub("^%./", ""))
+end
+
+-- s as one word for sh: single-quoted, with ' written as '\''.
+function M.shell_quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+-- Creates dir and its parents (mkdir -p); raises when that fails. Returns dir.
+function M.mkdir(dir)
+  if not os.execute("mkdir -p " .. M.shell_quote(dir)) then
+    error("cannot create folder " .. dir, 2)
+  end
+  return dir
+end
+
+-- Whether path can be opened for reading.
+-- A readable regular file. The engine's check is used once it is loaded: io.open
+-- would block forever on a FIFO and succeeds on a directory.
+function M.exists(path)
+  local engine = package.loaded["xsa"]
+  local is_file = type(engine) == "table" and engine._data and engine._data.is_file
+  if is_file then return is_file(path) == true end
+  local f = io.open(path, "rb")
+  if f then
+    f:close()
+    return true
+  end
+  return false
+end
+
+-- Whether err is the error the xsa executable raises on Ctrl-C (a message
+-- containing "interrupted!", see lua/xsa.c).
+function M.interrupted(err)
+  return type(err) == "string" and err:find("interrupted!", 1, true) ~= nil
+end
+
+-- An xpcall handler: an interrupt passes through unchanged (callers recognise
+-- it with interrupted() and print no traceback), any other error gets one.
+function M.traceback_unless_interrupted(err)
+  if M.interrupted(err) then return err end
+  return debug.traceback(err, 2)
+end
+
+return M
