@@ -3,9 +3,10 @@
  * iterator (tensor_impl.h) and copy/fill (see tensor.h for the contract).
  *
  * Not here: the buffers behind tensors and their reuse cache (storage.c), the
- * RNG and random tensors (rng.c), arithmetic, reductions and matmul
- * (tensor_ops.c), printing (tensor_print.c). Refcounts are plain integers:
- * the engine is driven from one thread (BLAS threads never touch headers).
+ * RNG and random tensors (rng.c), element-wise arithmetic (tensor_ops.c),
+ * reductions, softmax and matmul (tensor_reduce.c), printing
+ * (tensor_print.c). Refcounts are plain integers: the engine is driven from
+ * one thread (BLAS threads never touch headers).
  */
 /* see tensor_ops.c: -O2's very-cheap cost model skips most loops here */
 #if defined(__GNUC__) && !defined(__clang__)
