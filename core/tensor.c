@@ -1,11 +1,12 @@
 /*
- * tensor.c: storage, tensor headers, element access, creation, the RNG,
- * views and copy/fill (see tensor.h for the contract).
+ * tensor.c: tensor headers, element access, creation, views, the strided
+ * iterator (tensor_impl.h) and copy/fill (see tensor.h for the contract).
  *
- * Not here: arithmetic, reductions and matmul (tensor_ops.c), printing
+ * Not here: the buffers behind tensors and their reuse cache (storage.c), the
+ * RNG and random tensors (rng.c), element-wise arithmetic (tensor_ops.c),
+ * reductions, softmax and matmul (tensor_reduce.c), printing
  * (tensor_print.c). Refcounts are plain integers: the engine is driven from
- * one thread (BLAS threads never touch headers); only the live-byte counter
- * is atomic because it is cheap and read by the Lua GC glue.
+ * one thread (BLAS threads never touch headers).
  */
 /* see tensor_ops.c: -O2's very-cheap cost model skips most loops here */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -14,8 +15,6 @@
 
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,157 +23,6 @@
 #include "tensor_impl.h"
 
 void (*xsa_tensor_grad_fn_release)(struct xsa_ag_node *node) = NULL;
-
-static atomic_size_t live_bytes;
-
-/* ---- storage ----------------------------------------------------------
- * Large buffers (>= CACHE_MIN) are kept in a small cache when freed and
- * handed out again for a request of exactly the same size. Training
- * allocates the same big activations (e.g. [B*T, V] logits, 200 MB) every
- * step; a fresh mmap'd block costs a page fault per 4 KiB on first write,
- * which made a [1024x128]x[128x50257] matmul 40% slower than its sgemm.
- * Sanitizer builds skip the cache so every use-after-free stays visible.
- * xsa_storage_cache_clear() gives the memory back. */
-
-#define CACHE_MIN ((size_t)1 << 20)
-#define CACHE_SLOTS 8
-#define CACHE_MAX_BYTES ((size_t)1 << 30)
-
-#if defined(__SANITIZE_ADDRESS__)
-#define CACHE_ON 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CACHE_ON 0
-#endif
-#endif
-#ifndef CACHE_ON
-#define CACHE_ON 1
-#endif
-
-static struct {
-    void *p[CACHE_SLOTS];
-    size_t n[CACHE_SLOTS];
-    size_t bytes;
-    int next; /* eviction turn */
-} cache;
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void *cache_take(size_t nbytes)
-{
-    void *p = NULL;
-    pthread_mutex_lock(&cache_lock);
-    for (int i = 0; i < CACHE_SLOTS; i++)
-        if (cache.p[i] && cache.n[i] == nbytes) {
-            p = cache.p[i];
-            cache.p[i] = NULL;
-            cache.bytes -= nbytes;
-            break;
-        }
-    pthread_mutex_unlock(&cache_lock);
-    return p;
-}
-
-/* 1 when the cache kept p (older entries are evicted to make room). */
-static int cache_put(void *p, size_t nbytes)
-{
-    if (!CACHE_ON || nbytes < CACHE_MIN || nbytes > CACHE_MAX_BYTES) return 0;
-    void *evict[CACHE_SLOTS];
-    int ne = 0, slot = -1;
-    pthread_mutex_lock(&cache_lock);
-    for (int k = 0; k < CACHE_SLOTS && cache.bytes + nbytes > CACHE_MAX_BYTES; k++) {
-        int i = (cache.next + k) % CACHE_SLOTS;
-        if (!cache.p[i]) continue;
-        evict[ne++] = cache.p[i];
-        cache.bytes -= cache.n[i];
-        cache.p[i] = NULL;
-    }
-    for (int i = 0; i < CACHE_SLOTS && slot < 0; i++)
-        if (!cache.p[i]) slot = i;
-    if (slot < 0) { /* all slots busy: replace the next in turn */
-        slot = cache.next;
-        evict[ne++] = cache.p[slot];
-        cache.bytes -= cache.n[slot];
-        cache.next = (cache.next + 1) % CACHE_SLOTS;
-    }
-    cache.p[slot] = p;
-    cache.n[slot] = nbytes;
-    cache.bytes += nbytes;
-    pthread_mutex_unlock(&cache_lock);
-    for (int i = 0; i < ne; i++) free(evict[i]);
-    return 1;
-}
-
-void xsa_storage_cache_clear(void)
-{
-    void *drop[CACHE_SLOTS];
-    int n = 0;
-    pthread_mutex_lock(&cache_lock);
-    for (int i = 0; i < CACHE_SLOTS; i++)
-        if (cache.p[i]) {
-            drop[n++] = cache.p[i];
-            cache.p[i] = NULL;
-        }
-    cache.bytes = 0;
-    pthread_mutex_unlock(&cache_lock);
-    for (int i = 0; i < n; i++) free(drop[i]);
-}
-
-size_t xsa_storage_cached_bytes(void)
-{
-    pthread_mutex_lock(&cache_lock);
-    size_t b = cache.bytes;
-    pthread_mutex_unlock(&cache_lock);
-    return b;
-}
-
-static xsa_storage *storage_alloc(size_t nbytes, int zero)
-{
-    xsa_storage *s = malloc(sizeof *s);
-    if (!s) return NULL;
-    /* never malloc(0): a zero-size tensor still gets a valid pointer */
-    size_t n = nbytes ? nbytes : 1;
-    void *p = (CACHE_ON && n >= CACHE_MIN) ? cache_take(n) : NULL;
-    if (p) {
-        if (zero) memset(p, 0, n);
-    } else {
-        p = zero ? calloc(1, n) : malloc(n);
-    }
-    if (!p) {
-        free(s);
-        return NULL;
-    }
-    s->data = p;
-    s->nbytes = nbytes;
-    s->refcount = 1;
-    atomic_fetch_add(&live_bytes, nbytes);
-    return s;
-}
-
-xsa_storage *xsa_storage_new(size_t nbytes)
-{
-    if (nbytes > (size_t)XSA_MAX_NUMEL * 8) {
-        xsa_error("storage_new: %zu bytes is too large", nbytes);
-        return NULL;
-    }
-    xsa_storage *s = storage_alloc(nbytes, 1);
-    if (!s) xsa_error("storage_new: out of memory allocating %zu bytes", nbytes);
-    return s;
-}
-
-void xsa_storage_retain(xsa_storage *s)
-{
-    if (s) s->refcount++;
-}
-
-void xsa_storage_free(xsa_storage *s)
-{
-    if (!s || --s->refcount > 0) return;
-    atomic_fetch_sub(&live_bytes, s->nbytes);
-    if (!cache_put(s->data, s->nbytes)) free(s->data);
-    free(s);
-}
-
-size_t xsa_storage_live_bytes(void) { return atomic_load(&live_bytes); }
 
 /* ---- small shared helpers --------------------------------------------- */
 
@@ -292,7 +140,7 @@ xsa_tensor *xsa_talloc(const char *fn, xsa_dtype dt, int ndim, const int64_t *sh
     int64_t n = shape_numel(fn, ndim, shape);
     if (n < 0) return NULL;
     size_t nbytes = (size_t)n * xsa_dtype_size(dt);
-    xsa_storage *s = storage_alloc(nbytes, zero);
+    xsa_storage *s = xsa_storage_alloc(nbytes, zero);
     if (!s) {
         xsa_error("%s: out of memory allocating %zu bytes", fn, nbytes);
         return NULL;
@@ -596,131 +444,6 @@ xsa_tensor *xsa_tensor_to_dtype(const xsa_tensor *t, xsa_dtype dt)
         return NULL;
     }
     return c;
-}
-
-/* ---- random ----------------------------------------------------------- */
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-void xsa_rng_seed(xsa_rng *g, uint64_t seed)
-{
-    if (!g) g = xsa_rng_global();
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++) g->s[i] = splitmix64(&x);
-    g->has_spare = 0;
-    g->spare = 0.0;
-}
-
-xsa_rng *xsa_rng_global(void)
-{
-    static xsa_rng global;
-    static int ready;
-    if (!ready) {
-        ready = 1;
-        xsa_rng_seed(&global, 0);
-    }
-    return &global;
-}
-
-uint64_t xsa_rng_next(xsa_rng *g)
-{
-    if (!g) g = xsa_rng_global();
-    uint64_t *s = g->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-double xsa_rng_uniform(xsa_rng *g)
-{
-    return (double)(xsa_rng_next(g) >> 11) * 0x1.0p-53;
-}
-
-double xsa_rng_normal(xsa_rng *g)
-{
-    if (!g) g = xsa_rng_global();
-    if (g->has_spare) {
-        g->has_spare = 0;
-        return g->spare;
-    }
-    /* u1 in (0, 1] keeps log finite */
-    double u1 = 1.0 - xsa_rng_uniform(g);
-    double u2 = xsa_rng_uniform(g);
-    double r = sqrt(-2.0 * log(u1));
-    double th = 6.283185307179586476925286766559 * u2;
-    g->spare = r * sin(th);
-    g->has_spare = 1;
-    return r * cos(th);
-}
-
-int64_t xsa_rng_int(xsa_rng *g, int64_t lo, int64_t hi)
-{
-    if (hi <= lo) {
-        xsa_error("rng_int: empty range [%lld, %lld)", (long long)lo, (long long)hi);
-        return lo;
-    }
-    uint64_t range = (uint64_t)hi - (uint64_t)lo;
-    /* accept only draws >= 2^64 mod range, so every residue is equally likely */
-    uint64_t threshold = (0 - range) % range;
-    uint64_t r;
-    do {
-        r = xsa_rng_next(g);
-    } while (r < threshold);
-    return (int64_t)((uint64_t)lo + r % range);
-}
-
-xsa_tensor *xsa_tensor_rand(xsa_rng *g, int ndim, const int64_t *shape)
-{
-    xsa_tensor *t = xsa_talloc("rand", XSA_FLOAT32, ndim, shape, 0);
-    if (!t) return NULL;
-    float *p = t->storage->data;
-    int64_t n = xsa_tensor_numel(t);
-    /* 24 top bits: exactly representable in float, so 1.0f never appears */
-    for (int64_t i = 0; i < n; i++) p[i] = (float)((double)(xsa_rng_next(g) >> 40) * 0x1.0p-24);
-    return t;
-}
-
-xsa_tensor *xsa_tensor_randn(xsa_rng *g, int ndim, const int64_t *shape, double mean, double std)
-{
-    if (!isfinite(mean) || !isfinite(std) || std < 0) {
-        xsa_error("randn: mean %g and std %g must be finite with std >= 0", mean, std);
-        return NULL;
-    }
-    xsa_tensor *t = xsa_talloc("randn", XSA_FLOAT32, ndim, shape, 0);
-    if (!t) return NULL;
-    float *p = t->storage->data;
-    int64_t n = xsa_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) p[i] = (float)(mean + std * xsa_rng_normal(g));
-    return t;
-}
-
-xsa_tensor *xsa_tensor_randint(xsa_rng *g, int64_t lo, int64_t hi, int ndim, const int64_t *shape)
-{
-    if (hi <= lo || lo < INT32_MIN || hi > (int64_t)INT32_MAX + 1) {
-        xsa_error("randint: range [%lld, %lld) is empty or does not fit int32", (long long)lo,
-                  (long long)hi);
-        return NULL;
-    }
-    xsa_tensor *t = xsa_talloc("randint", XSA_INT32, ndim, shape, 0);
-    if (!t) return NULL;
-    int32_t *p = t->storage->data;
-    int64_t n = xsa_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++) p[i] = (int32_t)xsa_rng_int(g, lo, hi);
-    return t;
 }
 
 /* ---- views ------------------------------------------------------------ */
@@ -1234,3 +957,4 @@ int xsa_tensor_fill_(xsa_tensor *dst, double v)
     }
     return 0;
 }
+

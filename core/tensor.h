@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "rng.h"
 
 #define XSA_MAX_DIMS 8
 /* Pass as `dim` to a reduction to reduce over every element. */
@@ -118,31 +119,11 @@ xsa_tensor *xsa_tensor_arange(xsa_dtype dt, double start, double stop, double st
 xsa_tensor *xsa_tensor_clone(const xsa_tensor *t);          /* contiguous copy */
 xsa_tensor *xsa_tensor_to_dtype(const xsa_tensor *t, xsa_dtype dt);
 
-/* ---- random: xoshiro256** seeded through splitmix64; normals by
- * Box-Muller in double precision. The same seed gives the same numbers on
- * every machine. A NULL generator means the global one (seeded with 0 at
- * start). The exact streams, so other implementations can reproduce them:
- *   seed:    s[0..3] = four successive splitmix64 outputs from x = seed
- *   uniform: (next >> 11) * 2^-53
- *   normal:  u1 = 1 - uniform, u2 = uniform, r = sqrt(-2 ln u1);
- *            returns r cos(2 pi u2) and keeps r sin(2 pi u2) as the spare
- *            (returned by the next call; reseeding drops it)
- *   int:     r = next until r >= 2^64 mod (hi - lo); lo + r mod (hi - lo)
- *   rand (tensor): one next per element, (next >> 40) * 2^-24 (exact in
- *            float, so 1.0 never appears); randn: mean + std * normal,
- *            rounded to float; randint: rng_int per element.
- * rng_int with hi <= lo records an error and returns lo. ----------------- */
-typedef struct xsa_rng {
-    uint64_t s[4];
-    int has_spare;
-    double spare;
-} xsa_rng;
-void xsa_rng_seed(xsa_rng *g, uint64_t seed);
-xsa_rng *xsa_rng_global(void);
-uint64_t xsa_rng_next(xsa_rng *g);
-double xsa_rng_uniform(xsa_rng *g);           /* [0, 1) with 53 bits */
-double xsa_rng_normal(xsa_rng *g);            /* N(0, 1) */
-int64_t xsa_rng_int(xsa_rng *g, int64_t lo, int64_t hi); /* [lo, hi), unbiased */
+/* ---- random tensors (the generator and its streams: rng.h) -------------
+ *   rand:    one next per element, (next >> 40) * 2^-24 (exact in float, so
+ *            1.0 never appears)
+ *   randn:   mean + std * normal, rounded to float
+ *   randint: rng_int per element (int32) */
 xsa_tensor *xsa_tensor_rand(xsa_rng *g, int ndim, const int64_t *shape);
 xsa_tensor *xsa_tensor_randn(xsa_rng *g, int ndim, const int64_t *shape,
                              double mean, double std);

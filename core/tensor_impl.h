@@ -1,5 +1,6 @@
 /*
- * tensor_impl.h: what tensor.c, tensor_ops.c and tensor_print.c share.
+ * tensor_impl.h: what the tensor layer's files (storage.c, rng.c, tensor.c,
+ * tensor_ops.c, tensor_reduce.c, tensor_print.c) share.
  * Internal to the core (not installed, not part of the contract in tensor.h).
  *
  * The strided iterator (sit) walks up to four operands laid over one output
@@ -39,6 +40,21 @@ void xsa_bstrides(const xsa_tensor *t, int ndim, const int64_t *shape, int64_t *
 int xsa_bshape(const char *fn, int an, const int64_t *as, int bn, const int64_t *bs,
                int *on, int64_t *os);
 
+/* Element `off` (counted from the view's offset) of a float32 / int32 t. */
+static inline float *xsa_fptr(const xsa_tensor *t, int64_t off)
+{
+    return (float *)t->storage->data + t->offset + off;
+}
+
+static inline int32_t *xsa_iptr(const xsa_tensor *t, int64_t off)
+{
+    return (int32_t *)t->storage->data + t->offset + off;
+}
+
+/* A storage of nbytes (zero != 0 zero-fills), reusing a cached buffer of
+ * that size when there is one; NULL without a message when out of memory
+ * (storage.c). */
+xsa_storage *xsa_storage_alloc(size_t nbytes, int zero);
 /* Allocation with full checks; zero != 0 zero-fills. */
 xsa_tensor *xsa_talloc(const char *fn, xsa_dtype dt, int ndim, const int64_t *shape, int zero);
 /* Normalises a possibly negative dim against ndim (-1 on error, message names fn). */

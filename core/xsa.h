@@ -19,6 +19,7 @@
 #define XSA_VERSION "0.1.0"
 
 #include "error.h"
+#include "rng.h"
 #include "tensor.h"
 #include "autograd.h"
 #include "system.h"

@@ -1,0 +1,61 @@
+/*
+ * autograd_impl.h: what autograd.c (the engine), autograd_ops.c (backward
+ * rules of the tensor ops) and autograd_nn.c (the fused nn ops) share.
+ * Internal to the core (not installed, not part of the contract in
+ * autograd.h).
+ *
+ * An op records itself in three steps: xsa_agi_any_needs says whether any
+ * input wants a gradient (and grad mode is on); xsa_agi_node_new makes a node
+ * holding references to the inputs; the op fills the node's argument fields
+ * and xsa_agi_attach hangs it on the result. The node's backward receives the
+ * result's gradient g and sets gin[i] (owned) for each input i with need[i];
+ * the engine sums each back to the input's shape.
+ */
+#ifndef XSA_AUTOGRAD_IMPL_H
+#define XSA_AUTOGRAD_IMPL_H
+
+#include "autograd.h"
+
+struct xsa_ag_node;
+typedef struct xsa_ag_node node;
+typedef int (*bwd_fn)(node *n, xsa_tensor *g, xsa_tensor **gin);
+
+struct xsa_ag_node {
+    long refcount;
+    const char *name;
+    bwd_fn backward;
+    int n_in;
+    xsa_tensor *in[XSA_AG_MAX_INPUTS];   /* owned, may be NULL */
+    int need[XSA_AG_MAX_INPUTS];         /* input i wants a gradient */
+    xsa_tensor *out;                     /* alias of the result's values or NULL */
+    xsa_tensor *sv[4];                   /* other saved tensors (fused ops) */
+    int out_ndim;
+    int64_t out_shape[XSA_MAX_DIMS];
+    /* op arguments */
+    int op, dim, keepdim, reversed;
+    double s, lo, hi;
+    int perm[XSA_MAX_DIMS];
+    int64_t start;
+    int dims[4];                         /* fused ops: B, T, C, ... */
+    float lambda;
+    /* custom nodes */
+    xsa_ag_custom_fn cfn;
+    void *ctx;
+    void (*ctx_free)(void *);
+    /* backward bookkeeping */
+    xsa_tensor *gacc;                    /* gradient of the result so far */
+    unsigned long mark;
+    int released;                        /* buffers freed after a backward */
+    node *next_free;
+};
+
+/* 1 when grad mode is on and one of the n inputs requires grad. */
+int xsa_agi_any_needs(int n, xsa_tensor *const *in);
+/* A node named `name` with backward bw over n inputs (retained; NULL entries
+ * allowed); NULL with the error set when out of memory. */
+node *xsa_agi_node_new(const char *name, bwd_fn bw, int n, xsa_tensor *const *in);
+/* Hangs nd on out (a fresh result); save_out keeps an alias of out's values
+ * in nd->out. Returns out, or NULL after freeing both. */
+xsa_tensor *xsa_agi_attach(xsa_tensor *out, node *nd, int save_out);
+
+#endif
