@@ -9,7 +9,7 @@
  *
  * Non-goals: hooks, retain_grad on non-leaves, higher-order gradients.
  */
-#include "lxsa.h"
+#include "l_bind.h"
 #include "../core/nn.h"
 
 #define check xsa_lua_checktensor

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lxsa.h"
+#include "l_bind.h"
 
 #define TOKENIZER_MT "xsa.tokenizer"
 #define BOX_MT "xsa.tokenizer.box"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lxsa.h"
+#include "l_bind.h"
 
 #define LOADER_MT "xsa.data.loader"
 

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lxsa.h"
+#include "l_bind.h"
 
 #define GPT_MT "xsa.gpt"
 #define ADAMW_MT "xsa.adamw"

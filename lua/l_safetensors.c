@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lxsa.h"
+#include "l_bind.h"
 
 #define JSON_BOX_MT "xsa.json.box"
 #define ST_BOX_MT "xsa.safetensors.box"

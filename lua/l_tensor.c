@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lxsa.h"
+#include "l_bind.h"
 
 #define GEN_MT "xsa.generator"
 

@@ -1,5 +1,5 @@
 /*
- * xsa.c: the `xsa` executable: runs Lua scripts with the engine loaded and,
+ * main.c: the `xsa` executable: runs Lua scripts with the engine loaded and,
  * on a terminal with no script, an interactive REPL (libedit line editing
  * and history). Modelled on Lua's own lua.c (pmain, docall, msghandler,
  * laction): scripts run under lua_pcall with a traceback handler, errors go

@@ -1,12 +1,12 @@
 /*
- * l_xsa.c: luaopen_xsa, the entry point of the Lua module. Builds the `xsa`
+ * l_init.c: luaopen_xsa, the entry point of the Lua module. Builds the `xsa`
  * table from the binding files, then lets pure-Lua submodules (lua/xsa/NAME.lua:
  * train, plot, args, report, ...) load on first use, so `xsa.train.pair`
  * works without an explicit require.
  */
 #include <string.h>
 
-#include "lxsa.h"
+#include "l_bind.h"
 
 /* __index of the xsa table: xsa.NAME -> require("xsa.NAME") for names that
  * are Lua submodules; nil for anything else (no error on a plain miss). */

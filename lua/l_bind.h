@@ -1,13 +1,13 @@
 /*
- * lxsa.h: what the Lua binding files share. Not installed; not for C users
+ * l_bind.h: what the Lua binding files share. Not installed; not for C users
  * of libxsa (they include core/xsa.h).
  *
  * Each l_*.c file binds one userdata type or area and exposes one
  * `xsa_lua_open_*` function that adds its functions to the `xsa` table
  * found at the top of the stack (it must leave the stack as it found it).
  */
-#ifndef LXSA_H
-#define LXSA_H
+#ifndef XSA_L_BIND_H
+#define XSA_L_BIND_H
 
 #include <lauxlib.h>
 #include <lua.h>
