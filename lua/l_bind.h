@@ -16,6 +16,15 @@
 
 #define XSA_TENSOR_MT "xsa.tensor"
 
+/* l_bind.c: raises a Lua error with xsa_last_error() prefixed by nothing:
+ * core messages already name the function. */
+int xsa_lua_corefail(lua_State *L);
+/* Pushes a box (a userdata of type "xsa.box") and returns its slot, NULL at
+ * first. Whatever the caller stores there is freed by free_fn when the box
+ * is collected, so a Lua error cannot leak it; set the slot back to NULL to
+ * take it out again. */
+void **xsa_lua_newbox(lua_State *L, void (*free_fn)(void *));
+
 /* l_tensor.c */
 int xsa_lua_open_tensor(lua_State *L);
 /* The tensor at idx or a "bad argument" error. Raises "attempt to use a freed
@@ -25,9 +34,6 @@ xsa_tensor *xsa_lua_testtensor(lua_State *L, int idx); /* NULL if not a tensor *
 /* Pushes a userdata owning the reference `t` (steals it). If t is NULL,
  * raises a Lua error with xsa_last_error(). */
 void xsa_lua_pushtensor(lua_State *L, xsa_tensor *t);
-/* Raises a Lua error with xsa_last_error() prefixed by nothing: core messages
- * already name the function. */
-int xsa_lua_corefail(lua_State *L);
 
 /* l_autograd.c: requires_grad, backward, grad, no_grad, nn ops */
 int xsa_lua_open_autograd(lua_State *L);

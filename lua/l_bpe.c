@@ -18,33 +18,10 @@
 #include "l_bind.h"
 
 #define TOKENIZER_MT "xsa.tokenizer"
-#define BOX_MT "xsa.tokenizer.box"
 
 typedef struct {
     xsa_bpe *b;
 } lbpe;
-
-/* A userdata owning a malloc'd buffer, so a Lua error (out of memory in
- * lua_createtable/lua_pushlstring) can never leak it. */
-typedef struct {
-    void *p;
-} box;
-
-static int box_gc(lua_State *L)
-{
-    box *bx = luaL_checkudata(L, 1, BOX_MT);
-    free(bx->p);
-    bx->p = NULL;
-    return 0;
-}
-
-static box *newbox(lua_State *L)
-{
-    box *bx = lua_newuserdatauv(L, sizeof *bx, 0);
-    bx->p = NULL;
-    luaL_setmetatable(L, BOX_MT);
-    return bx;
-}
 
 static xsa_bpe *check(lua_State *L)
 {
@@ -99,10 +76,10 @@ static int32_t *encode_boxed(lua_State *L, xsa_bpe *b, size_t *n)
     size_t len;
     const char *s = luaL_checklstring(L, 2, &len);
     int flags = optflag(L, 3, "special") ? XSA_BPE_SPECIAL : 0;
-    box *bx = newbox(L);
+    void **bx = xsa_lua_newbox(L, free); /* a Lua error cannot leak the ids */
     int32_t *ids = xsa_bpe_encode(b, s, len, flags, n);
     if (!ids) xsa_lua_corefail(L);
-    bx->p = ids;
+    *bx = ids;
     return ids;
 }
 
@@ -150,7 +127,7 @@ static int t_count(lua_State *L)
 static int t_decode(lua_State *L)
 {
     xsa_bpe *b = check(L);
-    box *ids_box = newbox(L);
+    void **ids_box = xsa_lua_newbox(L, free);
     size_t n = 0;
     const int32_t *ids = NULL;
     xsa_tensor *t = xsa_lua_testtensor(L, 2);
@@ -164,13 +141,13 @@ static int t_decode(lua_State *L)
         if (copy && n) memcpy(copy, xsa_tensor_i32(c), n * sizeof *copy);
         xsa_tensor_free(c);
         if (!copy) return luaL_error(L, "decode: out of memory");
-        ids_box->p = copy;
+        *ids_box = copy;
         ids = copy;
     } else if (lua_type(L, 2) == LUA_TTABLE) {
         n = (size_t)lua_rawlen(L, 2);
         int32_t *v = malloc((n ? n : 1) * sizeof *v);
         if (!v) return luaL_error(L, "decode: out of memory");
-        ids_box->p = v;
+        *ids_box = v;
         for (size_t i = 0; i < n; i++) {
             lua_rawgeti(L, 2, (lua_Integer)i + 1);
             int isnum;
@@ -184,11 +161,11 @@ static int t_decode(lua_State *L)
     } else {
         return luaL_argerror(L, 2, "ids must be an int32 tensor or a table of integers");
     }
-    box *out = newbox(L);
+    void **out = xsa_lua_newbox(L, free);
     size_t len;
-    out->p = xsa_bpe_decode(b, ids, n, &len);
-    if (!out->p) return xsa_lua_corefail(L);
-    lua_pushlstring(L, out->p, len);
+    const char *text = *out = xsa_bpe_decode(b, ids, n, &len);
+    if (!text) return xsa_lua_corefail(L);
+    lua_pushlstring(L, text, len);
     return 1;
 }
 
@@ -253,10 +230,6 @@ xsa_bpe *xsa_lua_checkbpe(lua_State *L, int idx)
 
 int xsa_lua_open_bpe(lua_State *L)
 {
-    luaL_newmetatable(L, BOX_MT);
-    lua_pushcfunction(L, box_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
     luaL_newmetatable(L, TOKENIZER_MT);
     luaL_setfuncs(L, meta, 0);
     luaL_newlib(L, methods);

@@ -42,45 +42,19 @@
 
 #include "l_bind.h"
 
-#define JSON_BOX_MT "xsa.json.box"
-#define ST_BOX_MT "xsa.safetensors.box"
 #define JSON_ARRAY_MT "xsa.json.array"
 #define JSON_MAX_DEPTH CJSON_NESTING_LIMIT
 
-/* ---- boxes ------------------------------------------------------------- */
+/* ---- boxes (xsa_lua_newbox) --------------------------------------------- */
 
-typedef struct jbox { cJSON *root; } jbox;
-typedef struct stbox { xsa_st_file *f; } stbox;
-
-static int jbox_gc(lua_State *L)
-{
-    jbox *b = luaL_checkudata(L, 1, JSON_BOX_MT);
-    cJSON_Delete(b->root);
-    b->root = NULL;
-    return 0;
-}
-
-static int stbox_gc(lua_State *L)
-{
-    stbox *b = luaL_checkudata(L, 1, ST_BOX_MT);
-    xsa_st_free(b->f);
-    b->f = NULL;
-    return 0;
-}
-
-static jbox *newjbox(lua_State *L)
-{
-    jbox *b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->root = NULL;
-    luaL_setmetatable(L, JSON_BOX_MT);
-    return b;
-}
+static void json_free(void *p) { cJSON_Delete(p); }
+static void st_free(void *p) { xsa_st_free(p); }
 
 /* ---- JSON encode -------------------------------------------------------- */
 
 typedef struct enc {
     lua_State *L;
-    jbox *box;
+    void **root;       /* the box holding the tree built so far */
     int seen;          /* stack index of the table of tables being encoded */
     int depth;
     size_t plen;
@@ -121,7 +95,7 @@ static cJSON *attach(enc *e, cJSON *parent, const char *key, cJSON *item)
 {
     if (!item) enc_fail(e, "out of memory");
     if (!parent) {
-        e->box->root = item;
+        *e->root = item;
         return item;
     }
     int ok = key ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item);
@@ -389,7 +363,7 @@ static void encode_value(lua_State *L, int idx, int indent)
     e.depth = 0;
     strcpy(e.path, "value");
     e.plen = strlen(e.path);
-    e.box = newjbox(L);
+    e.root = xsa_lua_newbox(L, json_free);
     lua_newtable(L);
     e.seen = lua_gettop(L);
     put(&e, idx, NULL, NULL);
@@ -397,16 +371,16 @@ static void encode_value(lua_State *L, int idx, int indent)
     if (indent) {
         luaL_Buffer b;
         luaL_buffinit(L, &b);
-        pretty(&b, e.box->root, 0);
+        pretty(&b, *e.root, 0);
         luaL_pushresult(&b);
     } else {
-        char *s = cJSON_PrintUnformatted(e.box->root);
+        char *s = cJSON_PrintUnformatted(*e.root);
         if (!s) luaL_error(L, "json.encode: out of memory");
         lua_pushstring(L, s);
         cJSON_free(s);
     }
-    cJSON_Delete(e.box->root);
-    e.box->root = NULL;
+    cJSON_Delete(*e.root);
+    *e.root = NULL;
     lua_remove(L, -2); /* the now empty box */
 }
 
@@ -512,10 +486,10 @@ static void push_json(dec *d, const cJSON *v)
  * column C (byte B)" and returns 0. */
 static int decode_text(lua_State *L, const char *s, size_t len)
 {
-    jbox *b = newjbox(L);
+    void **root = xsa_lua_newbox(L, json_free);
     const char *end = NULL;
-    b->root = cJSON_ParseWithLengthOpts(s, len + 1, &end, 1);
-    if (!b->root) {
+    *root = cJSON_ParseWithLengthOpts(s, len + 1, &end, 1);
+    if (!*root) {
         size_t pos = end && end >= s ? (size_t)(end - s) : 0;
         if (pos > len) pos = len;
         int line = 1, col = 1;
@@ -542,9 +516,9 @@ static int decode_text(lua_State *L, const char *s, size_t len)
         return 0;
     }
     dec d = {L, s, len, 0};
-    push_json(&d, b->root);
-    cJSON_Delete(b->root);
-    b->root = NULL;
+    push_json(&d, *root);
+    cJSON_Delete(*root);
+    *root = NULL;
     lua_remove(L, -2); /* the box */
     return 1;
 }
@@ -634,12 +608,9 @@ static int l_read_file(lua_State *L)
 static int l_st_load(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    stbox *b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->f = NULL;
-    luaL_setmetatable(L, ST_BOX_MT);
-    b->f = xsa_st_load(path);
-    if (!b->f) return xsa_lua_corefail(L);
-    xsa_st_file *f = b->f;
+    void **box = xsa_lua_newbox(L, st_free);
+    xsa_st_file *f = *box = xsa_st_load(path);
+    if (!f) return xsa_lua_corefail(L);
     lua_createtable(L, 0, f->n);
     lua_createtable(L, 0, f->n_meta);
     lua_createtable(L, f->n, 0);
@@ -658,7 +629,7 @@ static int l_st_load(lua_State *L)
         lua_setfield(L, -3, f->meta_keys[i]);
     }
     xsa_st_free(f);
-    b->f = NULL;
+    *box = NULL;
     return 3;
 }
 
@@ -805,18 +776,8 @@ static const luaL_Reg json_funcs[] = {
     {NULL, NULL},
 };
 
-static void box_meta(lua_State *L, const char *name, lua_CFunction gc)
-{
-    luaL_newmetatable(L, name);
-    lua_pushcfunction(L, gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-}
-
 int xsa_lua_open_safetensors(lua_State *L)
 {
-    box_meta(L, JSON_BOX_MT, jbox_gc);
-    box_meta(L, ST_BOX_MT, stbox_gc);
     luaL_newmetatable(L, JSON_ARRAY_MT);
     lua_pop(L, 1);
 

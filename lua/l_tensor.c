@@ -81,11 +81,6 @@ static void account(lua_State *L, const xsa_tensor *t)
     }
 }
 
-int xsa_lua_corefail(lua_State *L)
-{
-    return luaL_error(L, "%s", xsa_last_error());
-}
-
 void xsa_lua_pushtensor(lua_State *L, xsa_tensor *t)
 {
     if (!t) {

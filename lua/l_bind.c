@@ -1,0 +1,48 @@
+/*
+ * l_bind.c: helpers every binding file shares (declared in l_bind.h):
+ * raising a core failure as a Lua error, and the box that frees a C buffer
+ * when a Lua error unwinds past the function that holds it.
+ *
+ * Owns the userdata type "xsa.box": a pointer and the function that frees
+ * it. A box lives only on a C function's stack; Lua code never sees one.
+ * Registers no Lua table.
+ *
+ * Non-goals: helpers one binding file alone needs (they stay static there);
+ * typed userdata (each type has its own file, check function and __gc).
+ */
+#include "l_bind.h"
+
+#define BOX_MT "xsa.box"
+
+typedef struct {
+    void *p;
+    void (*free)(void *);
+} box;
+
+int xsa_lua_corefail(lua_State *L)
+{
+    return luaL_error(L, "%s", xsa_last_error());
+}
+
+/* __gc: frees what the box still holds; a box emptied by its user (the slot
+ * set back to NULL) frees nothing. */
+static int box_gc(lua_State *L)
+{
+    box *b = luaL_checkudata(L, 1, BOX_MT);
+    if (b->p) b->free(b->p);
+    b->p = NULL;
+    return 0;
+}
+
+void **xsa_lua_newbox(lua_State *L, void (*free_fn)(void *))
+{
+    box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->p = NULL;
+    b->free = free_fn;
+    if (luaL_newmetatable(L, BOX_MT)) {
+        lua_pushcfunction(L, box_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    return &b->p;
+}
