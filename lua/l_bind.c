@@ -1,7 +1,8 @@
 /*
  * l_bind.c: helpers every binding file shares (declared in l_bind.h):
- * raising a core failure as a Lua error, and the box that frees a C buffer
- * when a Lua error unwinds past the function that holds it.
+ * raising a core failure as a Lua error, reading and writing whole files
+ * with luaL_fileresult's conventions, and the box that frees a C buffer when
+ * a Lua error unwinds past the function that holds it.
  *
  * Owns the userdata type "xsa.box": a pointer and the function that frees
  * it. A box lives only on a C function's stack; Lua code never sees one.
@@ -10,6 +11,8 @@
  * Non-goals: helpers one binding file alone needs (they stay static there);
  * typed userdata (each type has its own file, check function and __gc).
  */
+#include <stdlib.h>
+
 #include "l_bind.h"
 
 #define BOX_MT "xsa.box"
@@ -22,6 +25,29 @@ typedef struct {
 int xsa_lua_corefail(lua_State *L)
 {
     return luaL_error(L, "%s", xsa_last_error());
+}
+
+int xsa_lua_textresult(lua_State *L, char *text, size_t n)
+{
+    if (!text) {
+        lua_pushnil(L);
+        lua_pushstring(L, xsa_last_error());
+        return 2;
+    }
+    /* lua_pushlstring can only fail by a memory error; keep the buffer in a
+     * userdata-free path by pushing first, then freeing */
+    lua_pushlstring(L, text, n);
+    free(text);
+    return 1;
+}
+
+int xsa_lua_writeresult(lua_State *L, const char *path, int idx)
+{
+    size_t n;
+    const char *s = lua_tolstring(L, idx, &n);
+    if (xsa_atomic_write(path, s, n) != 0) return xsa_lua_corefail(L);
+    lua_pushboolean(L, 1);
+    return 1;
 }
 
 /* __gc: frees what the box still holds; a box emptied by its user (the slot

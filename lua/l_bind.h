@@ -19,6 +19,13 @@
 /* l_bind.c: raises a Lua error with xsa_last_error() prefixed by nothing:
  * core messages already name the function. */
 int xsa_lua_corefail(lua_State *L);
+/* A file's text from the core (malloc'd, consumed; NULL after a failure):
+ * pushes it as a string and returns 1, or pushes nil and xsa_last_error()
+ * and returns 2 (luaL_fileresult's convention). */
+int xsa_lua_textresult(lua_State *L, char *text, size_t n);
+/* Writes the string at idx to path atomically (xsa_atomic_write); pushes
+ * true and returns 1, or raises the core's error. */
+int xsa_lua_writeresult(lua_State *L, const char *path, int idx);
 /* Pushes a box (a userdata of type "xsa.box") and returns its slot, NULL at
  * first. Whatever the caller stores there is freed by free_fn when the box
  * is collected, so a Lua error cannot leak it; set the slot back to NULL to
@@ -39,7 +46,10 @@ void xsa_lua_pushtensor(lua_State *L, xsa_tensor *t);
 int xsa_lua_open_autograd(lua_State *L);
 /* l_gpt.c: xsa.gpt, xsa.optim */
 int xsa_lua_open_gpt(lua_State *L);
-/* l_safetensors.c: xsa.safetensors.load/save, xsa.json */
+/* l_base.c: pushes the xsa table with its own functions */
+int xsa_lua_open_base(lua_State *L);
+/* l_json.c: pushes xsa.json; l_safetensors.c: pushes xsa.safetensors */
+int xsa_lua_open_json(lua_State *L);
 int xsa_lua_open_safetensors(lua_State *L);
 /* l_bpe.c: xsa.tokenizer; l_data.c: the C side of xsa.data */
 int xsa_lua_open_bpe(lua_State *L);

@@ -186,14 +186,7 @@ static int l_read_text(lua_State *L)
     const char *path = luaL_checkstring(L, 1);
     size_t n;
     char *text = xsa_read_text(path, &n);
-    if (!text) {
-        lua_pushnil(L);
-        lua_pushstring(L, xsa_last_error());
-        return 2;
-    }
-    lua_pushlstring(L, text, n);
-    free(text);
-    return 1;
+    return xsa_lua_textresult(L, text, n);
 }
 
 static const luaL_Reg funcs[] = {

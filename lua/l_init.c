@@ -1,8 +1,15 @@
 /*
- * l_init.c: luaopen_xsa, the entry point of the Lua module. Builds the `xsa`
- * table from the binding files, then lets pure-Lua submodules (lua/xsa/NAME.lua:
+ * l_init.c: luaopen_xsa, the entry point of the Lua module (as Lua's
+ * linit.c opens the standard libraries). Builds the `xsa` table: its own
+ * functions (l_base.c), then one field per library table, each pushed by
+ * the file that owns it; then lets pure-Lua submodules (lua/xsa/NAME.lua:
  * train, plot, args, report, ...) load on first use, so `xsa.train.pair`
  * works without an explicit require.
+ *
+ * Owns no functions of its own: only the list of libraries and the xsa
+ * table's metatable (the lazy submodule loader).
+ *
+ * Non-goals: the executable (main.c), anything a library does.
  */
 #include <string.h>
 
@@ -34,52 +41,24 @@ static int lazy_submodule(lua_State *L)
     return 1;
 }
 
-static int l_version(lua_State *L)
-{
-    lua_pushstring(L, XSA_VERSION);
-    return 1;
-}
-
-static int l_blas(lua_State *L)
-{
-    lua_createtable(L, 0, 4);
-    lua_pushstring(L, xsa_blas_corename());
-    lua_setfield(L, -2, "core");
-    const char *best = xsa_cpu_best_coretype();
-    lua_pushstring(L, best ? best : "none");
-    lua_setfield(L, -2, "best");
-    lua_pushboolean(L, xsa_blas_is_fallback());
-    lua_setfield(L, -2, "fallback");
-    lua_pushinteger(L, xsa_threads());
-    lua_setfield(L, -2, "threads");
-    return 1;
-}
-
-static int l_set_threads(lua_State *L)
-{
-    lua_Integer n = luaL_checkinteger(L, 1);
-    luaL_argcheck(L, n >= 1 && n <= 1024, 1, "thread count must be in [1, 1024]");
-    if (xsa_set_threads((int)n) != 0) return xsa_lua_corefail(L);
-    return 0;
-}
-
-static const luaL_Reg funcs[] = {
-    {"version", l_version},
-    {"blas", l_blas},
-    {"set_threads", l_set_threads},
+/* The library tables: xsa.NAME = what the function pushes. */
+static const luaL_Reg libs[] = {
+    {"safetensors", xsa_lua_open_safetensors},
+    {"json", xsa_lua_open_json},
     {NULL, NULL},
 };
 
 int luaopen_xsa(lua_State *L);
 int luaopen_xsa(lua_State *L)
 {
-    luaL_newlib(L, funcs);
-    lua_pushstring(L, XSA_VERSION);
-    lua_setfield(L, -2, "_VERSION");
+    xsa_lua_open_base(L);
     xsa_lua_open_tensor(L);
     xsa_lua_open_autograd(L);
     xsa_lua_open_gpt(L);
-    xsa_lua_open_safetensors(L);
+    for (const luaL_Reg *lib = libs; lib->func; lib++) {
+        lib->func(L);
+        lua_setfield(L, -2, lib->name);
+    }
     xsa_lua_open_bpe(L);
     xsa_lua_open_data(L);
     lua_createtable(L, 0, 1);
