@@ -5,6 +5,7 @@
  *   threads=}, xsa.set_threads(n)
  *   xsa.read_file(path) -> bytes | nil, message
  *   xsa.write_file_atomic(path, s) -> true (temporary file, then rename)
+ *   xsa.no_grad(fn, ...) xsa.grad_enabled() xsa.set_grad_enabled(flag)
  *
  * Owns the functions of the xsa table; the tables inside it (xsa.json,
  * xsa.nn, ...) belong to their own files and are set by l_init.c.
@@ -60,6 +61,34 @@ static int l_read_file(lua_State *L)
     return xsa_lua_textresult(L, text, n);
 }
 
+/* ---- grad mode ----------------------------------------------------------- */
+
+/* xsa.no_grad(fn, ...): fn's results; grad mode restored even if fn raises */
+static int l_no_grad(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    int n = lua_gettop(L);
+    int prev = xsa_ag_set_enabled(0);
+    int rc = lua_pcall(L, n - 1, LUA_MULTRET, 0);
+    xsa_ag_set_enabled(prev);
+    if (rc != LUA_OK) return lua_error(L);
+    return lua_gettop(L);
+}
+
+static int l_grad_enabled(lua_State *L)
+{
+    lua_pushboolean(L, xsa_ag_is_enabled());
+    return 1;
+}
+
+/* xsa.set_grad_enabled(flag) -> previous flag */
+static int l_set_grad_enabled(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    lua_pushboolean(L, xsa_ag_set_enabled(lua_toboolean(L, 1)));
+    return 1;
+}
+
 /* ---- registration ------------------------------------------------------ */
 
 static const luaL_Reg base_funcs[] = {
@@ -68,6 +97,9 @@ static const luaL_Reg base_funcs[] = {
     {"set_threads", l_set_threads},
     {"write_file_atomic", l_write_file_atomic},
     {"read_file", l_read_file},
+    {"no_grad", l_no_grad},
+    {"grad_enabled", l_grad_enabled},
+    {"set_grad_enabled", l_set_grad_enabled},
     {NULL, NULL},
 };
 

@@ -42,8 +42,8 @@ xsa_tensor *xsa_lua_testtensor(lua_State *L, int idx); /* NULL if not a tensor *
  * raises a Lua error with xsa_last_error(). */
 void xsa_lua_pushtensor(lua_State *L, xsa_tensor *t);
 
-/* l_autograd.c: requires_grad, backward, grad, no_grad, nn ops */
-int xsa_lua_open_autograd(lua_State *L);
+/* l_nn.c: pushes xsa.nn */
+int xsa_lua_open_nn(lua_State *L);
 /* l_gpt.c: xsa.gpt, xsa.optim */
 int xsa_lua_open_gpt(lua_State *L);
 /* l_base.c: pushes the xsa table with its own functions */

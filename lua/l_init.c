@@ -43,6 +43,7 @@ static int lazy_submodule(lua_State *L)
 
 /* The library tables: xsa.NAME = what the function pushes. */
 static const luaL_Reg libs[] = {
+    {"nn", xsa_lua_open_nn},
     {"safetensors", xsa_lua_open_safetensors},
     {"json", xsa_lua_open_json},
     {NULL, NULL},
@@ -53,7 +54,6 @@ int luaopen_xsa(lua_State *L)
 {
     xsa_lua_open_base(L);
     xsa_lua_open_tensor(L);
-    xsa_lua_open_autograd(L);
     xsa_lua_open_gpt(L);
     for (const luaL_Reg *lib = libs; lib->func; lib++) {
         lib->func(L);

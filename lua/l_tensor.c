@@ -6,8 +6,9 @@
  * are converted here to the core's 0-based ones. Values (token ids, arange,
  * randint) are values, not indices, and are not shifted.
  *
- * Every op routes through the xsa_ag_* wrappers, so autograd works from Lua
- * (l_autograd.c adds requires_grad/backward/... to the same method table).
+ * Every op routes through the xsa_ag_* wrappers, so autograd works from Lua;
+ * the autograd methods (requires_grad, backward, ...) are registered here
+ * with the others.
  *
  * Memory: a userdata box holds one reference to its tensor. Lua's collector
  * sees only the small box, so large buffers are reported to it (a GC step
@@ -940,9 +941,16 @@ UNOP(t_log, XSA_LOG)
 UNOP(t_sqrt, XSA_SQRT)
 UNOP(t_tanh, XSA_TANH)
 UNOP(t_relu, XSA_RELU)
-UNOP(t_gelu, XSA_GELU)
 UNOP(t_abs, XSA_ABS)
 UNOP(t_sigmoid, XSA_SIGMOID)
+
+/* t:gelu(): the exact (erf) GELU of core/nn.h, the same C code as
+ * xsa.nn.gelu (l_nn.c) */
+static int t_gelu(lua_State *L)
+{
+    push(L, xsa_ag_gelu(check(L, 1)));
+    return 1;
+}
 
 /* number or tensor argument as a tensor; numbers become 0-d tensors pushed on
  * the stack (so nothing leaks if a later step raises). */
@@ -1257,6 +1265,64 @@ static int l_full_like(lua_State *L) { return like(L, 2); }
 static int l_rand_like(lua_State *L) { return like(L, 3); }
 static int l_randn_like(lua_State *L) { return like(L, 4); }
 
+/* ---- autograd ------------------------------------------------------------- */
+
+/* t:requires_grad() -> boolean; t:requires_grad(flag) -> t (for chaining) */
+static int t_requires_grad(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    if (lua_isnone(L, 2)) {
+        lua_pushboolean(L, xsa_ag_requires_grad(t));
+        return 1;
+    }
+    if (xsa_ag_set_requires_grad(t, lua_toboolean(L, 2)) != 0) return xsa_lua_corefail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* t:backward([grad] [, retain_graph]) */
+static int t_backward(lua_State *L)
+{
+    xsa_tensor *t = check(L, 1);
+    xsa_tensor *g = NULL;
+    int retain = 0;
+    if (lua_type(L, 2) == LUA_TBOOLEAN) {
+        retain = lua_toboolean(L, 2);
+    } else {
+        if (!lua_isnoneornil(L, 2)) g = check(L, 2);
+        retain = lua_toboolean(L, 3);
+    }
+    if (xsa_ag_backward(t, g, retain) != 0) return xsa_lua_corefail(L);
+    return 0;
+}
+
+static int t_zero_grad(lua_State *L)
+{
+    if (xsa_ag_zero_grad(check(L, 1)) != 0) return xsa_lua_corefail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int t_detach(lua_State *L)
+{
+    push(L, xsa_ag_detach(check(L, 1)));
+    return 1;
+}
+
+static int t_grad_fn(lua_State *L)
+{
+    const char *n = xsa_ag_grad_fn_name(check(L, 1));
+    if (n) lua_pushstring(L, n);
+    else lua_pushnil(L);
+    return 1;
+}
+
+static int t_is_leaf(lua_State *L)
+{
+    lua_pushboolean(L, check(L, 1)->grad_fn == NULL);
+    return 1;
+}
+
 /* ---- registration --------------------------------------------------------------- */
 
 static const luaL_Reg methods[] = {
@@ -1283,6 +1349,9 @@ static const luaL_Reg methods[] = {
     {"masked_fill", t_masked_fill}, {"split", t_split}, {"chunk", t_chunk},
     {"flatten", t_flatten}, {"std", t_std},
     {"mm", t_matmul}, {"bmm", t_matmul}, {"tolist", t_totable},
+    {"requires_grad", t_requires_grad}, {"backward", t_backward},
+    {"zero_grad", t_zero_grad}, {"detach", t_detach}, {"grad_fn", t_grad_fn},
+    {"is_leaf", t_is_leaf},
     {NULL, NULL},
 };
 
@@ -1317,7 +1386,7 @@ int xsa_lua_open_tensor(lua_State *L)
     luaL_setfuncs(L, metamethods, 0);
     luaL_newlib(L, methods);
     lua_pushvalue(L, -1);
-    lua_setfield(L, -3, "methods"); /* l_autograd.c adds its methods here */
+    lua_setfield(L, -3, "methods"); /* for introspection (the tests list it) */
     lua_pushcclosure(L, t_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
