@@ -2,7 +2,8 @@
  * l_bind.c: helpers every binding file shares (declared in l_bind.h):
  * raising a core failure as a Lua error, reading and writing whole files
  * with luaL_fileresult's conventions, and the box that frees a C buffer when
- * a Lua error unwinds past the function that holds it.
+ * a Lua error unwinds past the function that holds it; reading options
+ * tables (xsa.gpt{...}, xsa.optim.adamw(params, {...})).
  *
  * Owns the userdata type "xsa.box": a pointer and the function that frees
  * it. A box lives only on a C function's stack; Lua code never sees one.
@@ -11,7 +12,9 @@
  * Non-goals: helpers one binding file alone needs (they stay static there);
  * typed userdata (each type has its own file, check function and __gc).
  */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "l_bind.h"
 
@@ -71,4 +74,40 @@ void **xsa_lua_newbox(lua_State *L, void (*free_fn)(void *))
     }
     lua_setmetatable(L, -2);
     return &b->p;
+}
+
+/* ---- options tables ------------------------------------------------------ */
+
+int xsa_lua_opterror(lua_State *L, const char *fn, const char *msg)
+{
+    return luaL_error(L, "%s: %s", fn, msg);
+}
+
+double xsa_lua_numfield(lua_State *L, const char *fn, const char *key)
+{
+    if (lua_type(L, -1) != LUA_TNUMBER)
+        return xsa_lua_opterror(L, fn, lua_pushfstring(L, "%s must be a number (got %s)", key,
+                                                       luaL_typename(L, -1)));
+    double v = lua_tonumber(L, -1);
+    if (!isfinite(v)) return xsa_lua_opterror(L, fn, lua_pushfstring(L, "%s must be finite", key));
+    return v;
+}
+
+void xsa_lua_checkkeys(lua_State *L, const char *fn, int arg, const char *const *allowed)
+{
+    lua_pushnil(L);
+    while (lua_next(L, arg)) {
+        lua_pop(L, 1);
+        int ok = 0;
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            const char *k = lua_tostring(L, -1);
+            for (int i = 0; allowed[i]; i++)
+                if (strcmp(k, allowed[i]) == 0) ok = 1;
+        }
+        if (!ok) {
+            const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                                            : luaL_typename(L, -1);
+            xsa_lua_opterror(L, fn, lua_pushfstring(L, "unknown option '%s'", k));
+        }
+    }
 }

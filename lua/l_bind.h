@@ -31,6 +31,14 @@ int xsa_lua_writeresult(lua_State *L, const char *path, int idx);
  * is collected, so a Lua error cannot leak it; set the slot back to NULL to
  * take it out again. */
 void **xsa_lua_newbox(lua_State *L, void (*free_fn)(void *));
+/* Options tables. Errors read "FN: message" (options tables are read by
+ * several functions and constructors are called through __call, where
+ * argument numbers would mislead). */
+int xsa_lua_opterror(lua_State *L, const char *fn, const char *msg);
+/* The finite number at the top of the stack (the value of option `key`). */
+double xsa_lua_numfield(lua_State *L, const char *fn, const char *key);
+/* Every key of the options table at arg must be in `allowed` (NULL-ended). */
+void xsa_lua_checkkeys(lua_State *L, const char *fn, int arg, const char *const *allowed);
 
 /* l_tensor.c */
 int xsa_lua_open_tensor(lua_State *L);
@@ -44,8 +52,16 @@ void xsa_lua_pushtensor(lua_State *L, xsa_tensor *t);
 
 /* l_nn.c: pushes xsa.nn */
 int xsa_lua_open_nn(lua_State *L);
-/* l_gpt.c: xsa.gpt, xsa.optim */
+/* l_gpt.c: pushes xsa.gpt (the model type's constructor and load) */
 int xsa_lua_open_gpt(lua_State *L);
+/* l_optim.c: pushes xsa.optim (the AdamW type's constructor) */
+int xsa_lua_open_optim(lua_State *L);
+/* The optimizer at idx or a "bad argument" error ("attempt to use a freed
+ * optimizer" after :free()). */
+xsa_adamw *xsa_lua_checkadamw(lua_State *L, int idx);
+/* Pushes an optimizer userdata holding NULL and returns its slot: store the
+ * optimizer there and the userdata owns it (freed by its __gc). */
+xsa_adamw **xsa_lua_newadamw(lua_State *L);
 /* l_base.c: pushes the xsa table with its own functions */
 int xsa_lua_open_base(lua_State *L);
 /* l_json.c: pushes xsa.json; l_safetensors.c: pushes xsa.safetensors */

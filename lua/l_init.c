@@ -44,6 +44,8 @@ static int lazy_submodule(lua_State *L)
 /* The library tables: xsa.NAME = what the function pushes. */
 static const luaL_Reg libs[] = {
     {"nn", xsa_lua_open_nn},
+    {"gpt", xsa_lua_open_gpt},
+    {"optim", xsa_lua_open_optim},
     {"safetensors", xsa_lua_open_safetensors},
     {"json", xsa_lua_open_json},
     {NULL, NULL},
@@ -54,7 +56,6 @@ int luaopen_xsa(lua_State *L)
 {
     xsa_lua_open_base(L);
     xsa_lua_open_tensor(L);
-    xsa_lua_open_gpt(L);
     for (const luaL_Reg *lib = libs; lib->func; lib++) {
         lib->func(L);
         lua_setfield(L, -2, lib->name);
