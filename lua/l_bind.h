@@ -40,7 +40,7 @@ double xsa_lua_numfield(lua_State *L, const char *fn, const char *key);
 /* Every key of the options table at arg must be in `allowed` (NULL-ended). */
 void xsa_lua_checkkeys(lua_State *L, const char *fn, int arg, const char *const *allowed);
 
-/* l_tensor.c */
+/* l_tensor.c: creates the tensor's metatable ("xsa.tensor"); pushes nothing */
 int xsa_lua_open_tensor(lua_State *L);
 /* The tensor at idx or a "bad argument" error. Raises "attempt to use a freed
  * tensor" for one released with :free() / <close>. */
@@ -49,6 +49,23 @@ xsa_tensor *xsa_lua_testtensor(lua_State *L, int idx); /* NULL if not a tensor *
 /* Pushes a userdata owning the reference `t` (steals it). If t is NULL,
  * raises a Lua error with xsa_last_error(). */
 void xsa_lua_pushtensor(lua_State *L, xsa_tensor *t);
+/* The integer at arg (int64) or a "bad argument" error. */
+int64_t xsa_lua_checkint(lua_State *L, int arg);
+/* A 1-based (or negative, from the end) dimension argument to the core's
+ * 0-based one; `extra` is 1 where one past the end is allowed (unsqueeze,
+ * stack). */
+int xsa_lua_checkdim(lua_State *L, int arg, int ndim, int extra);
+/* t:matmul(b) / t:allclose(b [, rtol [, atol]]), also registered as
+ * xsa.matmul / xsa.allclose by l_base.c. */
+int xsa_lua_tensor_matmul(lua_State *L);
+int xsa_lua_tensor_allclose(lua_State *L);
+
+/* l_generator.c: creates the generator's metatable; pushes nothing */
+int xsa_lua_open_generator(lua_State *L);
+/* The generator at idx, or NULL if it is not one. */
+xsa_rng *xsa_lua_testgenerator(lua_State *L, int idx);
+/* Pushes a new generator seeded with seed. */
+void xsa_lua_pushgenerator(lua_State *L, uint64_t seed);
 
 /* l_nn.c: pushes xsa.nn */
 int xsa_lua_open_nn(lua_State *L);
@@ -64,6 +81,9 @@ xsa_adamw *xsa_lua_checkadamw(lua_State *L, int idx);
 xsa_adamw **xsa_lua_newadamw(lua_State *L);
 /* l_base.c: pushes the xsa table with its own functions */
 int xsa_lua_open_base(lua_State *L);
+/* xsa.rand/randn/randint (kind 0, 1, 2) and the generator's methods of the
+ * same names: ([g,] sizes...) */
+int xsa_lua_random(lua_State *L, int kind);
 /* l_json.c: pushes xsa.json; l_safetensors.c: pushes xsa.safetensors */
 int xsa_lua_open_json(lua_State *L);
 int xsa_lua_open_safetensors(lua_State *L);

@@ -54,8 +54,9 @@ static const luaL_Reg libs[] = {
 int luaopen_xsa(lua_State *L);
 int luaopen_xsa(lua_State *L)
 {
-    xsa_lua_open_base(L);
     xsa_lua_open_tensor(L);
+    xsa_lua_open_generator(L);
+    xsa_lua_open_base(L);
     for (const luaL_Reg *lib = libs; lib->func; lib++) {
         lib->func(L);
         lua_setfield(L, -2, lib->name);
