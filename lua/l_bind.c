@@ -2,8 +2,9 @@
  * l_bind.c: helpers every binding file shares (declared in l_bind.h):
  * raising a core failure as a Lua error, reading and writing whole files
  * with luaL_fileresult's conventions, and the box that frees a C buffer when
- * a Lua error unwinds past the function that holds it; reading options
- * tables (xsa.gpt{...}, xsa.optim.adamw(params, {...})).
+ * a Lua error unwinds past the function that holds it; creating a
+ * userdata type's metatable (liolib.c's createmeta); reading options tables
+ * (xsa.gpt{...}, xsa.optim.adamw(params, {...})).
  *
  * Owns the userdata type "xsa.box": a pointer and the function that frees
  * it. A box lives only on a C function's stack; Lua code never sees one.
@@ -74,6 +75,17 @@ void **xsa_lua_newbox(lua_State *L, void (*free_fn)(void *))
     }
     lua_setmetatable(L, -2);
     return &b->p;
+}
+
+void xsa_lua_newtype(lua_State *L, const char *name, const luaL_Reg *meta,
+                     const luaL_Reg *methods)
+{
+    luaL_newmetatable(L, name);
+    luaL_setfuncs(L, meta, 0);
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
 }
 
 /* ---- options tables ------------------------------------------------------ */

@@ -2,9 +2,23 @@
  * l_bind.h: what the Lua binding files share. Not installed; not for C users
  * of libxsa (they include core/xsa.h).
  *
- * Each l_*.c file binds one userdata type or area and exposes one
- * `xsa_lua_open_*` function that adds its functions to the `xsa` table
- * found at the top of the stack (it must leave the stack as it found it).
+ * One l_*.c file per Lua table or userdata type, each registering only its
+ * own functions (as Lua keeps one library per file: liolib.c is io):
+ *   l_init.c        luaopen_xsa: the xsa table, one field per library (linit.c)
+ *   l_base.c        the xsa table's own functions (lbaselib.c)
+ *   l_tensor.c      the tensor type          l_generator.c  the generator type
+ *   l_nn.c          xsa.nn                   l_json.c       xsa.json
+ *   l_safetensors.c xsa.safetensors
+ *   l_gpt.c         xsa.gpt, the model type  l_optim.c      xsa.optim, the AdamW type
+ *   l_bpe.c         xsa._tokenizer, the tokenizer type
+ *   l_data.c        xsa._data, the loader type
+ *   l_bind.c        the helpers below (and the scratch box type)
+ * main.c is the executable, not a binding.
+ *
+ * Open functions: a library's xsa_lua_open_NAME creates the metatables of
+ * the types its functions construct and pushes its table (returns 1);
+ * l_init.c stores it in the xsa table. A type's open function creates its
+ * metatable and pushes nothing (returns 0).
  */
 #ifndef XSA_L_BIND_H
 #define XSA_L_BIND_H
@@ -16,8 +30,10 @@
 
 #define XSA_TENSOR_MT "xsa.tensor"
 
-/* l_bind.c: raises a Lua error with xsa_last_error() prefixed by nothing:
- * core messages already name the function. */
+/* ---- l_bind.c ------------------------------------------------------------ */
+
+/* Raises a Lua error with xsa_last_error() prefixed by nothing: core
+ * messages already name the function. */
 int xsa_lua_corefail(lua_State *L);
 /* A file's text from the core (malloc'd, consumed; NULL after a failure):
  * pushes it as a string and returns 1, or pushes nil and xsa_last_error()
@@ -31,6 +47,11 @@ int xsa_lua_writeresult(lua_State *L, const char *path, int idx);
  * is collected, so a Lua error cannot leak it; set the slot back to NULL to
  * take it out again. */
 void **xsa_lua_newbox(lua_State *L, void (*free_fn)(void *));
+/* Creates the metatable `name` of a userdata type (as liolib.c's
+ * createmeta): the metamethods `meta`, and __index a new table of
+ * `methods`. Leaves the stack as it was. */
+void xsa_lua_newtype(lua_State *L, const char *name, const luaL_Reg *meta,
+                     const luaL_Reg *methods);
 /* Options tables. Errors read "FN: message" (options tables are read by
  * several functions and constructors are called through __call, where
  * argument numbers would mislead). */
@@ -40,7 +61,17 @@ double xsa_lua_numfield(lua_State *L, const char *fn, const char *key);
 /* Every key of the options table at arg must be in `allowed` (NULL-ended). */
 void xsa_lua_checkkeys(lua_State *L, const char *fn, int arg, const char *const *allowed);
 
-/* l_tensor.c: creates the tensor's metatable ("xsa.tensor"); pushes nothing */
+/* ---- l_base.c: the xsa table's own functions ----------------------------- */
+
+/* Pushes the xsa table with its own functions. */
+int xsa_lua_open_base(lua_State *L);
+/* xsa.rand/randn/randint (kind 0, 1, 2) and the generator's methods of the
+ * same names: ([g,] sizes...) */
+int xsa_lua_random(lua_State *L, int kind);
+
+/* ---- l_tensor.c: the tensor type ----------------------------------------- */
+
+/* Creates the tensor's metatable (XSA_TENSOR_MT); pushes nothing. */
 int xsa_lua_open_tensor(lua_State *L);
 /* The tensor at idx or a "bad argument" error. Raises "attempt to use a freed
  * tensor" for one released with :free() / <close>. */
@@ -60,37 +91,32 @@ int xsa_lua_checkdim(lua_State *L, int arg, int ndim, int extra);
 int xsa_lua_tensor_matmul(lua_State *L);
 int xsa_lua_tensor_allclose(lua_State *L);
 
-/* l_generator.c: creates the generator's metatable; pushes nothing */
+/* ---- l_generator.c: the generator type ----------------------------------- */
+
+/* Creates the generator's metatable; pushes nothing. */
 int xsa_lua_open_generator(lua_State *L);
 /* The generator at idx, or NULL if it is not one. */
 xsa_rng *xsa_lua_testgenerator(lua_State *L, int idx);
 /* Pushes a new generator seeded with seed. */
 void xsa_lua_pushgenerator(lua_State *L, uint64_t seed);
 
-/* l_nn.c: pushes xsa.nn */
-int xsa_lua_open_nn(lua_State *L);
-/* l_gpt.c: pushes xsa.gpt (the model type's constructor and load) */
-int xsa_lua_open_gpt(lua_State *L);
-/* l_optim.c: pushes xsa.optim (the AdamW type's constructor) */
-int xsa_lua_open_optim(lua_State *L);
-/* The optimizer at idx or a "bad argument" error ("attempt to use a freed
- * optimizer" after :free()). */
+/* ---- the libraries: each pushes its table -------------------------------- */
+
+int xsa_lua_open_nn(lua_State *L);          /* l_nn.c: xsa.nn */
+int xsa_lua_open_json(lua_State *L);        /* l_json.c: xsa.json */
+int xsa_lua_open_safetensors(lua_State *L); /* l_safetensors.c: xsa.safetensors */
+int xsa_lua_open_gpt(lua_State *L);         /* l_gpt.c: xsa.gpt and the model type */
+int xsa_lua_open_optim(lua_State *L);       /* l_optim.c: xsa.optim and the AdamW type */
+int xsa_lua_open_bpe(lua_State *L);         /* l_bpe.c: xsa._tokenizer and its type */
+int xsa_lua_open_data(lua_State *L);        /* l_data.c: xsa._data and the loader type */
+
+/* l_optim.c: the optimizer at idx or a "bad argument" error ("attempt to
+ * use a freed optimizer" after :free()). */
 xsa_adamw *xsa_lua_checkadamw(lua_State *L, int idx);
-/* Pushes an optimizer userdata holding NULL and returns its slot: store the
- * optimizer there and the userdata owns it (freed by its __gc). */
+/* l_optim.c: pushes an optimizer userdata holding NULL and returns its slot:
+ * store the optimizer there and the userdata owns it (freed by its __gc). */
 xsa_adamw **xsa_lua_newadamw(lua_State *L);
-/* l_base.c: pushes the xsa table with its own functions */
-int xsa_lua_open_base(lua_State *L);
-/* xsa.rand/randn/randint (kind 0, 1, 2) and the generator's methods of the
- * same names: ([g,] sizes...) */
-int xsa_lua_random(lua_State *L, int kind);
-/* l_json.c: pushes xsa.json; l_safetensors.c: pushes xsa.safetensors */
-int xsa_lua_open_json(lua_State *L);
-int xsa_lua_open_safetensors(lua_State *L);
-/* l_bpe.c: xsa.tokenizer; l_data.c: the C side of xsa.data */
-int xsa_lua_open_bpe(lua_State *L);
-/* The tokenizer userdata at idx (l_bpe.c) or a "bad argument" error. */
+/* l_bpe.c: the tokenizer userdata at idx or a "bad argument" error. */
 xsa_bpe *xsa_lua_checkbpe(lua_State *L, int idx);
-int xsa_lua_open_data(lua_State *L);
 
 #endif

@@ -1,7 +1,9 @@
 /*
  * l_bpe.c: the tokenizer userdata ("xsa.tokenizer") over core/bpe.h.
  *
- * Registers xsa._tokenizer = { load = function(encoder_json, vocab_bpe) }.
+ * Owns the xsa._tokenizer table, { load = function(encoder_json, vocab_bpe) },
+ * and the tokenizer type it constructs (as liolib.c owns io and its file
+ * handles); other binding files take a tokenizer with xsa_lua_checkbpe.
  * The public face, xsa.tokenizer (gpt2(), which finds the files, and load()),
  * is lua/xsa/tokenizer.lua. Methods (ids are 0-based GPT-2 ids):
  *   tok:encode(str [, {special = true, table = true}]) -> int32 tensor [n] (or table)
@@ -228,16 +230,12 @@ xsa_bpe *xsa_lua_checkbpe(lua_State *L, int idx)
     return u->b;
 }
 
+/* Creates the tokenizer's metatable; pushes the xsa._tokenizer table. */
 int xsa_lua_open_bpe(lua_State *L)
 {
-    luaL_newmetatable(L, TOKENIZER_MT);
-    luaL_setfuncs(L, meta, 0);
-    luaL_newlib(L, methods);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    xsa_lua_newtype(L, TOKENIZER_MT, meta, methods);
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, l_load);
     lua_setfield(L, -2, "load");
-    lua_setfield(L, -2, "_tokenizer");
-    return 0;
+    return 1;
 }

@@ -48,6 +48,11 @@ static int g_tostring(lua_State *L)
     return 1;
 }
 
+static const luaL_Reg gen_meta[] = {
+    {"__tostring", g_tostring},
+    {NULL, NULL},
+};
+
 static const luaL_Reg gen_methods[] = {
     {"rand", g_rand}, {"randn", g_randn}, {"randint", g_randint},
     {"manual_seed", g_manual_seed},
@@ -57,11 +62,6 @@ static const luaL_Reg gen_methods[] = {
 /* Creates the generator's metatable; pushes nothing. */
 int xsa_lua_open_generator(lua_State *L)
 {
-    luaL_newmetatable(L, GEN_MT);
-    luaL_newlib(L, gen_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, g_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
+    xsa_lua_newtype(L, GEN_MT, gen_meta, gen_methods);
     return 0;
 }

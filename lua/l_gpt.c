@@ -495,11 +495,7 @@ static const luaL_Reg gpt_meta[] = {
 /* Creates the model's metatable; pushes the xsa.gpt table. */
 int xsa_lua_open_gpt(lua_State *L)
 {
-    luaL_newmetatable(L, GPT_MT);
-    luaL_setfuncs(L, gpt_meta, 0);
-    luaL_newlib(L, gpt_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    xsa_lua_newtype(L, GPT_MT, gpt_meta, gpt_methods);
 
     /* xsa.gpt: a table with load, callable as the constructor */
     lua_createtable(L, 0, 1);

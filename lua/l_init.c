@@ -48,6 +48,8 @@ static const luaL_Reg libs[] = {
     {"optim", xsa_lua_open_optim},
     {"safetensors", xsa_lua_open_safetensors},
     {"json", xsa_lua_open_json},
+    {"_tokenizer", xsa_lua_open_bpe},
+    {"_data", xsa_lua_open_data},
     {NULL, NULL},
 };
 
@@ -61,8 +63,6 @@ int luaopen_xsa(lua_State *L)
         lib->func(L);
         lua_setfield(L, -2, lib->name);
     }
-    xsa_lua_open_bpe(L);
-    xsa_lua_open_data(L);
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, lazy_submodule);
     lua_setfield(L, -2, "__index");
