@@ -116,6 +116,9 @@ xsa_adamw *xsa_lua_checkadamw(lua_State *L, int idx);
 /* l_optim.c: pushes an optimizer userdata holding NULL and returns its slot:
  * store the optimizer there and the userdata owns it (freed by its __gc). */
 xsa_adamw **xsa_lua_newadamw(lua_State *L);
+/* l_nn.c: the Lua names of the XSA_NN_PROBE_N attention probe metrics (nn.h
+ * order), for xsa.nn.attention and model:probe. */
+extern const char *const xsa_lua_probe_names[XSA_NN_PROBE_N];
 /* l_bpe.c: the tokenizer userdata at idx or a "bad argument" error. */
 xsa_bpe *xsa_lua_checkbpe(lua_State *L, int idx);
 

@@ -373,9 +373,6 @@ static int m_config(lua_State *L)
     return 1;
 }
 
-static const char *const probe_names[XSA_NN_PROBE_N] = {
-    "value_cos", "self_attn", "pre_cos", "post_cos", "pre_cos_pos1", "post_cos_pos1"};
-
 /* model:probe(loader [, n]): batches 1..n of loader:batch(i) (n defaults to
  * and is capped by loader:num_batches()); per layer the per-batch means
  * averaged over batches, then over heads (per-head values in .heads). */
@@ -421,7 +418,7 @@ static int m_probe(lua_State *L)
             lua_createtable(L, 0, XSA_NN_PROBE_N);
             for (int k = 0; k < XSA_NN_PROBE_N; k++) {
                 lua_pushnumber(L, acc[((size_t)l * NH + h) * XSA_NN_PROBE_N + k] / (double)n);
-                lua_setfield(L, -2, probe_names[k]);
+                lua_setfield(L, -2, xsa_lua_probe_names[k]);
             }
             lua_rawseti(L, -2, h + 1);
         }
@@ -430,7 +427,7 @@ static int m_probe(lua_State *L)
             double s = 0;
             for (int h = 0; h < NH; h++) s += acc[((size_t)l * NH + h) * XSA_NN_PROBE_N + k];
             lua_pushnumber(L, s / ((double)n * NH));
-            lua_setfield(L, -2, probe_names[k]);
+            lua_setfield(L, -2, xsa_lua_probe_names[k]);
         }
         lua_rawseti(L, -2, l + 1);
     }

@@ -54,6 +54,9 @@ static int nn_gelu(lua_State *L)
     return 1;
 }
 
+const char *const xsa_lua_probe_names[XSA_NN_PROBE_N] = {
+    "value_cos", "self_attn", "pre_cos", "post_cos", "pre_cos_pos1", "post_cos_pos1"};
+
 /*
  * attention(q, k, v, n_head [, lambda [, opts]]) or attention(qkv, n_head
  * [, lambda [, opts]]); lambda defaults to 0 (SA). opts {probe=true,
@@ -94,14 +97,12 @@ static int nn_attention(lua_State *L)
         lua_setfield(L, -2, "weights");
     }
     if (want_probe) {
-        static const char *names[XSA_NN_PROBE_N] = {"value_cos", "self_attn", "pre_cos",
-                                                    "post_cos", "pre_cos_pos1", "post_cos_pos1"};
         lua_createtable(L, (int)nh, 0);
         for (lua_Integer h = 0; h < nh; h++) {
             lua_createtable(L, 0, XSA_NN_PROBE_N);
             for (int m = 0; m < XSA_NN_PROBE_N; m++) {
                 lua_pushnumber(L, probe[h * XSA_NN_PROBE_N + m]);
-                lua_setfield(L, -2, names[m]);
+                lua_setfield(L, -2, xsa_lua_probe_names[m]);
             }
             lua_rawseti(L, -2, h + 1);
         }

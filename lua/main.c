@@ -11,7 +11,12 @@
  * below what the CPU supports, xsa re-executes itself once with the right
  * OPENBLAS_CORETYPE, because OpenBLAS reads it only when it loads.
  *
- * Non-goals: lua.c's -l/-i/-W/-E options beyond what is listed in usage().
+ * Owns no Lua table or type: it opens the module (luaopen_xsa, l_init.c)
+ * as the global `xsa`. Built into the executable only, never into xsa.so
+ * (the Makefile's binding list is lua/l_*.c).
+ *
+ * Non-goals: lua.c's -l/-i/-W/-E options beyond what is listed in usage();
+ * anything a binding does.
  */
 #include <errno.h>
 #include <limits.h>
