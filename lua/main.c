@@ -148,6 +148,16 @@ static int is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* package.path = DIR/?.lua;DIR/?/init.lua;<what it was> */
+static void prepend_path(lua_State *L, const char *dir)
+{
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
+    lua_setfield(L, -3, "path");
+    lua_pop(L, 2);
+}
+
 /* The checkout (or install) root: the folder holding lua/xsa/, searched from
  * the executable's folder and its parent (build/xsa lives one level down). */
 static void add_module_paths(lua_State *L)
@@ -168,12 +178,10 @@ static void add_module_paths(lua_State *L)
         char *real = realpath(root, NULL);
         if (!real) continue;
         setenv("XSA_ROOT", real, 0);
-        lua_getglobal(L, "package");
-        lua_getfield(L, -1, "path");
-        lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua;%s", real, real, lua_tostring(L, -1));
-        lua_setfield(L, -3, "path");
-        lua_pop(L, 2);
+        lua_pushfstring(L, "%s/lua", real);
         free(real);
+        prepend_path(L, lua_tostring(L, -1));
+        lua_pop(L, 1);
         return;
     }
     /* an installed xsa: PREFIX/bin/xsa with modules in PREFIX/share/lua/5.4 */
@@ -182,11 +190,7 @@ static void add_module_paths(lua_State *L)
     char *real = realpath(probe, NULL);
     if (!real) return;
     real[strlen(real) - strlen("/xsa")] = '\0';
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "path");
-    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", real, real, lua_tostring(L, -1));
-    lua_setfield(L, -3, "path");
-    lua_pop(L, 2);
+    prepend_path(L, real);
     free(real);
 }
 
