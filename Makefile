@@ -100,7 +100,7 @@ $(LIB_SO): $(CORE_OBJ)
 $(LUA_SO): $(BIND_OBJ) $(CORE_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(EXE): $(BUILD)/lua/xsa.o $(BIND_OBJ) $(CORE_OBJ)
+$(EXE): $(BUILD)/lua/main.o $(BIND_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LUA_LIBS) $(LIBS) $(EDIT_LIBS)
 
 $(BUILD)/tests/%: tests/%.c $(LIB_A) $(wildcard tests/*.h)

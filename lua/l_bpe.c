@@ -1,7 +1,9 @@
 /*
  * l_bpe.c: the tokenizer userdata ("xsa.tokenizer") over core/bpe.h.
  *
- * Registers xsa._tokenizer = { load = function(encoder_json, vocab_bpe) }.
+ * Owns the xsa._tokenizer table, { load = function(encoder_json, vocab_bpe) },
+ * and the tokenizer type it constructs (as liolib.c owns io and its file
+ * handles); other binding files take a tokenizer with xsa_lua_checkbpe.
  * The public face, xsa.tokenizer (gpt2(), which finds the files, and load()),
  * is lua/xsa/tokenizer.lua. Methods (ids are 0-based GPT-2 ids):
  *   tok:encode(str [, {special = true, table = true}]) -> int32 tensor [n] (or table)
@@ -15,36 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lxsa.h"
+#include "l_bind.h"
 
 #define TOKENIZER_MT "xsa.tokenizer"
-#define BOX_MT "xsa.tokenizer.box"
 
 typedef struct {
     xsa_bpe *b;
 } lbpe;
-
-/* A userdata owning a malloc'd buffer, so a Lua error (out of memory in
- * lua_createtable/lua_pushlstring) can never leak it. */
-typedef struct {
-    void *p;
-} box;
-
-static int box_gc(lua_State *L)
-{
-    box *bx = luaL_checkudata(L, 1, BOX_MT);
-    free(bx->p);
-    bx->p = NULL;
-    return 0;
-}
-
-static box *newbox(lua_State *L)
-{
-    box *bx = lua_newuserdatauv(L, sizeof *bx, 0);
-    bx->p = NULL;
-    luaL_setmetatable(L, BOX_MT);
-    return bx;
-}
 
 static xsa_bpe *check(lua_State *L)
 {
@@ -99,10 +78,10 @@ static int32_t *encode_boxed(lua_State *L, xsa_bpe *b, size_t *n)
     size_t len;
     const char *s = luaL_checklstring(L, 2, &len);
     int flags = optflag(L, 3, "special") ? XSA_BPE_SPECIAL : 0;
-    box *bx = newbox(L);
+    void **bx = xsa_lua_newbox(L, free); /* a Lua error cannot leak the ids */
     int32_t *ids = xsa_bpe_encode(b, s, len, flags, n);
     if (!ids) xsa_lua_corefail(L);
-    bx->p = ids;
+    *bx = ids;
     return ids;
 }
 
@@ -150,7 +129,7 @@ static int t_count(lua_State *L)
 static int t_decode(lua_State *L)
 {
     xsa_bpe *b = check(L);
-    box *ids_box = newbox(L);
+    void **ids_box = xsa_lua_newbox(L, free);
     size_t n = 0;
     const int32_t *ids = NULL;
     xsa_tensor *t = xsa_lua_testtensor(L, 2);
@@ -164,13 +143,13 @@ static int t_decode(lua_State *L)
         if (copy && n) memcpy(copy, xsa_tensor_i32(c), n * sizeof *copy);
         xsa_tensor_free(c);
         if (!copy) return luaL_error(L, "decode: out of memory");
-        ids_box->p = copy;
+        *ids_box = copy;
         ids = copy;
     } else if (lua_type(L, 2) == LUA_TTABLE) {
         n = (size_t)lua_rawlen(L, 2);
         int32_t *v = malloc((n ? n : 1) * sizeof *v);
         if (!v) return luaL_error(L, "decode: out of memory");
-        ids_box->p = v;
+        *ids_box = v;
         for (size_t i = 0; i < n; i++) {
             lua_rawgeti(L, 2, (lua_Integer)i + 1);
             int isnum;
@@ -184,11 +163,11 @@ static int t_decode(lua_State *L)
     } else {
         return luaL_argerror(L, 2, "ids must be an int32 tensor or a table of integers");
     }
-    box *out = newbox(L);
+    void **out = xsa_lua_newbox(L, free);
     size_t len;
-    out->p = xsa_bpe_decode(b, ids, n, &len);
-    if (!out->p) return xsa_lua_corefail(L);
-    lua_pushlstring(L, out->p, len);
+    const char *text = *out = xsa_bpe_decode(b, ids, n, &len);
+    if (!text) return xsa_lua_corefail(L);
+    lua_pushlstring(L, text, len);
     return 1;
 }
 
@@ -251,20 +230,12 @@ xsa_bpe *xsa_lua_checkbpe(lua_State *L, int idx)
     return u->b;
 }
 
+/* Creates the tokenizer's metatable; pushes the xsa._tokenizer table. */
 int xsa_lua_open_bpe(lua_State *L)
 {
-    luaL_newmetatable(L, BOX_MT);
-    lua_pushcfunction(L, box_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    luaL_newmetatable(L, TOKENIZER_MT);
-    luaL_setfuncs(L, meta, 0);
-    luaL_newlib(L, methods);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    xsa_lua_newtype(L, TOKENIZER_MT, meta, methods);
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, l_load);
     lua_setfield(L, -2, "load");
-    lua_setfield(L, -2, "_tokenizer");
-    return 0;
+    return 1;
 }

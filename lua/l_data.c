@@ -1,6 +1,7 @@
 /*
  * l_data.c: the C side of xsa.data (core/data.h), registered as xsa._data;
  * lua/xsa/data.lua builds the public loaders on it.
+ *   xsa._data.read_text(path) -> bytes (xz decompressed) | nil, message
  *   xsa._data.story_tokens(tok, source [, cache]) -> int32 tensor [N], status
  *       status = {from_cache=, reason=, written=, write_error=}
  *   xsa._data.tokenize_stories(tok, text) -> int32 tensor [N]
@@ -8,13 +9,17 @@
  *   xsa._data.loader(tokens, first_window, n_windows, seq_len, batch, shuffle, seed)
  *       -> userdata with :num_batches() :batch(i) :next() :reset() :epoch()
  *          :position() :window(k) (1-based i, k, epochs and window numbers)
+ *
+ * Owns the xsa._data table and the loader type ("xsa.data.loader") its
+ * loader() constructs (as liolib.c owns io and its file handles).
+ *
  * Non-goals: finding files, the loader protocol's fields (data.lua).
  */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "lxsa.h"
+#include "l_bind.h"
 
 #define LOADER_MT "xsa.data.loader"
 
@@ -169,6 +174,12 @@ static int ld_window(lua_State *L)
     return 1;
 }
 
+static const luaL_Reg loader_meta[] = {
+    {"__gc", ld_gc},
+    {"__close", ld_gc},
+    {NULL, NULL},
+};
+
 static const luaL_Reg loader_methods[] = {
     {"num_batches", ld_num_batches},
     {"batch", ld_batch},
@@ -187,14 +198,7 @@ static int l_read_text(lua_State *L)
     const char *path = luaL_checkstring(L, 1);
     size_t n;
     char *text = xsa_read_text(path, &n);
-    if (!text) {
-        lua_pushnil(L);
-        lua_pushstring(L, xsa_last_error());
-        return 2;
-    }
-    lua_pushlstring(L, text, n);
-    free(text);
-    return 1;
+    return xsa_lua_textresult(L, text, n);
 }
 
 /* is_file(path) -> true, or nil + why (missing, a directory, a FIFO, a
@@ -223,17 +227,10 @@ static const luaL_Reg funcs[] = {
     {NULL, NULL},
 };
 
+/* Creates the loader's metatable; pushes the xsa._data table. */
 int xsa_lua_open_data(lua_State *L)
 {
-    luaL_newmetatable(L, LOADER_MT);
-    lua_pushcfunction(L, ld_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, ld_gc);
-    lua_setfield(L, -2, "__close");
-    luaL_newlib(L, loader_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    xsa_lua_newtype(L, LOADER_MT, loader_meta, loader_methods);
     luaL_newlib(L, funcs);
-    lua_setfield(L, -2, "_data");
-    return 0;
+    return 1;
 }

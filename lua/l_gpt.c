@@ -1,6 +1,6 @@
 /*
- * l_gpt.c: the Lua face of the GPT model (core/gpt.h) and of AdamW
- * (core/optim.h):
+ * l_gpt.c: the `xsa.gpt` table and the GPT model userdata ("xsa.gpt") over
+ * core/gpt.h:
  *
  *   model = xsa.gpt{vocab=50257, n_layer=2, d_model=128, n_head=2, seq_len=64,
  *                   attention="sa", lambda=1.0, seed=0}
@@ -14,28 +14,28 @@
  *   model:num_params() / model:config() / model:probe(loader [, n])
  *   model:save(path [, {optimizer=opt}]) / xsa.gpt.load(path) -> model, opt|nil
  *   model:free() (also __close)
- *   opt = xsa.optim.adamw(params, {lr=1e-3, betas={0.9,0.999}, eps=1e-8,
- *                                  weight_decay=0.01})
- *   opt:step() / opt:zero_grad() / opt.lr (read/write) / opt:free()
+ *
+ * Owns the xsa.gpt table (load, and __call as the constructor) and the model
+ * type it constructs (as liolib.c owns io and its file handles). The
+ * optimizer a checkpoint carries is the xsa.adamw type of l_optim.c.
  *
  * Token tensors are int32 [B,T] (0-based token ids; they are values, not
  * indices). Misuse and core failures raise errors; a checkpoint that fails
  * to load raises too (as xsa.safetensors.load does).
  *
  * Temporary buffers are Lua userdata, never malloc, so a raised error
- * cannot leak them. Non-goals: algorithms (all in core/).
+ * cannot leak them. Non-goals: algorithms (all in core/), the optimizer
+ * (l_optim.c).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lxsa.h"
+#include "l_bind.h"
 
 #define GPT_MT "xsa.gpt"
-#define ADAMW_MT "xsa.adamw"
 
 typedef struct { xsa_gpt *m; } gbox;
-typedef struct { xsa_adamw *o; } obox;
 
 /* ---- boxes -------------------------------------------------------------- */
 
@@ -52,13 +52,6 @@ static xsa_gpt *checkgpt(lua_State *L, int idx)
     gbox *b = luaL_checkudata(L, idx, GPT_MT);
     if (!b->m) luaL_error(L, "attempt to use a freed model");
     return b->m;
-}
-
-static xsa_adamw *checkadamw(lua_State *L, int idx)
-{
-    obox *b = luaL_checkudata(L, idx, ADAMW_MT);
-    if (!b->o) luaL_error(L, "attempt to use a freed optimizer");
-    return b->o;
 }
 
 /* Reports a model's big buffers (parameters, gradients) to the collector. */
@@ -95,25 +88,7 @@ static int g_gc(lua_State *L)
     return 0;
 }
 
-static int o_gc(lua_State *L)
-{
-    obox *b = luaL_checkudata(L, 1, ADAMW_MT);
-    if (b->o) {
-        xsa_adamw_free(b->o);
-        b->o = NULL;
-    }
-    return 0;
-}
-
 /* ---- argument helpers --------------------------------------------------- */
-
-/* Raises "FN: message" (options tables are read by several functions and
- * the constructor is called through __call, where argument numbers would
- * mislead). */
-static int opterror(lua_State *L, const char *fn, const char *msg)
-{
-    return luaL_error(L, "%s: %s", fn, msg);
-}
 
 static int intfield(lua_State *L, const char *fn, const char *key, int lo, int hi)
 {
@@ -122,20 +97,10 @@ static int intfield(lua_State *L, const char *fn, const char *key, int lo, int h
     if (!isint || v < lo || v > hi) {
         const char *got = luaL_typename(L, -1);
         if (lua_type(L, -1) == LUA_TNUMBER) got = lua_pushfstring(L, "%s", lua_tostring(L, -1));
-        return opterror(L, fn, lua_pushfstring(L, "%s must be an integer in [%d, %d] (got %s)",
+        return xsa_lua_opterror(L, fn, lua_pushfstring(L, "%s must be an integer in [%d, %d] (got %s)",
                                                key, lo, hi, got));
     }
     return (int)v;
-}
-
-static double numfield(lua_State *L, const char *fn, const char *key)
-{
-    if (lua_type(L, -1) != LUA_TNUMBER)
-        return opterror(L, fn, lua_pushfstring(L, "%s must be a number (got %s)", key,
-                                               luaL_typename(L, -1)));
-    double v = lua_tonumber(L, -1);
-    if (!isfinite(v)) return opterror(L, fn, lua_pushfstring(L, "%s must be finite", key));
-    return v;
 }
 
 static xsa_attention attfield(lua_State *L, const char *fn)
@@ -143,29 +108,9 @@ static xsa_attention attfield(lua_State *L, const char *fn)
     const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
     xsa_attention a;
     if (!s || xsa_gpt_attention_parse(s, &a) != 0)
-        opterror(L, fn, lua_pushfstring(L, "attention must be \"sa\" or \"xsa\" (got %s)",
+        xsa_lua_opterror(L, fn, lua_pushfstring(L, "attention must be \"sa\" or \"xsa\" (got %s)",
                                         s ? s : luaL_typename(L, -1)));
     return s && strcmp(s, "xsa") == 0 ? XSA_ATTN_XSA : XSA_ATTN_SA;
-}
-
-/* Every key of the options table at arg must be in `allowed`. */
-static void check_keys(lua_State *L, const char *fn, int arg, const char *const *allowed)
-{
-    lua_pushnil(L);
-    while (lua_next(L, arg)) {
-        lua_pop(L, 1);
-        int ok = 0;
-        if (lua_type(L, -1) == LUA_TSTRING) {
-            const char *k = lua_tostring(L, -1);
-            for (int i = 0; allowed[i]; i++)
-                if (strcmp(k, allowed[i]) == 0) ok = 1;
-        }
-        if (!ok) {
-            const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
-                                                            : luaL_typename(L, -1);
-            opterror(L, fn, lua_pushfstring(L, "unknown option '%s'", k));
-        }
-    }
 }
 
 /* An int32 [B,T] token tensor; returns a contiguous tensor the caller must
@@ -195,8 +140,8 @@ static const char *const config_keys[] = {"vocab", "n_layer", "d_model", "n_head
 static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
 {
     const char *fn = "xsa.gpt";
-    if (!lua_istable(L, arg)) opterror(L, fn, "expected a table of options");
-    check_keys(L, fn, arg, config_keys);
+    if (!lua_istable(L, arg)) xsa_lua_opterror(L, fn, "expected a table of options");
+    xsa_lua_checkkeys(L, fn, arg, config_keys);
     struct { const char *k; int *dst; int hi; } ints[] = {
         {"vocab", &c->vocab, 1 << 24}, {"n_layer", &c->n_layer, 1024},
         {"d_model", &c->d_model, 1 << 16}, {"n_head", &c->n_head, 1 << 16},
@@ -208,12 +153,12 @@ static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
     }
     if (lua_getfield(L, arg, "attention") != LUA_TNIL) c->attention = attfield(L, fn);
     lua_pop(L, 1);
-    if (lua_getfield(L, arg, "lambda") != LUA_TNIL) c->lambda = numfield(L, fn, "lambda");
+    if (lua_getfield(L, arg, "lambda") != LUA_TNIL) c->lambda = xsa_lua_numfield(L, fn, "lambda");
     lua_pop(L, 1);
     if (lua_getfield(L, arg, "seed") != LUA_TNIL) {
         int isint;
         lua_Integer s = lua_tointegerx(L, -1, &isint);
-        if (!isint || s < 0) opterror(L, fn, "seed must be a non-negative integer");
+        if (!isint || s < 0) xsa_lua_opterror(L, fn, "seed must be a non-negative integer");
         c->seed = (uint64_t)s;
     }
     lua_pop(L, 1);
@@ -238,14 +183,12 @@ static int l_gpt_load(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     gbox *b = newgbox(L);
-    obox *ob = lua_newuserdatauv(L, sizeof *ob, 0);
-    ob->o = NULL;
-    luaL_setmetatable(L, ADAMW_MT);
+    xsa_adamw **ob = xsa_lua_newadamw(L);
     xsa_adamw *o = NULL;
     xsa_gpt *m = xsa_gpt_load(path, &o);
     if (!m) return xsa_lua_corefail(L);
     b->m = m;
-    ob->o = o;
+    *ob = o;
     account(L, m);
     if (!o) {
         lua_pop(L, 1);
@@ -341,10 +284,10 @@ static int m_clone(lua_State *L)
     double lambda = c->lambda;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
-        check_keys(L, "gpt:clone", 2, clone_keys);
+        xsa_lua_checkkeys(L, "gpt:clone", 2, clone_keys);
         if (lua_getfield(L, 2, "attention") != LUA_TNIL) att = attfield(L, "gpt:clone");
         lua_pop(L, 1);
-        if (lua_getfield(L, 2, "lambda") != LUA_TNIL) lambda = numfield(L, "gpt:clone", "lambda");
+        if (lua_getfield(L, 2, "lambda") != LUA_TNIL) lambda = xsa_lua_numfield(L, "gpt:clone", "lambda");
         lua_pop(L, 1);
     }
     gbox *b = newgbox(L);
@@ -373,7 +316,7 @@ static int m_set_attention(lua_State *L)
     double lambda = xsa_gpt_get_config(m)->lambda;
     if (!lua_isnoneornil(L, 3)) {
         lua_pushvalue(L, 3);
-        lambda = numfield(L, "gpt:set_attention", "lambda");
+        lambda = xsa_lua_numfield(L, "gpt:set_attention", "lambda");
         lua_pop(L, 1);
     }
     if (xsa_gpt_set_attention(m, att, lambda) != 0) return xsa_lua_corefail(L);
@@ -430,9 +373,6 @@ static int m_config(lua_State *L)
     return 1;
 }
 
-static const char *const probe_names[XSA_NN_PROBE_N] = {
-    "value_cos", "self_attn", "pre_cos", "post_cos", "pre_cos_pos1", "post_cos_pos1"};
-
 /* model:probe(loader [, n]): batches 1..n of loader:batch(i) (n defaults to
  * and is capped by loader:num_batches()); per layer the per-batch means
  * averaged over batches, then over heads (per-head values in .heads). */
@@ -478,7 +418,7 @@ static int m_probe(lua_State *L)
             lua_createtable(L, 0, XSA_NN_PROBE_N);
             for (int k = 0; k < XSA_NN_PROBE_N; k++) {
                 lua_pushnumber(L, acc[((size_t)l * NH + h) * XSA_NN_PROBE_N + k] / (double)n);
-                lua_setfield(L, -2, probe_names[k]);
+                lua_setfield(L, -2, xsa_lua_probe_names[k]);
             }
             lua_rawseti(L, -2, h + 1);
         }
@@ -487,7 +427,7 @@ static int m_probe(lua_State *L)
             double s = 0;
             for (int h = 0; h < NH; h++) s += acc[((size_t)l * NH + h) * XSA_NN_PROBE_N + k];
             lua_pushnumber(L, s / ((double)n * NH));
-            lua_setfield(L, -2, probe_names[k]);
+            lua_setfield(L, -2, xsa_lua_probe_names[k]);
         }
         lua_rawseti(L, -2, l + 1);
     }
@@ -503,8 +443,8 @@ static int m_save(lua_State *L)
     xsa_adamw *o = NULL;
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
-        check_keys(L, "gpt:save", 3, save_keys);
-        if (lua_getfield(L, 3, "optimizer") != LUA_TNIL) o = checkadamw(L, -1);
+        xsa_lua_checkkeys(L, "gpt:save", 3, save_keys);
+        if (lua_getfield(L, 3, "optimizer") != LUA_TNIL) o = xsa_lua_checkadamw(L, -1);
         lua_pop(L, 1);
     }
     if (xsa_gpt_save(m, path, o) != 0) return xsa_lua_corefail(L);
@@ -528,113 +468,6 @@ static int m_tostring(lua_State *L)
     return 1;
 }
 
-/* ---- AdamW -------------------------------------------------------------- */
-
-static const char *const adamw_keys[] = {"lr", "betas", "eps", "weight_decay", NULL};
-
-static int l_adamw(lua_State *L)
-{
-    luaL_checktype(L, 1, LUA_TTABLE);
-    double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
-    if (!lua_isnoneornil(L, 2)) {
-        luaL_checktype(L, 2, LUA_TTABLE);
-        const char *fn = "xsa.optim.adamw";
-        check_keys(L, fn, 2, adamw_keys);
-        if (lua_getfield(L, 2, "lr") != LUA_TNIL) lr = numfield(L, fn, "lr");
-        lua_pop(L, 1);
-        if (lua_getfield(L, 2, "eps") != LUA_TNIL) eps = numfield(L, fn, "eps");
-        lua_pop(L, 1);
-        if (lua_getfield(L, 2, "weight_decay") != LUA_TNIL) wd = numfield(L, fn, "weight_decay");
-        lua_pop(L, 1);
-        if (lua_getfield(L, 2, "betas") != LUA_TNIL) {
-            if (!lua_istable(L, -1)) return opterror(L, fn, "betas must be a table {beta1, beta2}");
-            lua_rawgeti(L, -1, 1);
-            b1 = numfield(L, fn, "betas[1]");
-            lua_pop(L, 1);
-            lua_rawgeti(L, -1, 2);
-            b2 = numfield(L, fn, "betas[2]");
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
-    lua_Integer n = luaL_len(L, 1);
-    if (n < 1 || n > 1 << 20) return luaL_argerror(L, 1, "expected a non-empty list of parameters");
-    xsa_tensor **ps = lua_newuserdatauv(L, (size_t)n * sizeof *ps, 0);
-    for (lua_Integer i = 1; i <= n; i++) {
-        lua_rawgeti(L, 1, i);
-        xsa_tensor *t = xsa_lua_testtensor(L, -1);
-        if (!t && lua_istable(L, -1)) {
-            lua_getfield(L, -1, "tensor");
-            t = xsa_lua_testtensor(L, -1);
-            lua_pop(L, 1);
-        }
-        if (!t)
-            return luaL_argerror(L, 1, lua_pushfstring(L, "entry %d is not a tensor or {tensor=}",
-                                                       (int)i));
-        ps[i - 1] = t; /* kept alive by the table at arg 1 until adamw_new retains it */
-        lua_pop(L, 1);
-    }
-    obox *b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->o = NULL;
-    luaL_setmetatable(L, ADAMW_MT);
-    b->o = xsa_adamw_new((int)n, ps, lr, b1, b2, eps, wd);
-    if (!b->o) return luaL_error(L, "xsa.optim.%s", xsa_last_error());
-    return 1;
-}
-
-static int o_step(lua_State *L)
-{
-    if (xsa_adamw_step(checkadamw(L, 1)) != 0) return xsa_lua_corefail(L);
-    return 0;
-}
-
-static int o_zero_grad(lua_State *L)
-{
-    xsa_adamw_zero_grad(checkadamw(L, 1));
-    return 0;
-}
-
-static int o_index(lua_State *L)
-{
-    xsa_adamw *o = checkadamw(L, 1);
-    const char *k = luaL_checkstring(L, 2);
-    if (strcmp(k, "lr") == 0) lua_pushnumber(L, o->lr);
-    else if (strcmp(k, "eps") == 0) lua_pushnumber(L, o->eps);
-    else if (strcmp(k, "weight_decay") == 0) lua_pushnumber(L, o->weight_decay);
-    else if (strcmp(k, "betas") == 0) {
-        lua_createtable(L, 2, 0);
-        lua_pushnumber(L, o->beta1);
-        lua_rawseti(L, -2, 1);
-        lua_pushnumber(L, o->beta2);
-        lua_rawseti(L, -2, 2);
-    } else if (strcmp(k, "step_count") == 0) lua_pushinteger(L, o->n > 0 ? o->steps[0] : 0);
-    else {
-        luaL_getmetafield(L, 1, "methods");
-        lua_getfield(L, -1, k);
-    }
-    return 1;
-}
-
-static int o_newindex(lua_State *L)
-{
-    xsa_adamw *o = checkadamw(L, 1);
-    const char *k = luaL_checkstring(L, 2);
-    if (strcmp(k, "lr") != 0) return luaL_error(L, "adamw: field '%s' cannot be set (only lr)", k);
-    if (lua_type(L, 3) != LUA_TNUMBER) return luaL_error(L, "adamw: lr must be a number");
-    if (xsa_adamw_set_lr(o, lua_tonumber(L, 3)) != 0) return xsa_lua_corefail(L);
-    return 0;
-}
-
-static int o_tostring(lua_State *L)
-{
-    obox *b = luaL_checkudata(L, 1, ADAMW_MT);
-    if (!b->o) lua_pushstring(L, "xsa.adamw (freed)");
-    else
-        lua_pushfstring(L, "xsa.adamw(%d tensors, lr=%f, weight_decay=%f)", b->o->n, b->o->lr,
-                        b->o->weight_decay);
-    return 1;
-}
-
 /* ---- registration ------------------------------------------------------- */
 
 static const luaL_Reg gpt_methods[] = {
@@ -652,35 +485,14 @@ static const luaL_Reg gpt_methods[] = {
     {NULL, NULL},
 };
 
-static const luaL_Reg adamw_methods[] = {
-    {"step", o_step},
-    {"zero_grad", o_zero_grad},
-    {"free", o_gc},
-    {NULL, NULL},
-};
-
 static const luaL_Reg gpt_meta[] = {
     {"__gc", g_gc}, {"__close", g_gc}, {"__tostring", m_tostring}, {NULL, NULL},
 };
 
-static const luaL_Reg adamw_meta[] = {
-    {"__index", o_index}, {"__newindex", o_newindex}, {"__gc", o_gc},
-    {"__close", o_gc},    {"__tostring", o_tostring}, {NULL, NULL},
-};
-
+/* Creates the model's metatable; pushes the xsa.gpt table. */
 int xsa_lua_open_gpt(lua_State *L)
 {
-    luaL_newmetatable(L, GPT_MT);
-    luaL_setfuncs(L, gpt_meta, 0);
-    luaL_newlib(L, gpt_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
-
-    luaL_newmetatable(L, ADAMW_MT);
-    luaL_setfuncs(L, adamw_meta, 0);
-    luaL_newlib(L, adamw_methods);
-    lua_setfield(L, -2, "methods");
-    lua_pop(L, 1);
+    xsa_lua_newtype(L, GPT_MT, gpt_meta, gpt_methods);
 
     /* xsa.gpt: a table with load, callable as the constructor */
     lua_createtable(L, 0, 1);
@@ -690,17 +502,5 @@ int xsa_lua_open_gpt(lua_State *L)
     lua_pushcfunction(L, l_gpt_new);
     lua_setfield(L, -2, "__call");
     lua_setmetatable(L, -2);
-    lua_setfield(L, -2, "gpt");
-
-    /* xsa.optim.adamw (keep an existing xsa.optim table if another file made one) */
-    if (lua_getfield(L, -1, "optim") != LUA_TTABLE) {
-        lua_pop(L, 1);
-        lua_newtable(L);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, -3, "optim");
-    }
-    lua_pushcfunction(L, l_adamw);
-    lua_setfield(L, -2, "adamw");
-    lua_pop(L, 1);
-    return 0;
+    return 1;
 }

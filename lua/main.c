@@ -1,5 +1,5 @@
 /*
- * xsa.c: the `xsa` executable: runs Lua scripts with the engine loaded and,
+ * main.c: the `xsa` executable: runs Lua scripts with the engine loaded and,
  * on a terminal with no script, an interactive REPL (libedit line editing
  * and history). Modelled on Lua's own lua.c (pmain, docall, msghandler,
  * laction): scripts run under lua_pcall with a traceback handler, errors go
@@ -11,7 +11,12 @@
  * below what the CPU supports, xsa re-executes itself once with the right
  * OPENBLAS_CORETYPE, because OpenBLAS reads it only when it loads.
  *
- * Non-goals: lua.c's -l/-i/-W/-E options beyond what is listed in usage().
+ * Owns no Lua table or type: it opens the module (luaopen_xsa, l_init.c)
+ * as the global `xsa`. Built into the executable only, never into xsa.so
+ * (the Makefile's binding list is lua/l_*.c).
+ *
+ * Non-goals: lua.c's -l/-i/-W/-E options beyond what is listed in usage();
+ * anything a binding does.
  */
 #include <errno.h>
 #include <limits.h>
@@ -143,6 +148,16 @@ static int is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* package.path = DIR/?.lua;DIR/?/init.lua;<what it was> */
+static void prepend_path(lua_State *L, const char *dir)
+{
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
+    lua_setfield(L, -3, "path");
+    lua_pop(L, 2);
+}
+
 /* The checkout (or install) root: the folder holding lua/xsa/, searched from
  * the executable's folder and its parent (build/xsa lives one level down). */
 static void add_module_paths(lua_State *L)
@@ -163,12 +178,10 @@ static void add_module_paths(lua_State *L)
         char *real = realpath(root, NULL);
         if (!real) continue;
         setenv("XSA_ROOT", real, 0);
-        lua_getglobal(L, "package");
-        lua_getfield(L, -1, "path");
-        lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua;%s", real, real, lua_tostring(L, -1));
-        lua_setfield(L, -3, "path");
-        lua_pop(L, 2);
+        lua_pushfstring(L, "%s/lua", real);
         free(real);
+        prepend_path(L, lua_tostring(L, -1));
+        lua_pop(L, 1);
         return;
     }
     /* an installed xsa: PREFIX/bin/xsa with modules in PREFIX/share/lua/5.4 */
@@ -177,11 +190,7 @@ static void add_module_paths(lua_State *L)
     char *real = realpath(probe, NULL);
     if (!real) return;
     real[strlen(real) - strlen("/xsa")] = '\0';
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "path");
-    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", real, real, lua_tostring(L, -1));
-    lua_setfield(L, -3, "path");
-    lua_pop(L, 2);
+    prepend_path(L, real);
     free(real);
 }
 
