@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs every C test binary ($XSA_BUILD/tests/test_*) and every Lua test
-# (tests/*_test.lua, through $XSA_EXE), adds up their "NAME: N passed, M
+# (tests/test_*.lua, through $XSA_EXE), adds up their "NAME: N passed, M
 # failed" lines and ends with the total. A program that dies before its
 # summary counts as one failure. Exit status: non-zero on any failure.
 set -u
@@ -41,7 +41,7 @@ for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     run_one "$(basename "$t")" "$t"
 done
-for t in tests/*_test.lua; do
+for t in tests/test_*.lua; do
     [ -f "$t" ] || continue
     run_one "$(basename "$t")" "$EXE" "$t"
 done

@@ -2,7 +2,7 @@
  * test_data.c: core/data.c without Lua: story joining, the split arithmetic,
  * loaders over a known token sequence (shapes, shift by one, permutation per
  * epoch, determinism, reset), and the token cache (reuse, rebuild on a
- * changed source, corruption, truncation). The Lua face is data_test.lua.
+ * changed source, corruption, truncation). The Lua face is test_data.lua.
  */
 #include <stdio.h>
 #include <stdlib.h>

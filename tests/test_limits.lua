@@ -1,4 +1,4 @@
--- limits_test.lua: resources that are not what a reader or writer expects.
+-- test_limits.lua: resources that are not what a reader or writer expects.
 -- Files that are a FIFO, a device or a directory are refused at once by every
 -- reader (a FIFO would block forever, /dev/zero never ends); a model or batch
 -- that cannot fit in memory is refused before anything is allocated; a full or

@@ -1,4 +1,4 @@
--- json_test.lua: xsa.json (encode/decode/array/null/read_file/write_file) and
+-- test_json.lua: xsa.json (encode/decode/array/null/read_file/write_file) and
 -- xsa.read_file / xsa.write_file_atomic: exact round trips of nested values
 -- and doubles, deterministic key order, every error path.
 local T = require "testing"

@@ -1,4 +1,4 @@
--- gpt_test.lua: the Lua face of the GPT model and AdamW (lua/l_gpt.c, lua/l_optim.c):
+-- test_gpt.lua: the Lua face of the GPT model and AdamW (lua/l_gpt.c, lua/l_optim.c):
 -- configuration errors, clone/copy_from, loss + backward through autograd,
 -- AdamW reducing the loss, probe shape/values, checkpoint round trip
 -- (bit-exact tensors and config, optimizer state), corrupt/truncated files.

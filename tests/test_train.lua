@@ -1,4 +1,4 @@
--- train_test.lua: xsa.train.pair with stand-in models whose losses are
+-- test_train.lua: xsa.train.pair with stand-in models whose losses are
 -- known exactly (tests/lib/fake_xsa.lua): the recorded points and means,
 -- the same batches to both models, NaN and Ctrl-C handling; plus
 -- xsa.args, xsa.cache and xsa.progress, which need no engine.

@@ -1,4 +1,4 @@
--- plot_test.lua: xsa.plot (data + script files, PNG/SVG/GIF through gnuplot,
+-- test_plot.lua: xsa.plot (data + script files, PNG/SVG/GIF through gnuplot,
 -- gnuplot errors raised, a missing gnuplot reported with the render
 -- command) and xsa.report (missing parts listed, inline SVG, base64).
 local T = require "testing"

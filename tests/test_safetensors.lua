@@ -1,4 +1,4 @@
--- safetensors_test.lua: xsa.safetensors.load/save from Lua. Files are
+-- test_safetensors.lua: xsa.safetensors.load/save from Lua. Files are
 -- crafted byte by byte (string.pack) and saved files are taken apart the same
 -- way, so the checks are bit-exact and independent of the tensor API.
 local T = require "testing"

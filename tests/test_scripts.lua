@@ -1,4 +1,4 @@
--- scripts_test.lua: every script of scripts/ run end to end through the xsa
+-- test_scripts.lua: every script of scripts/ run end to end through the xsa
 -- executable ($XSA_EXE) with --quick on the real TinyStories data, results
 -- and figures in a temporary folder. Checks the files, the JSON fields, that
 -- numbers are finite, cache hits / misses / --no-cache / a corrupt entry,

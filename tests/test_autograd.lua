@@ -1,4 +1,4 @@
--- autograd_test.lua: autograd from Lua. Every differentiable op and every
+-- test_autograd.lua: autograd from Lua. Every differentiable op and every
 -- fused xsa.nn op passes a finite-difference gradient check; plus
 -- accumulation, no_grad, broadcasting gradients, the engine's errors, an
 -- attention variant written in Lua from primitives that matches the fused

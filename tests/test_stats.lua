@@ -1,4 +1,4 @@
--- stats_test.lua: xsa.stats against values computed elsewhere: scipy 1.10 / numpy
+-- test_stats.lua: xsa.stats against values computed elsewhere: scipy 1.10 / numpy
 -- (each block records the python line that printed its numbers), closed forms of the
 -- t distribution for df 1 and 2, a brute-force enumeration of all 2^n sign flips for
 -- the Wilcoxon test with ties, and the known distribution of tiny bootstraps.
@@ -383,7 +383,7 @@ end)
 T.case("errors on bad input", function()
   local function r(fn, pat)
     local err = T.raises(fn, pat)
-    T.ok(err:find("stats_test.lua:", 1, true), "the position is the caller's: " .. err)
+    T.ok(err:find("test_stats.lua:", 1, true), "the position is the caller's: " .. err)
   end
   r(function() stats.mean("1,2") end, "stats.mean: expected a list of numbers (values), got string")
   r(function() stats.sd(nil) end, "stats.sd: expected a list of numbers (values), got nil")

@@ -1,4 +1,4 @@
--- tensor_test.lua: the Lua face of xsa.tensor: constructors, facts, 1-based
+-- test_tensor.lua: the Lua face of xsa.tensor: constructors, facts, 1-based
 -- indexing, views sharing storage, broadcasting values, reductions, printing,
 -- generators, and every misuse class raising a clean error under pcall.
 local T = require "testing"
