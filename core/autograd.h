@@ -128,7 +128,7 @@ xsa_tensor *xsa_ag_contiguous(xsa_tensor *t);
  *   gelu:      exact erf GELU (nn.h), any shape
  *   attention: causal multi-head self attention of q, k, v [B,T,C], or of a
  *              packed qkv [B,T,3C] passed as q with k = v = NULL; n_head
- *              divides C; lambda 0 is SA, 1 full XSA (see DESIGN.md).
+ *              divides C; lambda 0 is SA, 1 full XSA (nn.h states the formula).
  *              -> [B,T,C]. probe: NULL or n_head * XSA_NN_PROBE_N doubles
  *              (nn.h); att_out: NULL or receives the attention weights
  *              [B,NH,T,T] (no gradient).

@@ -3,7 +3,7 @@
  * reference-counted storage, a seeded reproducible RNG, element-wise ops with
  * broadcasting, reductions, softmax and matmul through OpenBLAS.
  *
- * Ownership (see STYLE.md section 4):
+ * Ownership (doc/c-api.md, "Ownership"):
  *   - xsa_storage is a reference-counted buffer.
  *   - xsa_tensor is a view (dtype, shape, strides, offset) holding one
  *     reference to its storage. Tensors are reference-counted too, because

@@ -90,7 +90,7 @@ function M.exists(path)
 end
 
 -- Whether err is the error the xsa executable raises on Ctrl-C (a message
--- containing "interrupted!", see lua/xsa.c).
+-- containing "interrupted!", see lua/main.c).
 function M.interrupted(err)
   return type(err) == "string" and err:find("interrupted!", 1, true) ~= nil
 end
