@@ -380,12 +380,7 @@ end)
 -- A GPT written in Lua from xsa.nn ops (and once with the attention written
 -- from primitives) against the PyTorch golden values: loss, logits and the
 -- gradient of every parameter.
-local function golden_dir()
-  local d = os.getenv("XSA_GOLDEN")
-  if not d or d == "" then d = (os.getenv("XSA_ROOT") or ".") .. "/tests/fixtures/golden" end
-  local f = io.open(d .. "/tiny/model.safetensors", "rb")
-  if f then f:close(); return d end
-end
+local golden_dir = T.golden_dir
 
 local function lua_gpt(P, inputs, targets, cfg, lambda, primitive)
   local x = xsa.nn.embedding(inputs, P["wte.weight"], P["wpe.weight"])

@@ -258,12 +258,7 @@ T.case("corrupt, truncated and mismatched checkpoints fail clearly", function()
   os.remove(path)
 end)
 
-local function golden_dir()
-  local d = os.getenv("XSA_GOLDEN")
-  if not d or d == "" then d = (os.getenv("XSA_ROOT") or ".") .. "/tests/fixtures/golden" end
-  local f = io.open(d .. "/tiny/model.safetensors", "rb")
-  if f then f:close(); return d end
-end
+local golden_dir = T.golden_dir
 
 T.case("scripts/dump_grads.lua reproduces the golden SA values", function()
   local exe = os.getenv("XSA_EXE") or arg[-1]

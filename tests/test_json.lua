@@ -5,14 +5,7 @@ local T = require "testing"
 local xsa = require "xsa"
 local json = xsa.json
 
-local dir = os.getenv("TMPDIR") or "/tmp"
-local base = string.format("%s/xsa-json-test-%d-%d", dir, os.time(), math.random(1 << 30))
-local created = {}
-local function tmp(name)
-  local p = base .. "-" .. name
-  created[#created + 1] = p
-  return p
-end
+local tmp, cleanup, base = T.tmp_paths("json-test")
 
 -- deep equality that also compares integer/float kinds
 local function same(a, b)
@@ -229,5 +222,5 @@ T.case("read_file / write_file_atomic", function()
   T.ok(not listing:find(".tmp.", 1, true), "stray temporary: " .. listing)
 end)
 
-for _, p in ipairs(created) do os.remove(p) end
+cleanup()
 T.done()

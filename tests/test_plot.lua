@@ -6,20 +6,9 @@ local xsa = xsa or require "xsa"
 local plot = require "xsa.plot"
 local report = require "xsa.report"
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  os.execute("mkdir -p '" .. d .. "'")
-  return d
-end
+local tmpdir = T.tmpdir
 
-local function read(p)
-  local f = io.open(p, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = T.read
 
 local have_gnuplot = plot.gnuplot() ~= nil
 

@@ -5,14 +5,7 @@ local T = require "testing"
 local xsa = require "xsa"
 local json = xsa.json
 
-local base = string.format("%s/xsa-st-test-%d-%d", os.getenv("TMPDIR") or "/tmp", os.time(),
-                           math.random(1 << 30))
-local created = {}
-local function tmp(name)
-  local p = base .. "-" .. name
-  created[#created + 1] = p
-  return p
-end
+local tmp, cleanup, base = T.tmp_paths("st-test")
 
 -- $XSA_GOLDEN, else the fixtures of this checkout (a missing file fails below)
 local function golden_dir()
@@ -236,5 +229,5 @@ T.case("golden files", function()
   end
 end)
 
-for _, p in ipairs(created) do os.remove(p) end
+cleanup()
 T.done()

@@ -14,13 +14,7 @@ if EXE and EXE:sub(1, 1) ~= "/" then EXE = ROOT .. "/" .. EXE end
 
 local shq = xsa.sys.shell_quote
 
-local function read(p)
-  local f = io.open(p, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = T.read
 
 local function exists(p) return read(p) ~= nil end
 

@@ -202,12 +202,7 @@ end)
 ----------------------------------------------------------------------------
 local cache = require "xsa.cache"
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  os.execute("mkdir -p '" .. d .. "'")
-  return d
-end
+local tmpdir = T.tmpdir
 
 T.case("cache: canonical keys", function()
   T.eq(cache.key({b = 1, a = {2, 3.5}, c = "x"}), cache.key({c = "x", a = {2, 3.5}, b = 1.0}))

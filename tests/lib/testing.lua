@@ -65,6 +65,49 @@ function T.writefile(p, s)
   f:close()
 end
 
+-- A whole file, or nil when it cannot be opened (for "was it written?" checks).
+function T.read(p)
+  local f = io.open(p, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- A new empty folder under the system's temporary folder.
+function T.tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  os.execute("mkdir -p '" .. d .. "'")
+  return d
+end
+
+-- tmp(name) -> a fresh path "<TMPDIR>/xsa-<tag>-<time>-<random>-name"; cleanup()
+-- removes every path handed out; base is the common prefix (for "ls base-*").
+function T.tmp_paths(tag)
+  local base = string.format("%s/xsa-%s-%d-%d", os.getenv("TMPDIR") or "/tmp", tag, os.time(),
+                             math.random(1 << 30))
+  local created = {}
+  local function tmp(name)
+    local p = base .. "-" .. name
+    created[#created + 1] = p
+    return p
+  end
+  local function cleanup()
+    for _, p in ipairs(created) do os.remove(p) end
+  end
+  return tmp, cleanup, base
+end
+
+-- The PyTorch golden values: $XSA_GOLDEN, else the checkout's tests/fixtures/golden;
+-- nil when neither holds them (tests then fail, never skip).
+function T.golden_dir()
+  local d = os.getenv("XSA_GOLDEN")
+  if not d or d == "" then d = (os.getenv("XSA_ROOT") or ".") .. "/tests/fixtures/golden" end
+  local f = io.open(d .. "/tiny/model.safetensors", "rb")
+  if f then f:close(); return d end
+end
+
 function T.done()
   local name = (arg and arg[0] or "lua"):match("([^/]+)$")
   io.stdout:write(string.format("%s: %d passed, %d failed\n", name, passed, failed))
