@@ -3,6 +3,8 @@
 # Installs the missing ones with apt-get when it can (root, or sudo without a
 # password); otherwise prints the one apt-get line to run and fails.
 set -u
+# Optional, for `make fuzz` only (never installed here; make fuzz names them
+# when missing): clang libfuzzer-14-dev libclang-rt-14-dev
 PACKAGES="gcc make pkg-config liblua5.4-dev lua5.4 libopenblas-dev libutf8proc-dev libcjson-dev libedit-dev gnuplot-nox curl ca-certificates"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
