@@ -25,6 +25,12 @@ PKGS     := lua5.4 $(CORE_PKGS)
 # extra flags for sanitizer builds (make asan / ubsan set them)
 SANITIZE ?=
 WERROR   ?= 0
+# make fuzz: the compiler with libFuzzer (Debian: clang libfuzzer-14-dev libclang-rt-14-dev)
+FUZZ_CC  ?= clang
+# make fuzz: seconds each harness runs (-max_total_time)
+FUZZ_SECONDS ?= 60
+# make fuzz: where harnesses, scratch corpora, logs and findings go
+FUZZ_BUILD ?= build-fuzz
 
 ifeq ($(WERROR),1)
 WARN += -Werror
@@ -46,18 +52,20 @@ CORE_SRC := $(sort $(wildcard core/*.c))
 BIND_SRC := $(sort $(wildcard lua/l_*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC := $(sort $(wildcard tests/bench_*.c))
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 BIND_OBJ := $(BIND_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN := $(BENCH_SRC:tests/%.c=$(BUILD)/tests/%)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
 LIB_A    := $(BUILD)/libxsa.a
 LIB_SO   := $(BUILD)/libxsa.so
 LUA_SO   := $(BUILD)/xsa.so
 EXE      := $(BUILD)/xsa
 
-.PHONY: all deps test check bench run run-all asan ubsan sanitize install uninstall clean data
+.PHONY: all deps test check bench run run-all asan ubsan sanitize fuzz fuzz-bins install uninstall clean data
 
 # Building without the libraries would die on the first missing header; say
 # instead which packages are missing and how to get them. Targets that install
@@ -124,6 +132,29 @@ asan sanitize: deps
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
 
 ubsan: asan
+
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c), each run FUZZ_SECONDS on a
+# scratch copy of its seed corpus; fails on any finding. The core and the
+# binding are compiled with clang, -fsanitize=fuzzer-no-link,address,undefined,
+# into $(FUZZ_BUILD). fuzz_bpe needs encoder.json/vocab.bpe ($$XSA_DATA or data/).
+fuzz: deps
+	@printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; return (int)(n & 0); }\n' \
+	    > /tmp/xsa-fuzz-probe.$$$$.c && \
+	    $(FUZZ_CC) -fsanitize=fuzzer,address,undefined /tmp/xsa-fuzz-probe.$$$$.c -o /tmp/xsa-fuzz-probe.$$$$ \
+	    >/dev/null 2>&1; rc=$$?; rm -f /tmp/xsa-fuzz-probe.$$$$ /tmp/xsa-fuzz-probe.$$$$.c; \
+	    if [ $$rc -ne 0 ]; then \
+	    echo "xsa: make fuzz needs $(FUZZ_CC) with libFuzzer and the sanitizer runtimes. Run:" >&2; \
+	    echo "    sudo apt-get install -y clang libfuzzer-14-dev libclang-rt-14-dev" >&2; exit 1; fi
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) OPT="-O1 -fno-omit-frame-pointer" \
+	    SANITIZE="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" fuzz-bins
+	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh
+
+fuzz-bins: $(FUZZ_BIN)
+
+# A harness links the core and the binding (fuzz_json drives xsa.json in Lua).
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BIND_OBJ) $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BIND_OBJ) $(CORE_OBJ) $(LDFLAGS) $(LUA_LIBS) $(LIBS)
 
 bench: deps
 	@$(MAKE) --no-print-directory all

@@ -236,8 +236,9 @@ xsa_bpe *xsa_bpe_load_buffers(const char *enc, size_t enc_len, const char *vbpe,
     size_t pool_n = 0;
     for (cJSON *e = json->child; e; e = e->next) {
         double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        int id = (int)v;
-        if (v != (double)id || id < 0 || id >= count || seen[id]) {
+        /* range first: converting a double outside int's range is undefined */
+        int id = v >= 0 && v < count ? (int)v : -1;
+        if (id < 0 || v != (double)id || seen[id]) {
             xsa_error("bpe: encoder.json: entry \"%.40s\" has id %.17g (ids must be 0..%d, each once)",
                       e->string, v, count - 1);
             free(seen);

@@ -101,22 +101,9 @@ static uint32_t get32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* The ids of a valid cache file, else NULL with the reason (no xsa_error:
- * an unusable cache is an ordinary event). */
-static int32_t *read_cache(const char *path, uint64_t src_size, uint64_t src_hash, uint64_t ident,
-                           int vocab, size_t *n_out, char *why, size_t why_n)
+int32_t *xsa_data_cache_parse(const uint8_t *f, size_t len, uint64_t src_size, uint64_t src_hash,
+                              uint64_t ident, int vocab, size_t *n_out, char *why, size_t why_n)
 {
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
-        snprintf(why, why_n, "no cache file yet");
-        return NULL;
-    }
-    size_t len;
-    uint8_t *f = (uint8_t *)xsa_read_file(path, &len);
-    if (!f) {
-        snprintf(why, why_n, "cache unreadable");
-        return NULL;
-    }
     int32_t *ids = NULL;
     if (len < HEADER || memcmp(f, MAGIC, 8) != 0) {
         snprintf(why, why_n, len < HEADER ? "cache truncated (no header)" : "cache corrupt (bad magic)");
@@ -151,6 +138,26 @@ static int32_t *read_cache(const char *path, uint64_t src_size, uint64_t src_has
             }
         }
     }
+    return ids;
+}
+
+/* The ids of a valid cache file, else NULL with the reason (no xsa_error:
+ * an unusable cache is an ordinary event). */
+static int32_t *read_cache(const char *path, uint64_t src_size, uint64_t src_hash, uint64_t ident,
+                           int vocab, size_t *n_out, char *why, size_t why_n)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        snprintf(why, why_n, "no cache file yet");
+        return NULL;
+    }
+    size_t len;
+    uint8_t *f = (uint8_t *)xsa_read_file(path, &len);
+    if (!f) {
+        snprintf(why, why_n, "cache unreadable");
+        return NULL;
+    }
+    int32_t *ids = xsa_data_cache_parse(f, len, src_size, src_hash, ident, vocab, n_out, why, why_n);
     free(f);
     return ids;
 }

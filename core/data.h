@@ -62,6 +62,14 @@ typedef struct xsa_data_cache_status {
 int32_t *xsa_data_story_tokens(xsa_bpe *tok, const char *source_path, const char *cache_path,
                                size_t *n_out, xsa_data_cache_status *st);
 
+/* The ids in the bytes f[0..len) of a cache file (malloc'd, *n_out ids) if
+ * the image is valid for this source (size and xsa_bpe_hash(bytes, 0x7372)),
+ * tokenizer identity and vocabulary size; else NULL with the reason in why
+ * (no xsa_error: a stale cache is ordinary). What xsa_data_story_tokens
+ * applies to the cache file; public for tests and fuzzing. */
+int32_t *xsa_data_cache_parse(const uint8_t *f, size_t len, uint64_t src_size, uint64_t src_hash,
+                              uint64_t ident, int vocab, size_t *n_out, char *why, size_t why_n);
+
 /* Windows of seq_len+1 tokens in the first n_tokens, and how many of them
  * (the first) are for training: n_train = floor(n_windows * (1 -
  * val_fraction)), the rest (the last) for validation. -1 + error on bad

@@ -4,14 +4,17 @@
 # password); otherwise prints the one apt-get line to run and fails.
 #
 #   sh mk/deps.sh                 install what is missing (the `make deps` target)
+#   sh mk/deps.sh --fuzz          the same plus clang and libFuzzer for `make fuzz`
 #   sh mk/deps.sh --list-missing  print the missing package names and exit 0
 #
 # This is the one list of packages: .ci/run and the Makefile both come here.
-# Optional packages are not installed here; each is found at build time:
-#   clang libfuzzer-14-dev   `make fuzz` (libFuzzer harnesses)
+# Optional packages, each found at build time, are installed only when asked:
+#   clang libfuzzer-14-dev libclang-rt-14-dev   `make fuzz` (--fuzz)
 #   python3-torch            the PyTorch reference scripts in tests/reference
 set -u
 PACKAGES="gcc make pkg-config liblua5.4-dev lua5.4 libopenblas-dev libutf8proc-dev libcjson-dev libedit-dev liblzma-dev gnuplot-nox"
+FUZZ_PACKAGES="clang libfuzzer-14-dev libclang-rt-14-dev"
+if [ "${1:-}" = "--fuzz" ]; then PACKAGES="$PACKAGES $FUZZ_PACKAGES"; shift; fi
 
 missing_packages() {
     if ! command -v dpkg-query >/dev/null 2>&1; then

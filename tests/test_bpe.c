@@ -385,6 +385,20 @@ static void test_load_errors(void)
         /* an encoder whose tokens are not all produced by the merges */
         b = xsa_bpe_load_buffers(e, en, "#version: 0.2\n", 14);
         CHECK(b == NULL && strstr(xsa_last_error(), "neither a byte nor"), "missing merges: %s", xsa_last_error());
+        /* ids far outside int's range (found by fuzz_bpe_files: converting
+         * them to int was undefined behaviour) */
+        static const char *const huge[] = {"2.44444e+44", "-1e300", "4294967296", "2147483648",
+                                           "0.5"};
+        char *he = malloc(en + 32);
+        for (size_t i = 0; he && i < sizeof huge / sizeof huge[0]; i++) {
+            CHECK(strncmp(e, "{\"!\": 0,", 8) == 0, "encoder.json starts with {\"!\": 0,");
+            int k = snprintf(he, en + 32, "{\"!\": %s", huge[i]);
+            memcpy(he + k, e + 7, en - 7); /* keeps the comma */
+            b = xsa_bpe_load_buffers(he, (size_t)k + en - 7, v, vn);
+            CHECK(b == NULL && strstr(xsa_last_error(), "has id") && strstr(xsa_last_error(), "each once"),
+                  "id %s refused: %s", huge[i], xsa_last_error());
+        }
+        free(he);
         b = xsa_bpe_load_buffers(e, en, v, vn);
         CHECK(b != NULL, "load from buffers");
         xsa_bpe_free(b);
