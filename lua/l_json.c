@@ -436,6 +436,10 @@ static void push_number(dec *d, const cJSON *v)
             return;
         }
     }
+    /* 1e400 would become inf, which encode refuses: refuse it here too */
+    if (!isfinite(v->valuedouble))
+        luaL_error(d->L, "json.decode: number %s is out of range for a double",
+                   tok ? lua_pushlstring(d->L, tok, tl < 40 ? tl : 40) : "?");
     lua_pushnumber(d->L, (lua_Number)v->valuedouble);
 }
 
@@ -476,8 +480,29 @@ static void push_json(dec *d, const cJSON *v)
 /* Decodes s[0..len) (NUL at s[len], as Lua strings have). On success pushes
  * the value and returns 1; on invalid JSON pushes "invalid JSON at line L
  * column C (byte B)" and returns 0. */
+/* A NUL inside a decoded string would cut it short in cJSON's C strings,
+ * silently. Valid JSON has no raw NUL byte anywhere; a \u0000 escape (after
+ * an even run of backslashes, so not "\\u0000") is refused like the encoder
+ * refuses strings holding NUL. */
+static const char *nul_problem(const char *s, size_t len)
+{
+    if (memchr(s, '\0', len)) return "a NUL byte";
+    for (size_t i = 0; i + 6 <= len; i++) {
+        if (s[i] != '\\' || s[i + 1] != 'u' || memcmp(s + i + 2, "0000", 4) != 0) continue;
+        size_t run = 0;
+        while (run < i + 1 && s[i - run] == '\\') run++;
+        if (run % 2 == 1) return "a \\u0000 escape (strings with NUL are not supported)";
+    }
+    return NULL;
+}
+
 static int decode_text(lua_State *L, const char *s, size_t len)
 {
+    const char *nul = nul_problem(s, len);
+    if (nul) {
+        lua_pushfstring(L, "invalid JSON: the text contains %s", nul);
+        return 0;
+    }
     void **root = xsa_lua_newbox(L, json_free);
     const char *end = NULL;
     *root = cJSON_ParseWithLengthOpts(s, len + 1, &end, 1);

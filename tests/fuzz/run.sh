@@ -6,9 +6,13 @@
 # whether it found anything. Exit status: non-zero on any finding (a crash,
 # leak, timeout or out-of-memory input, saved under $FUZZ_BUILD/artifacts/NAME/).
 # Usage: tests/fuzz/run.sh [NAME...]   (default: every harness)
+# FUZZ_SEED (default 1) fixes libFuzzer's random seed, so a run is the same
+# sequence of inputs each time (CI's 60 s are a prefix of a longer local run
+# with the same seed); FUZZ_SEED=0 lets libFuzzer pick a new seed.
 set -u
 BUILD=${FUZZ_BUILD:-build-fuzz}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
+SEED=${FUZZ_SEED:-1}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
 
@@ -32,7 +36,7 @@ $name: SKIPPED (no encoder.json/vocab.bpe in \$XSA_DATA or data/; run make data 
     echo "fuzz: $name for ${SECONDS_EACH}s (log $log)"
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        "$bin" -max_total_time="$SECONDS_EACH" -timeout=25 -rss_limit_mb=2048 \
+        "$bin" -max_total_time="$SECONDS_EACH" -seed="$SEED" -timeout=25 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$art/" "$corpus" >"$log" 2>&1
     status=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
