@@ -193,4 +193,46 @@ T.case("xsa.gpt.sample and sample_probs on known distributions", function()
   T.raises(function() xsa.gpt.sample(logits, {generator = 1}) end, "generator must be an xsa.generator")
 end)
 
+T.case("scripts/sample.lua: two checkpoints side by side under their names, reproducibly", function()
+  local dir = T.tmpdir()
+  local m = xsa.gpt{d_model = 16, n_head = 2, seq_len = 16, seed = 2}
+  m:save(dir .. "/sa.safetensors")
+  m:clone{attention = "xsa", lambda = 0.5}:save(dir .. "/xsa.safetensors")
+  local root = os.getenv("XSA_ROOT") or "."
+  local cmd = string.format("%s %s/scripts/sample.lua %s/sa.safetensors --prompt 'The cat' %s/xsa.safetensors " ..
+    "--tokens 12 --samples 2 --top-k 20 --width 80 2>&1", exe, root, dir, dir)
+  local function run()
+    local p = io.popen(cmd)
+    local out = p:read("a")
+    return out, p:close()
+  end
+  local out, ok = run()
+  T.ok(ok, out)
+  T.ok(out:find("SA%s+| XSA %(λ = 0.5%)"), out)
+  T.ok(out:find("== sample 2 (seed 1)", 1, true), out)
+  T.ok(select(2, out:gsub("The cat", "")) >= 4, out)
+  for line in out:match("== sample.*"):gmatch("[^\n]+") do T.ok(utf8.len(line) <= 80, "line wider than 80: " .. line) end
+  local again = run()
+  T.eq(again:gsub("%d+ tokens/s", ""), (out:gsub("%d+ tokens/s", "")), "the same text on a second run")
+  local p = io.popen(exe .. " " .. root .. "/scripts/sample.lua 2>&1")
+  local usage = p:read("a")
+  T.ok(not p:close() and usage:find("give one or two checkpoints", 1, true), usage)
+  -- the report's samples come from part 3's summary
+  local res = xsa.samples.part3({result = {checkpoints = {sa = dir .. "/sa.safetensors", xsa = dir .. "/xsa.safetensors"}}})
+  T.eq(#res.prompts, 3)
+  T.eq(res.models[2].name, "XSA (λ = 0.5)")
+  local html = xsa.samples.part3_html({result = {checkpoints = {sa = dir .. "/sa.safetensors", xsa = dir .. "/xsa.safetensors"}}})
+  T.ok(html:find('<table class="samples">', 1, true) and html:find("<b>Once upon a time</b>", 1, true), html)
+  T.ok(xsa.samples.part3_html({result = {}}):find("No text samples", 1, true))
+  os.execute("rm -rf '" .. dir .. "'")
+end)
+
+T.case("samples.wrap and side_by_side", function()
+  local s = xsa.samples
+  T.eq(table.concat(s.wrap("aa bb cc\ndd", 5), "|"), "aa bb|cc|dd")
+  T.eq(table.concat(s.wrap("abcdefgh", 3), "|"), "abc|def|gh")
+  local sbs = s.side_by_side({{title = "A", text = "one two three"}, {title = "B", text = "four"}}, 23)
+  T.eq(sbs, "A          | B\n-----------+-----------\none two    | four\nthree")
+end)
+
 T.done()
