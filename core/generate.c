@@ -8,11 +8,10 @@
  * Non-goals: see generate.h.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cblas.h>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -20,6 +19,7 @@
 
 #include "generate.h"
 #include "nn.h"
+#include "system.h"
 
 /* Tensors per block in checkpoint order (gpt.h). */
 enum { LN1W, LN1B, QKVW, QKVB, APW, APB, LN2W, LN2B, FCW, FCB, FPW, FPB, NPL };
@@ -36,7 +36,147 @@ struct xsa_kv_cache {
     size_t rows_cap;        /* rows (B*T) the scratch holds */
     float *scratch;
     float *x, *ln, *mean, *rstd, *qkv, *z, *tmp, *fch, *att;
+    float *wt;              /* wte packed for the lm_head: [ceil(V/16)][C][16] */
 };
+
+/* ---- the lm_head of a few rows ------------------------------------------
+ * logits[B,V] = x[B,C] wte[V,C]^T for small B. A GEMM library packs all of
+ * wte (25.7 MB at the study's size) on every call, which costs more than
+ * the product when B is small; instead wte is packed once per cache, 16
+ * vocabulary rows interleaved ([V/16][C][16]), so a 16-wide vector of logits
+ * accumulates x[b][c] * wt[tile][c][:] over c with no horizontal sums and
+ * each weight is read once per step whatever B. The tiles are split over
+ * the engine's threads. */
+
+#define LM_TILE 16
+#define LM_BROWS 8
+typedef float v16 __attribute__((vector_size(64)));
+
+enum { LM_MAX_B = 64 };
+
+static float *pack_wte(const float *wte, int V, int C)
+{
+    size_t tiles = ((size_t)V + LM_TILE - 1) / LM_TILE;
+    float *wt = aligned_alloc(64, tiles * C * LM_TILE * sizeof(float));
+    if (!wt) return NULL;
+    for (size_t t = 0; t < tiles; t++)
+        for (int c = 0; c < C; c++)
+            for (int j = 0; j < LM_TILE; j++) {
+                size_t v = t * LM_TILE + j;
+                wt[(t * C + c) * LM_TILE + j] = v < (size_t)V ? wte[v * C + c] : 0.0f;
+            }
+    return wt;
+}
+
+typedef struct {
+    float *logits;
+    const float *x, *wt;
+    int B, C, V;
+    size_t t0, t1; /* tiles */
+} lm_job;
+
+#if defined(__AVX512F__)
+/* 8 rows of x against one tile: 8 accumulators, one load of the tile per c */
+static void lm_tile8(float *out, size_t ldo, const float *x, int C, const float *w)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    const float *x0 = x, *x1 = x + C, *x2 = x + 2 * C, *x3 = x + 3 * C, *x4 = x + 4 * C, *x5 = x + 5 * C,
+                *x6 = x + 6 * C, *x7 = x + 7 * C;
+    for (int c = 0; c < C; c++) {
+        __m512 wc = _mm512_load_ps(w + (size_t)c * LM_TILE);
+        a0 = _mm512_fmadd_ps(_mm512_set1_ps(x0[c]), wc, a0);
+        a1 = _mm512_fmadd_ps(_mm512_set1_ps(x1[c]), wc, a1);
+        a2 = _mm512_fmadd_ps(_mm512_set1_ps(x2[c]), wc, a2);
+        a3 = _mm512_fmadd_ps(_mm512_set1_ps(x3[c]), wc, a3);
+        a4 = _mm512_fmadd_ps(_mm512_set1_ps(x4[c]), wc, a4);
+        a5 = _mm512_fmadd_ps(_mm512_set1_ps(x5[c]), wc, a5);
+        a6 = _mm512_fmadd_ps(_mm512_set1_ps(x6[c]), wc, a6);
+        a7 = _mm512_fmadd_ps(_mm512_set1_ps(x7[c]), wc, a7);
+    }
+    _mm512_storeu_ps(out, a0);
+    _mm512_storeu_ps(out + ldo, a1);
+    _mm512_storeu_ps(out + 2 * ldo, a2);
+    _mm512_storeu_ps(out + 3 * ldo, a3);
+    _mm512_storeu_ps(out + 4 * ldo, a4);
+    _mm512_storeu_ps(out + 5 * ldo, a5);
+    _mm512_storeu_ps(out + 6 * ldo, a6);
+    _mm512_storeu_ps(out + 7 * ldo, a7);
+}
+
+/* one row of x against one tile: 4 chains over c (latency), then summed */
+static void lm_tile1(float *out, const float *x, int C, const float *w)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int c = 0;
+    for (; c + 4 <= C; c += 4) {
+        a0 = _mm512_fmadd_ps(_mm512_set1_ps(x[c]), _mm512_load_ps(w + (size_t)c * LM_TILE), a0);
+        a1 = _mm512_fmadd_ps(_mm512_set1_ps(x[c + 1]), _mm512_load_ps(w + (size_t)(c + 1) * LM_TILE), a1);
+        a2 = _mm512_fmadd_ps(_mm512_set1_ps(x[c + 2]), _mm512_load_ps(w + (size_t)(c + 2) * LM_TILE), a2);
+        a3 = _mm512_fmadd_ps(_mm512_set1_ps(x[c + 3]), _mm512_load_ps(w + (size_t)(c + 3) * LM_TILE), a3);
+    }
+    for (; c < C; c++) a0 = _mm512_fmadd_ps(_mm512_set1_ps(x[c]), _mm512_load_ps(w + (size_t)c * LM_TILE), a0);
+    _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+#else
+static void lm_tile1(float *out, const float *x, int C, const float *w)
+{
+    v16 acc = (v16){0};
+    for (int c = 0; c < C; c++) acc += x[c] * ((const v16 *)w)[c];
+    memcpy(out, &acc, sizeof acc);
+}
+
+static void lm_tile8(float *out, size_t ldo, const float *x, int C, const float *w)
+{
+    for (int r = 0; r < LM_BROWS; r++) lm_tile1(out + r * ldo, x + (size_t)r * C, C, w);
+}
+#endif
+
+static void *lm_run(void *p)
+{
+    const lm_job *j = p;
+    int C = j->C, V = j->V;
+    float tail[LM_BROWS * LM_TILE];
+    for (size_t t = j->t0; t < j->t1; t++) {
+        const float *w = j->wt + t * C * LM_TILE;
+        size_t v0 = t * LM_TILE;
+        int nv = V - (int)v0 < LM_TILE ? V - (int)v0 : LM_TILE;
+        for (int b0 = 0; b0 < j->B; b0 += LM_BROWS) {
+            int nb = j->B - b0 < LM_BROWS ? j->B - b0 : LM_BROWS;
+            const float *x = j->x + (size_t)b0 * C;
+            float *o = j->logits + (size_t)b0 * V + v0;
+            if (nv == LM_TILE) {
+                if (nb == LM_BROWS) lm_tile8(o, (size_t)V, x, C, w);
+                else for (int r = 0; r < nb; r++) lm_tile1(o + (size_t)r * V, x + (size_t)r * C, C, w);
+            } else { /* the last, partial tile */
+                for (int r = 0; r < nb; r++) {
+                    lm_tile1(tail, x + (size_t)r * C, C, w);
+                    memcpy(o + (size_t)r * V, tail, (size_t)nv * sizeof(float));
+                }
+            }
+        }
+    }
+    return NULL;
+}
+
+static void lmhead_packed(float *logits, const float *x, const float *wt, int B, int C, int V)
+{
+    size_t tiles = ((size_t)V + LM_TILE - 1) / LM_TILE;
+    int nt = xsa_threads();
+    if (nt < 1) nt = 1;
+    if (nt > 16) nt = 16;
+    if ((size_t)nt > tiles) nt = (int)tiles;
+    lm_job jobs[16];
+    pthread_t th[16];
+    int started[16] = {0};
+    for (int i = 0; i < nt; i++)
+        jobs[i] = (lm_job){logits, x, wt, B, C, V, tiles * i / nt, tiles * (i + 1) / nt};
+    for (int i = 1; i < nt; i++) started[i] = pthread_create(&th[i], NULL, lm_run, &jobs[i]) == 0;
+    lm_run(&jobs[0]);
+    for (int i = 1; i < nt; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else lm_run(&jobs[i]); /* no thread: do it here */
+    }
+}
 
 /* ---- the attention loops, as nn.c writes them (same order of sums) ----- */
 
@@ -75,6 +215,26 @@ static inline void axpy(float *y, float w, const float *x, int n)
 #else
     for (int i = 0; i < n; i++) y[i] += w * x[i];
 #endif
+}
+
+/* The linear layers of a decoding step: out[N,OC] = in[N,C] w[C,OC] + b.
+ * A step has a few rows (one per sequence), where OpenBLAS's threads cost
+ * more than the product and then spin while the lm_head below runs on the
+ * same cores; a prefill (many rows) goes to OpenBLAS. */
+enum { SMALL_ROWS = 64 };
+static void linear_rows(float *out, const float *in, const float *w, const float *b, int N, int C, int OC)
+{
+    if (N > SMALL_ROWS) {
+        xsa_nn_linear_forward(out, in, w, b, N, C, OC);
+        return;
+    }
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * OC;
+        if (b) memcpy(o, b, (size_t)OC * sizeof(float));
+        else memset(o, 0, (size_t)OC * sizeof(float));
+    }
+    for (int c = 0; c < C; c++)
+        for (int n = 0; n < N; n++) axpy(out + (size_t)n * OC, in[(size_t)n * C + c], w + (size_t)c * OC, OC);
 }
 
 /* ---- the cache ---------------------------------------------------------- */
@@ -125,6 +285,15 @@ xsa_kv_cache *xsa_kv_cache_new(xsa_gpt *m, int B)
         goto oom;
     }
     c->v = c->k + half;
+    if (B <= LM_MAX_B) {
+        c->wt = pack_wte(xsa_tensor_f32(xsa_gpt_param(m, 0)), cfg->vocab, cfg->d_model);
+        if (!c->wt) {
+            free(c->start);
+            free(c->k);
+            free(c);
+            goto oom;
+        }
+    }
     xsa_gpt_retain(m);
     c->m = m;
     return c;
@@ -140,13 +309,28 @@ void xsa_kv_cache_free(xsa_kv_cache *c)
     free(c->start);
     free(c->k);
     free(c->scratch);
+    free(c->wt);
     free(c);
+}
+
+/* Forgets the positions (the generation loop's window slide: the weights
+ * have not changed). */
+static void cache_clear(xsa_kv_cache *c)
+{
+    c->len = 0;
+    memset(c->start, 0, (size_t)c->B * sizeof *c->start);
 }
 
 void xsa_kv_cache_reset(xsa_kv_cache *c)
 {
-    c->len = 0;
-    memset(c->start, 0, (size_t)c->B * sizeof *c->start);
+    cache_clear(c);
+    if (c->wt) { /* the weights may have been trained since: pack them again */
+        const xsa_gpt_config *cfg = xsa_gpt_get_config(c->m);
+        const float *wte = xsa_tensor_f32(xsa_gpt_param(c->m, 0));
+        int V = cfg->vocab, C = cfg->d_model;
+        for (size_t v = 0; v < (size_t)V; v++)
+            for (int k = 0; k < C; k++) c->wt[(v / LM_TILE * C + k) * LM_TILE + v % LM_TILE] = wte[v * C + k];
+    }
 }
 
 int xsa_kv_cache_len(const xsa_kv_cache *c) { return c->len; }
@@ -158,8 +342,9 @@ size_t xsa_kv_cache_bytes(const xsa_kv_cache *c)
 {
     const xsa_gpt_config *cfg = xsa_gpt_get_config(c->m);
     size_t C = (size_t)cfg->d_model;
+    size_t wt = c->wt ? ((size_t)cfg->vocab + LM_TILE - 1) / LM_TILE * LM_TILE * C * sizeof(float) : 0;
     return 2 * (size_t)cfg->n_layer * c->B * c->cap * C * sizeof(float) +
-           c->rows_cap * (C * 10 + 2) * sizeof(float) + (size_t)c->cap * sizeof(float);
+           c->rows_cap * (C * 10 + 2) * sizeof(float) + (size_t)c->cap * sizeof(float) + wt;
 }
 
 /* Scratch for N rows: x, ln, tmp, z [N,C]; qkv [N,3C]; fch [N,4C];
@@ -276,7 +461,7 @@ int xsa_kv_cache_append(xsa_kv_cache *c, const int32_t *ids, int T, const int *l
     for (int l = 0; l < L; l++) {
         xsa_nn_layernorm_forward(c->ln, c->mean, c->rstd, c->x, LW(c->m, l, LN1W),
                                  LW(c->m, l, LN1B), (int)N, C);
-        xsa_nn_linear_forward(c->qkv, c->ln, LW(c->m, l, QKVW), LW(c->m, l, QKVB), (int)N, C, 3 * C);
+        linear_rows(c->qkv, c->ln, LW(c->m, l, QKVW), LW(c->m, l, QKVB), (int)N, C, 3 * C);
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++) {
                 size_t head = (((size_t)l * B + b) * NH + h) * cap;
@@ -289,13 +474,13 @@ int xsa_kv_cache_append(xsa_kv_cache *c, const int32_t *ids, int T, const int *l
             }
         cached_attention(c, l, T, C, NH, lambda);
         /* x = c_proj(z) + x, then x = mlp(ln_2(x)) + x, as gpt.c adds them */
-        xsa_nn_linear_forward(c->tmp, c->z, LW(c->m, l, APW), LW(c->m, l, APB), (int)N, C, C);
+        linear_rows(c->tmp, c->z, LW(c->m, l, APW), LW(c->m, l, APB), (int)N, C, C);
         xsa_nn_residual_forward(c->x, c->tmp, c->x, N * C);
         xsa_nn_layernorm_forward(c->ln, c->mean, c->rstd, c->x, LW(c->m, l, LN2W),
                                  LW(c->m, l, LN2B), (int)N, C);
-        xsa_nn_linear_forward(c->fch, c->ln, LW(c->m, l, FCW), LW(c->m, l, FCB), (int)N, C, 4 * C);
+        linear_rows(c->fch, c->ln, LW(c->m, l, FCW), LW(c->m, l, FCB), (int)N, C, 4 * C);
         xsa_nn_gelu_forward(c->fch, c->fch, N * 4 * C);
-        xsa_nn_linear_forward(c->tmp, c->fch, LW(c->m, l, FPW), LW(c->m, l, FPB), (int)N, 4 * C, C);
+        linear_rows(c->tmp, c->fch, LW(c->m, l, FPW), LW(c->m, l, FPB), (int)N, 4 * C, C);
         xsa_nn_residual_forward(c->x, c->tmp, c->x, N * C);
     }
     c->len += T;
@@ -311,8 +496,8 @@ int xsa_kv_cache_append(xsa_kv_cache *c, const int32_t *ids, int T, const int *l
     for (int b = 0; b < B; b++)
         memcpy(c->tmp + (size_t)b * C, c->x + ((size_t)b * T + T - 1) * C, (size_t)C * sizeof(float));
     xsa_nn_layernorm_forward(c->ln, c->mean, c->rstd, c->tmp, lnw, lnb, B, C);
-    if (B == 1) /* a matrix-vector product: one pass over wte, memory-bound */
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, V, C, 1.0f, wte, C, c->ln, 1, 0.0f, logits, 1);
+    if (c->wt) /* one pass over the packed wte, whatever B */
+        lmhead_packed(logits, c->ln, c->wt, B, C, V);
     else
         xsa_nn_lmhead_forward(logits, c->ln, wte, B, C, V);
     return 0;
@@ -638,7 +823,7 @@ int xsa_gpt_generate(xsa_gpt *m, int B, const int32_t *const *prompts, const int
             if (xsa_kv_cache_append(cache, g.ids, 1, NULL, g.logits, 0) != 0) goto done;
         } else {
             /* the window is full: recompute over the last seq_len tokens */
-            xsa_kv_cache_reset(cache);
+            cache_clear(cache);
             int T = pack_window(&g);
             if (xsa_kv_cache_append(cache, g.ids, T, g.lens, g.logits, 0) != 0) goto done;
         }
