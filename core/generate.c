@@ -103,6 +103,30 @@ static void lm_tile8(float *out, size_t ldo, const float *x, int C, const float 
     _mm512_storeu_ps(out + 7 * ldo, a7);
 }
 
+/* 8 rows of x against two adjacent tiles: each broadcast of x feeds two
+ * FMAs (16 accumulators), so loads do not limit the FMAs */
+static void lm_tile8x2(float *out, size_t ldo, const float *x, int C, const float *w)
+{
+    __m512 a[8], b[8];
+    for (int r = 0; r < 8; r++) a[r] = b[r] = _mm512_setzero_ps();
+    const float *w2 = w + (size_t)C * LM_TILE;
+    for (int c = 0; c < C; c++) {
+        __m512 wa = _mm512_load_ps(w + (size_t)c * LM_TILE), wb = _mm512_load_ps(w2 + (size_t)c * LM_TILE);
+#define ROW(r)                                                                                     \
+    do {                                                                                           \
+        __m512 xr = _mm512_set1_ps(x[(size_t)(r) * C + c]);                                        \
+        a[r] = _mm512_fmadd_ps(xr, wa, a[r]);                                                      \
+        b[r] = _mm512_fmadd_ps(xr, wb, b[r]);                                                      \
+    } while (0)
+        ROW(0); ROW(1); ROW(2); ROW(3); ROW(4); ROW(5); ROW(6); ROW(7);
+#undef ROW
+    }
+    for (int r = 0; r < 8; r++) {
+        _mm512_storeu_ps(out + r * ldo, a[r]);
+        _mm512_storeu_ps(out + r * ldo + LM_TILE, b[r]);
+    }
+}
+
 /* one row of x against one tile: 4 chains over c (latency), then summed */
 static void lm_tile1(float *out, const float *x, int C, const float *w)
 {
@@ -129,6 +153,12 @@ static void lm_tile8(float *out, size_t ldo, const float *x, int C, const float 
 {
     for (int r = 0; r < LM_BROWS; r++) lm_tile1(out + r * ldo, x + (size_t)r * C, C, w);
 }
+
+static void lm_tile8x2(float *out, size_t ldo, const float *x, int C, const float *w)
+{
+    lm_tile8(out, ldo, x, C, w);
+    lm_tile8(out + LM_TILE, ldo, x, C, w + (size_t)C * LM_TILE);
+}
 #endif
 
 static void *lm_run(void *p)
@@ -140,6 +170,13 @@ static void *lm_run(void *p)
         const float *w = j->wt + t * C * LM_TILE;
         size_t v0 = t * LM_TILE;
         int nv = V - (int)v0 < LM_TILE ? V - (int)v0 : LM_TILE;
+        if (t + 1 < j->t1 && (size_t)V >= v0 + 2 * LM_TILE && j->B % LM_BROWS == 0) {
+            /* two full tiles at once */
+            for (int b0 = 0; b0 < j->B; b0 += LM_BROWS)
+                lm_tile8x2(j->logits + (size_t)b0 * V + v0, (size_t)V, j->x + (size_t)b0 * C, C, w);
+            t++;
+            continue;
+        }
         for (int b0 = 0; b0 < j->B; b0 += LM_BROWS) {
             int nb = j->B - b0 < LM_BROWS ? j->B - b0 : LM_BROWS;
             const float *x = j->x + (size_t)b0 * C;
