@@ -65,7 +65,7 @@ LIB_SO   := $(BUILD)/libxsa.so
 LUA_SO   := $(BUILD)/xsa.so
 EXE      := $(BUILD)/xsa
 
-.PHONY: all deps test check bench run run-all asan ubsan sanitize fuzz fuzz-bins install uninstall clean data
+.PHONY: all deps test check bench run run-all asan ubsan sanitize fuzz fuzz-bins install uninstall clean data rock rock-install
 
 # Building without the libraries would die on the first missing header; say
 # instead which packages are missing and how to get them. Targets that install
@@ -188,6 +188,18 @@ install: all
 	install -m 644 lua/xsa/*.lua $(DESTDIR)$(LUA_LMOD)/xsa/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*XSA_VERSION "\(.*\)".*/\1/p' core/xsa.h)|g' \
 	    mk/xsa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xsa.pc
+
+# `luarocks make` (xsa-scm-1.rockspec) builds `rock` and installs `rock-install`
+# into a rocks tree: LIBDIR gets xsa.so, LUADIR the Lua modules with the GPT-2
+# tokenizer files (LUADIR/xsa/data, where xsa.data looks last), BINDIR xsa.
+rock: $(LUA_SO) $(EXE)
+
+rock-install: rock
+	install -d $(LIBDIR) $(LUADIR)/xsa/data $(BINDIR)
+	install -m 755 $(LUA_SO) $(LIBDIR)/xsa.so
+	install -m 644 lua/xsa/*.lua $(LUADIR)/xsa/
+	install -m 644 data/encoder.json data/vocab.bpe $(LUADIR)/xsa/data/
+	install -m 755 $(EXE) $(BINDIR)/xsa
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/xsa $(DESTDIR)$(PREFIX)/lib/libxsa.a $(DESTDIR)$(PREFIX)/lib/libxsa.so \

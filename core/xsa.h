@@ -31,5 +31,6 @@
 #include "nn.h"
 #include "optim.h"
 #include "gpt.h"
+#include "generate.h"
 
 #endif

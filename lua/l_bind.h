@@ -10,6 +10,7 @@
  *   l_nn.c          xsa.nn                   l_json.c       xsa.json
  *   l_safetensors.c xsa.safetensors
  *   l_gpt.c         xsa.gpt, the model type  l_optim.c      xsa.optim, the AdamW type
+ *   l_generate.c    the kv_cache type, generation (model:generate, xsa.gpt.sample)
  *   l_bpe.c         xsa._tokenizer, the tokenizer type
  *   l_data.c        xsa._data, the loader type
  *   l_bind.c        the helpers below (and the scratch box type)
@@ -119,6 +120,15 @@ xsa_adamw **xsa_lua_newadamw(lua_State *L);
 /* l_nn.c: the Lua names of the XSA_NN_PROBE_N attention probe metrics (nn.h
  * order), for xsa.nn.attention and model:probe. */
 extern const char *const xsa_lua_probe_names[XSA_NN_PROBE_N];
+/* l_gpt.c: the model at idx or a "bad argument" error ("attempt to use a
+ * freed model" after :free()). */
+xsa_gpt *xsa_lua_checkgpt(lua_State *L, int idx);
+/* l_generate.c: creates the kv_cache type and adds sample, sample_probs and
+ * generate_ids to the xsa.gpt table at the top of the stack (pushes nothing);
+ * model:kv_cache([B]) and model:generate(prompt [, opts]). */
+int xsa_lua_open_generate(lua_State *L);
+int xsa_lua_gpt_kv_cache(lua_State *L);
+int xsa_lua_gpt_generate(lua_State *L);
 /* l_bpe.c: the tokenizer userdata at idx or a "bad argument" error. */
 xsa_bpe *xsa_lua_checkbpe(lua_State *L, int idx);
 

@@ -13,6 +13,7 @@
  *   model:parameters() -> list of {name=, tensor=}, also name -> tensor
  *   model:num_params() / model:config() / model:probe(loader [, n])
  *   model:save(path [, {optimizer=opt}]) / xsa.gpt.load(path) -> model, opt|nil
+ *   model:generate(prompt [, opts]) / model:kv_cache([B])   (defined in l_generate.c)
  *   model:free() (also __close)
  *
  * Owns the xsa.gpt table (load, and __call as the constructor) and the model
@@ -53,6 +54,8 @@ static xsa_gpt *checkgpt(lua_State *L, int idx)
     if (!b->m) luaL_error(L, "attempt to use a freed model");
     return b->m;
 }
+
+xsa_gpt *xsa_lua_checkgpt(lua_State *L, int idx) { return checkgpt(L, idx); }
 
 /* Reports a model's big buffers (parameters, gradients) to the collector. */
 static void account(lua_State *L, const xsa_gpt *m)
@@ -481,6 +484,8 @@ static const luaL_Reg gpt_methods[] = {
     {"config", m_config},
     {"probe", m_probe},
     {"save", m_save},
+    {"generate", xsa_lua_gpt_generate}, /* l_generate.c */
+    {"kv_cache", xsa_lua_gpt_kv_cache},
     {"free", g_gc},
     {NULL, NULL},
 };
@@ -498,6 +503,7 @@ int xsa_lua_open_gpt(lua_State *L)
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, l_gpt_load);
     lua_setfield(L, -2, "load");
+    xsa_lua_open_generate(L); /* sample, sample_probs, generate_ids; the kv_cache type */
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, l_gpt_new);
     lua_setfield(L, -2, "__call");

@@ -350,10 +350,63 @@ static void prompt_sigint(int sig)
     (void)ignored;
 }
 
+/* ---- Tab completion: candidates from xsa.help.complete (lua/xsa/help.lua),
+ * which walks globals, fields and metatables with rawget and evaluates
+ * nothing. The word is the identifier path before the cursor ('.' and ':'
+ * are not word breaks). */
+
+static lua_State *complete_L = NULL;
+static char **complete_list = NULL;
+static size_t complete_n = 0, complete_next = 0;
+
+static char *complete_generator(const char *text, int state)
+{
+    (void)text;
+    if (state == 0) complete_next = 0;
+    return complete_next < complete_n ? strdup(complete_list[complete_next++]) : NULL;
+}
+
+static char **complete(const char *text, int start, int end)
+{
+    (void)start;
+    (void)end;
+    rl_attempted_completion_over = 1; /* no file names */
+    for (size_t i = 0; i < complete_n; i++) free(complete_list[i]);
+    free(complete_list);
+    complete_list = NULL;
+    complete_n = 0;
+    lua_State *L = complete_L;
+    int top = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "xsa.help");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_getfield(L, -1, "complete") == LUA_TFUNCTION) {
+        lua_pushstring(L, text);
+        if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+            size_t n = lua_rawlen(L, -1);
+            complete_list = calloc(n + 1, sizeof *complete_list);
+            for (size_t i = 0; complete_list && i < n; i++) {
+                lua_rawgeti(L, -1, (lua_Integer)i + 1);
+                const char *c = lua_tostring(L, -1);
+                if (c) complete_list[complete_n++] = strdup(c);
+                lua_pop(L, 1);
+            }
+        }
+    }
+    lua_settop(L, top);
+    if (complete_n == 0) return NULL;
+    return rl_completion_matches(text, complete_generator);
+}
+
 static void repl(lua_State *L)
 {
     char *hist = history_path();
     using_history();
+    complete_L = L;
+    rl_completer_word_break_characters = (char *)" \t\n\"'`@$><=;|&{}()[],+-*/%^~#";
+    rl_completion_append_character = '\0';
+    rl_attempted_completion_function = complete;
+    /* help(x) at the prompt (xsa.help; scripts use xsa.help too) */
+    if (luaL_dostring(L, "help = xsa.help") != LUA_OK) lua_pop(L, 1);
     if (hist) read_history(hist);
     printf("xsa %s  (Lua %s; OpenBLAS %s, %d threads)  Ctrl-D leaves.\n", XSA_VERSION,
            LUA_VERSION_MAJOR "." LUA_VERSION_MINOR, xsa_blas_corename(), xsa_threads());

@@ -12,7 +12,7 @@
 #   clang libfuzzer-14-dev libclang-rt-14-dev   `make fuzz` (--fuzz)
 #   python3-torch            the PyTorch reference scripts in tests/reference
 set -u
-PACKAGES="gcc make pkg-config liblua5.4-dev lua5.4 libopenblas-dev libutf8proc-dev libcjson-dev libedit-dev liblzma-dev gnuplot-nox"
+PACKAGES="gcc make pkg-config liblua5.4-dev lua5.4 libopenblas-dev libutf8proc-dev libcjson-dev libedit-dev liblzma-dev gnuplot-nox luarocks"
 FUZZ_PACKAGES="clang libfuzzer-14-dev libclang-rt-14-dev"
 if [ "${1:-}" = "--fuzz" ]; then PACKAGES="$PACKAGES $FUZZ_PACKAGES"; shift; fi
 

@@ -43,6 +43,10 @@ function M.search_dirs()
   add(sys.env("XSA_DATA"))
   add(sys.root() .. "/data")
   add("data")
+  -- an installed rock keeps the tokenizer files next to the modules (LUADIR/xsa/data)
+  local here = package.searchpath("xsa.data", package.path)
+  local beside = here and here:match("^(.*)/[^/]*$")
+  if beside and is_dir(beside .. "/data") then add(beside .. "/data") end
   return dirs
 end
 

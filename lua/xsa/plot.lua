@@ -19,7 +19,7 @@
 --   p:line(steps, sa_loss, {label = "SA", color = plot.colors.sa})
 --   p:band(steps, sa_loss, xsa_loss, {color = "#888888", alpha = 0.2, label = "gap"})
 --   fig:save("plots/loss.png")        -- or {format = "svg"}
---   plot.show(fig)                    -- REPL: gnuplot's text terminal
+--   fig:show()                        -- REPL: gnuplot's text terminal, window-sized
 --
 -- Text is gnuplot "enhanced" text (a_i is a subscript); plot.escape(s) makes
 -- a string literal. Non-goals: interactive windows, 3-D plots, image data.
@@ -254,6 +254,9 @@ local function header(S, name, dir, width, height, font, cols, rows, gif_opts)
   -- by hand, from any directory, the figure lands next to its script
   S('if (!exists("out")) out = %s . "." . fmt', gq(dir .. "/" .. name))
   local f = gq(font .. ",11")
+  -- text: the size show() passes (the terminal's), else one that fits most
+  S('cols = exists("cols") ? cols : %d', math.min(200, 60 * cols + 20))
+  S('lines = exists("lines") ? lines : %d', 30 * rows)
   S('if (fmt eq "png") {')
   S('  set terminal pngcairo size %d,%d enhanced font %s background rgb "white"', width, height, f)
   S('} else { if (fmt eq "svg") {')
@@ -261,7 +264,7 @@ local function header(S, name, dir, width, height, font, cols, rows, gif_opts)
   S('} else { if (fmt eq "gif") {')
   S('  set terminal gif %s size %d,%d enhanced font %s background rgb "white"', gif_opts or "", width, height, gq(font))
   S('} else {')
-  S('  set terminal dumb size %d,%d enhanced', math.min(200, 60 * cols + 20), 30 * rows)
+  S('  set terminal dumb size cols,lines enhanced')
   S('}}}')
   S('if (fmt ne "dumb") set output out')
   -- the data is found from any working directory while the folder stays put
@@ -381,7 +384,7 @@ local function run(dir, script, vars, inherit_stdout)
   local gp = M.gnuplot()
   if not gp then return nil, "gnuplot not found" end
   local sets = {}
-  for k, v in pairs(vars or {}) do sets[#sets + 1] = k .. "=" .. gq(v) end
+  for k, v in pairs(vars or {}) do sets[#sets + 1] = k .. "=" .. (math.type(v) == "integer" and tostring(v) or gq(v)) end
   table.sort(sets)
   local errf = os.tmpname()
   local cmd = string.format("cd %s && %s %s %s 2>%s", shq(dir), shq(gp),
@@ -469,13 +472,33 @@ function M.render_script(gp_path, fmt, out)
   return true, (err ~= "" and err or nil)
 end
 
--- plot.show(fig) or plot.show(xs, ys[, opts]): draws in the terminal with
--- gnuplot's text terminal (the REPL's quick look). Files go to a temp folder.
+-- The terminal's size in characters: $COLUMNS and $LINES when set (shells
+-- set them, and so can you), else what the terminal says (stty size on
+-- /dev/tty: the TIOCGWINSZ ioctl, which works over ssh), else 80x24.
+function M.terminal_size()
+  local cols, lines = tonumber(sys.env("COLUMNS") or ""), tonumber(sys.env("LINES") or "")
+  if not (cols and lines) then
+    local p = io.popen("stty size 2>/dev/null </dev/tty")
+    local out = p and p:read("a") or ""
+    if p then p:close() end
+    local r, c = out:match("^%s*(%d+)%s+(%d+)")
+    lines = lines or tonumber(r)
+    cols = cols or tonumber(c)
+  end
+  cols = (cols and cols >= 20) and math.floor(cols) or 80
+  lines = (lines and lines >= 5) and math.floor(lines) or 24
+  return cols, lines
+end
+
+-- plot.show(fig [, opts]) or plot.show(ys) or plot.show(xs, ys [, opts]): draws
+-- in the terminal with gnuplot's text terminal, the width of the window and one
+-- line less than its height (opts.width / opts.height override). Files go to a
+-- temporary folder that is removed afterwards.
 function M.show(fig, ys, o)
   if getmetatable(fig) ~= Figure then
     local xs = fig
-    if ys == nil then
-      ys = xs
+    if type(ys) ~= "table" then
+      o, ys = ys, xs
       xs = {}
       for i = 1, #ys do xs[i] = i end
     end
@@ -483,7 +506,13 @@ function M.show(fig, ys, o)
     fig = M.figure{title = o.title}
     fig:panel{xlabel = o.xlabel, ylabel = o.ylabel, key = o.label and "top right" or false}
       :line(xs, ys, {label = o.label, color = o.color})
+  else
+    o = ys
   end
+  o = o or {}
+  if #fig.panels == 0 then error("plot.show: the figure has no panels", 2) end
+  local cols, lines = M.terminal_size()
+  cols, lines = math.tointeger(o.width) or cols, math.tointeger(o.height) or math.max(10, lines - 1)
   local tmp = os.tmpname()
   os.remove(tmp)
   sys.mkdir(tmp)
@@ -491,13 +520,17 @@ function M.show(fig, ys, o)
   put(tmp .. "/show.dat", data)
   put(tmp .. "/show.gp", script)
   io.stdout:flush()
-  local out, err = run(tmp, "show.gp", {fmt = "dumb"}, true)
+  local ok, out, err = pcall(run, tmp, "show.gp", {fmt = "dumb", cols = cols, lines = lines}, true)
   os.remove(tmp .. "/show.dat")
   os.remove(tmp .. "/show.gp")
   os.remove(tmp)
+  if not ok then error(out, 0) end
   if not out then return nil, err end
   return true
 end
+
+-- fig:show([{width=, height=}]): plot.show of this figure.
+function Figure:show(o) return M.show(self, o) end
 
 M.Figure, M.Panel = Figure, Panel
 return M

@@ -302,7 +302,7 @@ h1{font-size:1.7em}h2{border-bottom:2px solid #2471A3;padding-bottom:.2em;margin
 table{border-collapse:collapse;margin:.8em 0;font-size:.92em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}table.cfg td{text-align:left;font-family:monospace}
 .sa{color:#E74C3C;font-weight:bold}.xsa{color:#2471A3;font-weight:bold}.missing{color:#a00}
-.numbers li{margin:.2em 0}code{background:#f4f4f4;padding:0 .2em}details{margin:.6em 0}
+.numbers li{margin:.2em 0}table.samples td{text-align:left;vertical-align:top;max-width:30em}code{background:#f4f4f4;padding:0 .2em}details{margin:.6em 0}
 ]]
 
 -- Builds the HTML. o: {out = results folder, plots = figures folder,
@@ -335,6 +335,8 @@ function M.build(o)
       end
       for _, f in ipairs(s.figures or {}) do body[#body + 1] = figure_html(f, info.warnings) end
       body[#body + 1] = md_table_html(s.table)
+      -- part 3's checkpoints continue three fixed prompts (lua/xsa/samples.lua)
+      if key == "part3" then body[#body + 1] = require("xsa.samples").part3_html(s) end
       body[#body + 1] = config_html(s)
     end
   end
@@ -355,8 +357,8 @@ function M.build(o)
     for _, key in ipairs(info.missing) do
       local cmd = parts[key].command
       if o.folder_flags and o.folder_flags ~= "" then cmd = cmd .. " " .. o.folder_flags end
-      li[#li + 1] = string.format("<li>%s: not run yet; produce it with <code>%s</code></li>", esc(parts[key].title),
-        esc(cmd))
+      li[#li + 1] = string.format("<li>%s: not run yet%s; produce it with <code>%s</code></li>", esc(parts[key].title),
+        key == "part3" and " (so there are no text samples of its SA and XSA models)" or "", esc(cmd))
     end
     head[#head + 1] = '<div class="missing"><p>Missing parts:</p><ul>' .. table.concat(li) .. "</ul></div>"
   end

@@ -1,0 +1,589 @@
+-- xsa.help_db: the one source of the help text. Keyed by qualified name:
+-- "xsa.NAME" (functions and tables of the xsa table and its modules) and
+-- "TYPE:name" (methods; TYPE is a receiver name of xsa.help.RECEIVERS).
+-- Each entry: sig (the signature line), desc (one paragraph), example
+-- (optional, runnable lines), summary (modules and types: one line for help()).
+-- xsa.help prints it; scripts/gen_api_doc.lua writes doc/api-index.md from it
+-- (tests/test_help.lua checks the committed file and that every public
+-- function has an entry). Add an entry here when you add a function.
+local D = {}
+
+local function add(name, sig, desc, example) D[name] = {sig = sig, desc = desc, example = example} end
+local function group(name, summary, desc, example)
+  D[name] = {sig = name, summary = summary, desc = desc, example = example}
+end
+
+D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.tokenizer",
+  "xsa.data", "xsa.train", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
+  "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers"}
+D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
+
+----------------------------------------------------------------------------
+-- modules
+
+group("xsa", "the engine: tensors, random numbers, grad mode, files",
+  "The global table of the engine (require \"xsa\" from a stock lua5.4). Its own functions build tensors, " ..
+  "seed the random generator, switch grad mode and read or write files; its fields are the libraries " ..
+  "below, and the pure-Lua modules (xsa.train, xsa.plot, ...) load on first use.",
+  "print(xsa.version(), xsa.zeros(2, 3))")
+group("xsa.nn", "fused layer ops with hand-written backward",
+  "The GPT's kernels as autograd ops for your own models: embedding, linear (input-major weights), " ..
+  "layernorm, the exact GELU, causal SA/XSA attention and cross-entropy.",
+  "local y = xsa.nn.linear(xsa.randn(4, 8), xsa.randn(8, 3))")
+group("xsa.gpt", "the GPT model (SA or XSA), checkpoints, sampling",
+  "xsa.gpt{...} builds a GPT-2-style model with standard (SA) or exclusive (XSA) self attention; " ..
+  "xsa.gpt.load reads a checkpoint; sample, sample_probs and generate_ids are the sampling primitives " ..
+  "under model:generate.",
+  "local model = xsa.gpt{attention = \"xsa\", lambda = 1}\nprint(model:generate(\"Once upon a time\", {max_new_tokens = 20}))")
+group("xsa.optim", "AdamW", "Optimizers over lists of tensors or model:parameters().",
+  "local opt = xsa.optim.adamw(model:parameters(), {lr = 1e-3})")
+group("xsa.safetensors", "read and write safetensors files",
+  "Tensors by name plus string metadata, in the format the Python safetensors package reads.",
+  "xsa.safetensors.save(\"/tmp/w.safetensors\", {w = xsa.randn(3, 4)})")
+group("xsa.json", "deterministic JSON",
+  "Encodes Lua values with sorted keys (usable as cache keys) and decodes keeping integers and floats apart.",
+  "print(xsa.json.encode({b = 1, a = {1.5, 2}}))")
+group("xsa.tokenizer", "GPT-2 byte-level BPE",
+  "The GPT-2 tokenizer (the ids of tiktoken's gpt2 encoding), found in $XSA_DATA or the checkout's data/.",
+  "local tok = xsa.tokenizer.gpt2()\nprint(tok:encode(\"Hello world\"))")
+group("xsa.data", "TinyStories loaders and data files",
+  "Finds the corpus and tokenizer files, caches token ids, and cuts them into train and val loaders of " ..
+  "(inputs, targets) batches.",
+  "local train, val = xsa.data.tinystories{seq_len = 64, batch = 16}\nlocal x, y = train:next()")
+group("xsa.train", "the paired SA/XSA training loop",
+  "Trains two models on the same batches with one AdamW each, evaluating both on the same val batches.",
+  "local r = xsa.train.pair(sa, xsa_model, train, val, {steps = 60})")
+group("xsa.plot", "figures through gnuplot (PNG, SVG, GIF, terminal)",
+  "Figures of panels holding lines, points, bands, bars and labels; saved with their .dat and .gp files, " ..
+  "or drawn in the terminal with fig:show().",
+  "local fig = xsa.plot.figure{title = \"loss\"}\nfig:panel{xlabel = \"step\"}:line({1, 2, 3}, {3, 2, 1.5})\nfig:show()")
+group("xsa.stats", "statistics over seeds",
+  "Means, t and Wilcoxon tests, bootstrap intervals and the paired SA/XSA summary.",
+  "print(xsa.stats.paired_summary({3.1, 3.0, 3.2}, {3.0, 3.0, 3.1}).verdict)")
+group("xsa.generate", "model:generate's module (prompts, batches, decoding)",
+  "The text side of generation; the decoding loop and sampling are in C (core/generate.c).",
+  "local text, ids, info = model:generate(\"The cat\", {temperature = 0})")
+group("xsa.samples", "continuations of checkpoints side by side",
+  "What scripts/sample.lua and the report use: load checkpoints, continue prompts, print columns.",
+  "print(xsa.samples.side_by_side({{title = \"SA\", text = \"a b\"}, {title = \"XSA\", text = \"c d\"}}, 40))")
+group("xsa.help", "this help and the REPL's completion",
+  "help(x) prints the entry of a module, function, value or name; Tab in the REPL completes names.",
+  "help(\"adamw\")")
+group("xsa.args", "command-line flags of the scripts",
+  "Declare flags once (name, type, default, help); parse arg, print --help, apply --quick values.",
+  "local o = xsa.args.parse(arg, {name = \"my.lua\", options = {{\"steps\", \"int\", 10, \"steps\"}}})")
+group("xsa.cache", "results cached by configuration",
+  "JSON results stored under a hash of their configuration, so rerunning a script is a cache hit.",
+  "local r = xsa.cache.fetch(\"cache\", \"demo\", {n = 3}, function() return {v = 1} end)")
+group("xsa.study", "what the part scripts share",
+  "Common flags, folders, loaders and model pairs of the study's configuration, markdown tables and the " ..
+  "summaries the report reads.",
+  "local opts = xsa.study.setup(xsa.args.parse(arg, {name = \"x.lua\", options = xsa.study.options({})}))")
+group("xsa.report", "the HTML report", "Gathers every part's summary, figures and text samples into one page.",
+  "xsa.report.write{out = \"cache\", plots = \"plots\", output = \"plots/report.html\"}")
+group("xsa.progress", "progress bars and the wall clock",
+  "A progress line on a terminal (plain log lines otherwise), durations, rates and a clock.",
+  "local bar = xsa.progress.new{label = \"train\", total = 100}")
+group("xsa.sys", "paths, environment, shell quoting",
+  "Small helpers the modules share: the repository root, absolute paths, mkdir -p, interrupts.",
+  "print(xsa.sys.root(), xsa.sys.shell_quote(\"it's\"))")
+group("xsa.numbers", "finiteness checks", "Whether numbers (or every number in a table) are finite.",
+  "print(xsa.numbers.finite(0 / 0))")
+
+----------------------------------------------------------------------------
+-- types
+
+group("tensor", "n-d float32/int32 array with autograd",
+  "A view (shape, strides, offset) over reference-counted storage. Indices and dimension arguments are " ..
+  "1-based (negative counts from the end); element-wise ops broadcast as PyTorch; every op records autograd " ..
+  "when an input requires grad. Operators + - * / ^ and unary - work.",
+  "local t = xsa.tensor{{1, 2}, {3, 4}}\nprint(t:sum(1), t:matmul(t:T()), t[2][1])")
+group("generator", "a seeded random stream (xoshiro256**)",
+  "Independent of the global generator; the same seed gives the same numbers on every machine.",
+  "local g = xsa.generator(7)\nprint(g:randn(2, 2))")
+group("model", "a GPT model (xsa.gpt)",
+  "GPT-2-style decoder with SA or XSA attention: training (loss, backward through autograd), forward, " ..
+  "probes, checkpoints and text generation.",
+  "local model = xsa.gpt{seed = 0}\nprint(model, model:num_params())")
+group("cache", "a key/value cache for incremental decoding (model:kv_cache)",
+  "Per layer, the keys and values [B,NH,T,HS] of every position appended so far; appending runs the model " ..
+  "on the new tokens only.",
+  "local c = model:kv_cache(1)\nlocal logits = c:append(xsa.tensor({15496}, \"int32\"))")
+group("optimizer", "an AdamW optimizer (xsa.optim.adamw)",
+  "Holds the moments of its parameters; opt.lr is writable, opt.step_count, opt.betas, opt.eps and " ..
+  "opt.weight_decay readable.",
+  "opt:zero_grad(); loss:backward(); opt:step()")
+group("tokenizer", "a GPT-2 BPE tokenizer (xsa.tokenizer.gpt2())", "Text to ids and back.",
+  "local tok = xsa.tokenizer.gpt2()\nprint(tok:decode(tok:encode(\"hi there\")))")
+group("loader", "batches of (inputs, targets) windows (xsa.data)",
+  "int32 [B,T] inputs and targets shifted by one token; train loaders shuffle per epoch (seeded).",
+  "local train = xsa.data.tinystories{seq_len = 32, batch = 4, max_tokens = 20000}\nlocal x, y = train:next()")
+group("figure", "a figure of xsa.plot (plot.figure{...})", "A grid of panels, saved or shown.",
+  "local fig = xsa.plot.figure{cols = 2}")
+group("panel", "a panel of a figure (fig:panel{...})", "Axes holding series.", "local p = fig:panel{xlabel = \"x\"}")
+group("bar", "a progress bar (xsa.progress.new)", "Draws a line on a terminal, logs otherwise.",
+  "local bar = xsa.progress.new{total = 10}; bar:update(1, \"loss 3.2\")")
+
+----------------------------------------------------------------------------
+-- the xsa table
+
+add("xsa.version", "xsa.version() -> string", "The engine's version, \"0.1.0\".", "print(xsa.version())")
+add("xsa.blas", "xsa.blas() -> {core=, best=, fallback=, threads=}",
+  "The OpenBLAS kernel in use, the best one for this CPU, whether OpenBLAS fell back to a slower one, and the thread count.",
+  "print(xsa.blas().core)")
+add("xsa.set_threads", "xsa.set_threads(n)", "Sets the thread count of OpenBLAS and of the engine's threaded loops.",
+  "xsa.set_threads(2)")
+add("xsa.read_file", "xsa.read_file(path) -> string | nil, message", "The whole file, or nil and the reason.",
+  "local s, err = xsa.read_file(\"/etc/hostname\")")
+add("xsa.write_file_atomic", "xsa.write_file_atomic(path, s) -> true",
+  "Writes s to a temporary file next to path, then renames it over path: readers never see half a file.",
+  "xsa.write_file_atomic(\"/tmp/x.txt\", \"hello\\n\")")
+add("xsa.no_grad", "xsa.no_grad(fn, ...) -> fn's results",
+  "Runs fn with autograd recording off (as torch.no_grad); updates to leaf tensors go here.",
+  "xsa.no_grad(function() w:sub_(0.1 * w.grad) end)")
+add("xsa.grad_enabled", "xsa.grad_enabled() -> boolean", "Whether autograd records operations.", "print(xsa.grad_enabled())")
+add("xsa.set_grad_enabled", "xsa.set_grad_enabled(flag) -> previous", "Turns recording on or off; returns the previous mode.",
+  "local prev = xsa.set_grad_enabled(false)")
+add("xsa.tensor", "xsa.tensor(data [, dtype | {dtype=, requires_grad=}]) -> tensor",
+  "A tensor from a number (0-d), a nested table of numbers, or a copy of another tensor; dtype \"float32\" (default) or \"int32\".",
+  "local ids = xsa.tensor({15496, 995}, \"int32\")")
+add("xsa.zeros", "xsa.zeros(sizes... [, opts]) -> tensor", "A tensor of zeros; sizes as arguments or one table; opts {dtype=, requires_grad=}.",
+  "local w = xsa.zeros(3, 4, {requires_grad = true})")
+add("xsa.ones", "xsa.ones(sizes... [, opts]) -> tensor", "A tensor of ones.", "print(xsa.ones({2, 3}))")
+add("xsa.full", "xsa.full(sizes..., value [, opts]) -> tensor", "A tensor filled with value.", "print(xsa.full(2, 2, 7))")
+add("xsa.arange", "xsa.arange([start,] stop [, step]) -> tensor",
+  "Values start, start+step, ... below stop (half-open, as PyTorch); int32 when every argument is an integer.",
+  "print(xsa.arange(5), xsa.arange(0, 1, 0.25))")
+add("xsa.rand", "xsa.rand([generator,] sizes...) -> tensor", "Uniform [0, 1) float32 from the global generator or the one given.",
+  "print(xsa.rand(2, 3))")
+add("xsa.randn", "xsa.randn([generator,] sizes...) -> tensor", "Standard normal float32 (Box-Muller).",
+  "local x = xsa.randn(xsa.generator(0), 4, 8)")
+add("xsa.randint", "xsa.randint([generator,] lo, hi, sizes...) -> tensor", "Uniform integers in [lo, hi), int32.",
+  "local ids = xsa.randint(0, 50257, 2, 64)")
+add("xsa.generator", "xsa.generator(seed) -> generator", "An independent random stream seeded with seed.",
+  "local g = xsa.generator(42)\nprint(xsa.randn(g, 3))")
+add("xsa.manual_seed", "xsa.manual_seed(seed)", "Reseeds the global generator (0 at start-up).",
+  "xsa.manual_seed(42); local a = xsa.randn(3)")
+add("xsa.where", "xsa.where(cond, a, b) -> tensor", "Element-wise a where cond is non-zero, else b (broadcasting; a, b tensors or numbers).",
+  "print(xsa.where(xsa.tensor{1, 0}, 10, 20))")
+add("xsa.matmul", "xsa.matmul(a, b) -> tensor", "The same as a:matmul(b).", "print(xsa.matmul(xsa.ones(2, 3), xsa.ones(3, 2)))")
+add("xsa.allclose", "xsa.allclose(a, b [, rtol=1e-5 [, atol=1e-8]]) -> boolean", "The same as a:allclose(b, ...).",
+  "print(xsa.allclose(xsa.ones(2), xsa.ones(2)))")
+add("xsa.is_tensor", "xsa.is_tensor(v) -> boolean", "Whether v is a tensor.", "print(xsa.is_tensor(xsa.zeros(1)), xsa.is_tensor({}))")
+add("xsa.live_bytes", "xsa.live_bytes() -> integer", "Bytes of storage held by every live tensor.", "print(xsa.live_bytes())")
+add("xsa.cat", "xsa.cat(tensors [, dim=1]) -> tensor", "Concatenates along an existing dimension.",
+  "print(xsa.cat({xsa.ones(2), xsa.zeros(3)}))")
+add("xsa.stack", "xsa.stack(tensors [, dim=1]) -> tensor", "Stacks same-shaped tensors along a new dimension.",
+  "print(xsa.stack({xsa.ones(2), xsa.zeros(2)}))")
+for _, f in ipairs{{"zeros_like", "zeros"}, {"ones_like", "ones"}, {"rand_like", "uniform [0, 1) numbers"},
+  {"randn_like", "standard normal numbers"}} do
+  add("xsa." .. f[1], "xsa." .. f[1] .. "(t) -> tensor", "A new tensor of t's shape and dtype holding " .. f[2] .. ".",
+    "local z = xsa." .. f[1] .. "(xsa.ones(2, 3))")
+end
+add("xsa.full_like", "xsa.full_like(t, value) -> tensor", "A tensor of t's shape filled with value.",
+  "print(xsa.full_like(xsa.ones(2), 5))")
+
+----------------------------------------------------------------------------
+-- tensor methods
+
+local T = "local t = xsa.tensor{{1, -2, 3}, {4, 5, -6}}\n"
+add("tensor:shape", "tensor:shape() -> {sizes}", "The sizes as a Lua list.", T .. "print(t:shape()[2])  --> 3")
+add("tensor:size", "tensor:size([dim]) -> integer | {sizes}", "The size of one dimension (1-based or negative), or all of them.",
+  T .. "print(t:size(-1))  --> 3")
+add("tensor:stride", "tensor:stride([dim]) -> integer | {strides}", "Strides in elements.", T .. "print(t:stride(1))  --> 3")
+add("tensor:dim", "tensor:dim() -> integer", "The number of dimensions.", T .. "print(t:dim())  --> 2")
+add("tensor:numel", "tensor:numel() -> integer", "The number of elements.", T .. "print(t:numel())  --> 6")
+add("tensor:dtype", "tensor:dtype() -> \"float32\" | \"int32\"", "The element type.", T .. "print(t:dtype())")
+add("tensor:is_contiguous", "tensor:is_contiguous() -> boolean", "Whether the elements are laid out row-major without gaps.",
+  T .. "print(t:T():is_contiguous())  --> false")
+add("tensor:get", "tensor:get(i, j, ...) -> number", "One element by 1-based (or negative) indices.", T .. "print(t:get(2, -1))  --> -6.0")
+add("tensor:set", "tensor:set(i, j, ..., value) -> tensor", "Writes one element.", T .. "t:set(1, 1, 9)")
+add("tensor:item", "tensor:item() -> number", "The value of a one-element tensor.", "print(xsa.tensor{3}:sum():item())")
+add("tensor:totable", "tensor:totable() -> nested table", "The values as nested Lua tables (alias tolist).", T .. "print(t:totable()[2][1])")
+add("tensor:tolist", "tensor:tolist() -> nested table", "Alias of totable.", T .. "print(#t:tolist())")
+add("tensor:free", "tensor:free()", "Releases the storage at once (later use raises); a <close> variable does the same.",
+  "local big <close> = xsa.zeros(1000, 1000)")
+add("tensor:view", "tensor:view(sizes...) -> tensor", "The same storage under another shape (contiguous tensors only; -1 infers one size).",
+  T .. "print(t:view(3, 2))")
+add("tensor:reshape", "tensor:reshape(sizes...) -> tensor", "Like view, copying only when it must.", T .. "print(t:T():reshape(-1))")
+add("tensor:expand", "tensor:expand(sizes...) -> tensor", "Repeats size-1 dimensions without copying (-1 keeps a size).",
+  "print(xsa.tensor{1, 2}:view(1, 2):expand(3, 2))")
+add("tensor:transpose", "tensor:transpose(d1, d2) -> tensor", "Swaps two dimensions (a view).", T .. "print(t:transpose(1, 2))")
+add("tensor:T", "tensor:T() -> tensor", "The transpose of a 2-D tensor (a view).", T .. "print(t:T())")
+add("tensor:permute", "tensor:permute(dims...) -> tensor", "Reorders dimensions (a view).", "print(xsa.zeros(2, 3, 4):permute(3, 1, 2):shape()[1])  --> 4")
+add("tensor:narrow", "tensor:narrow(dim, start, length) -> tensor", "Elements start..start+length-1 of a dimension (a view).",
+  T .. "print(t:narrow(2, 2, 2))")
+add("tensor:select", "tensor:select(dim, i) -> tensor", "Index i of a dimension, which disappears (a view).", T .. "print(t:select(2, 1))")
+add("tensor:unsqueeze", "tensor:unsqueeze(dim) -> tensor", "Inserts a dimension of size 1.", "print(xsa.ones(3):unsqueeze(1):shape()[1])  --> 1")
+add("tensor:squeeze", "tensor:squeeze([dim]) -> tensor", "Removes dimensions of size 1 (or the one given).", "print(xsa.ones(1, 3):squeeze():dim())  --> 1")
+add("tensor:split", "tensor:split(size [, dim=1]) -> tensors...", "Views of `size` elements each along dim.",
+  "local q, k, v = xsa.randn(2, 12):split(4, -1)")
+add("tensor:chunk", "tensor:chunk(n [, dim=1]) -> tensors...", "n views of (nearly) equal size along dim.", "local a, b = xsa.arange(6):chunk(2)")
+add("tensor:flatten", "tensor:flatten() -> tensor", "A 1-D view or copy of every element.", T .. "print(t:flatten())")
+add("tensor:contiguous", "tensor:contiguous() -> tensor", "Itself when contiguous, else a row-major copy.", T .. "local c = t:T():contiguous()")
+add("tensor:clone", "tensor:clone() -> tensor", "A copy with its own storage (recorded by autograd).", T .. "local c = t:clone()")
+add("tensor:float", "tensor:float() -> tensor", "A float32 copy (itself when already float32).", "print(xsa.arange(3):float())")
+add("tensor:int", "tensor:int() -> tensor", "An int32 copy, truncating toward 0.", "print(xsa.tensor{1.7, -1.7}:int())")
+for _, op in ipairs{{"add", "+", "a + b"}, {"sub", "-", "a - b"}, {"mul", "*", "a * b"}, {"div", "/", "a / b"},
+  {"pow", "^", "a ^ b"}, {"maximum", nil, "max(a, b)"}, {"minimum", nil, "min(a, b)"}} do
+  add("tensor:" .. op[1], "tensor:" .. op[1] .. "(b) -> tensor",
+    "Element-wise " .. op[3] .. " with a tensor (broadcast) or a number" .. (op[2] and ("; also the operator " .. op[2]) or "") .. ".",
+    T .. "print(t:" .. op[1] .. "(2), t:" .. op[1] .. "(xsa.tensor{1, 2, 3}))")
+end
+for _, op in ipairs{{"eq", "=="}, {"ne", "~="}, {"lt", "<"}, {"le", "<="}, {"gt", ">"}, {"ge", ">="}} do
+  add("tensor:" .. op[1], "tensor:" .. op[1] .. "(b) -> tensor", "Element-wise a " .. op[2] .. " b as a float32 mask of 0 and 1 (broadcasting).",
+    T .. "print(t:" .. op[1] .. "(0))")
+end
+for _, op in ipairs{{"neg", "-x"}, {"exp", "e^x"}, {"log", "the natural log"}, {"sqrt", "the square root"},
+  {"tanh", "tanh"}, {"relu", "max(x, 0)"}, {"gelu", "the exact (erf) GELU"}, {"abs", "|x|"}, {"sigmoid", "1 / (1 + e^-x)"}} do
+  add("tensor:" .. op[1], "tensor:" .. op[1] .. "() -> tensor", "Element-wise " .. op[2] .. " (differentiable).", T .. "print(t:" .. op[1] .. "())")
+end
+add("tensor:clamp", "tensor:clamp([lo [, hi]]) -> tensor", "Limits every element to [lo, hi] (nil: no limit).", T .. "print(t:clamp(0, 4))")
+add("tensor:masked_fill", "tensor:masked_fill(mask, value) -> tensor", "value where mask is non-zero (broadcast), the element elsewhere.",
+  T .. "print(t:masked_fill(t:lt(0), 0))")
+add("tensor:matmul", "tensor:matmul(b) -> tensor",
+  "The matrix product through OpenBLAS: [M,K]x[K,N], [B,M,K]x[B,K,N] or [B,M,K]x[K,N] (also mm, bmm, xsa.matmul).",
+  T .. "print(t:matmul(t:T()))")
+add("tensor:mm", "tensor:mm(b) -> tensor", "Alias of matmul.", T .. "print(t:mm(t:T()))")
+add("tensor:bmm", "tensor:bmm(b) -> tensor", "Alias of matmul (batched shapes).", "print(xsa.ones(2, 3, 4):bmm(xsa.ones(2, 4, 5)):shape()[3])")
+add("tensor:allclose", "tensor:allclose(b [, rtol=1e-5 [, atol=1e-8]]) -> boolean", "|a - b| <= atol + rtol |b| everywhere (same shape).",
+  T .. "print(t:allclose(t + 1e-7))")
+add("tensor:equal", "tensor:equal(b) -> boolean", "The same shape and identical values.", T .. "print(t:equal(t:clone()))")
+for _, op in ipairs{{"add_", "adds b"}, {"sub_", "subtracts b"}, {"mul_", "multiplies by b"}, {"div_", "divides by b"}} do
+  add("tensor:" .. op[1], "tensor:" .. op[1] .. "(b) -> tensor", "In place: " .. op[2] .. " (tensor or number); returns the tensor. " ..
+    "Refused on tensors that require grad unless grad mode is off.", T .. "t:" .. op[1] .. "(2)")
+end
+add("tensor:fill_", "tensor:fill_(value) -> tensor", "In place: every element = value.", T .. "t:fill_(1)")
+add("tensor:zero_", "tensor:zero_() -> tensor", "In place: every element = 0.", T .. "t:zero_()")
+add("tensor:copy_", "tensor:copy_(src) -> tensor", "In place: copies src (broadcast to this shape).", T .. "t:copy_(xsa.ones(3))")
+for _, op in ipairs{{"sum", "the sum"}, {"mean", "the mean"}, {"var", "the unbiased variance"}, {"std", "the unbiased standard deviation"}} do
+  add("tensor:" .. op[1], "tensor:" .. op[1] .. "([dim [, keepdim]]) -> tensor", op[2]:gsub("^%l", string.upper) ..
+    " of every element, or over one dimension (float32).", T .. "print(t:" .. op[1] .. "(), t:" .. op[1] .. "(2))")
+end
+add("tensor:max", "tensor:max([dim [, keepdim]]) -> tensor [, indices]", "The largest element, or per dim the values and their 1-based indices.",
+  T .. "print(t:max(2))")
+add("tensor:min", "tensor:min([dim [, keepdim]]) -> tensor [, indices]", "The smallest element, or per dim the values and 1-based indices.",
+  T .. "print(t:min(2))")
+add("tensor:argmax", "tensor:argmax([dim [, keepdim]]) -> tensor", "1-based indices of the largest elements.", T .. "print(t:argmax(2))")
+add("tensor:argmin", "tensor:argmin([dim [, keepdim]]) -> tensor", "1-based indices of the smallest elements.", T .. "print(t:argmin(2))")
+add("tensor:softmax", "tensor:softmax([dim=-1]) -> tensor", "Softmax along a dimension.", T .. "print(t:softmax(-1))")
+add("tensor:log_softmax", "tensor:log_softmax([dim=-1]) -> tensor", "Log of the softmax, computed stably.", T .. "print(t:log_softmax())")
+add("tensor:requires_grad", "tensor:requires_grad([flag]) -> tensor | boolean", "Marks a leaf for gradients (returns it), or tells whether it requires them.",
+  "local w = xsa.randn(3):requires_grad(true)")
+add("tensor:backward", "tensor:backward([grad] [, retain_graph]) -> nil",
+  "Reverse-mode autograd from this tensor: gradients ACCUMULATE into the leaves' .grad; grad is needed unless it has one element.",
+  "local x = xsa.tensor({1, 2}, {requires_grad = true})\n(x * x):sum():backward()\nprint(x.grad)")
+add("tensor:zero_grad", "tensor:zero_grad()", "Fills .grad with zeros.", "w:zero_grad()")
+add("tensor:detach", "tensor:detach() -> tensor", "The same storage outside the autograd graph.", "local v = w:detach()")
+add("tensor:grad_fn", "tensor:grad_fn() -> string | nil", "The name of the op that made it (\"MulBackward\", ...), nil for a leaf.",
+  "print((xsa.ones(2, {requires_grad = true}) * 2):grad_fn())")
+add("tensor:is_leaf", "tensor:is_leaf() -> boolean", "Whether no recorded op made it.", "print(xsa.ones(2):is_leaf())")
+
+----------------------------------------------------------------------------
+-- generator
+
+for _, f in ipairs{{"rand", "", "uniform [0, 1) float32"}, {"randn", "", "standard normal float32"},
+  {"randint", "lo, hi, ", "integers in [lo, hi), int32"}} do
+  add("generator:" .. f[1], "generator:" .. f[1] .. "(" .. f[2] .. "sizes...) -> tensor",
+    "A tensor of " .. f[3] .. " from this generator (the same as xsa." .. f[1] .. "(g, ...)).",
+    "local g = xsa.generator(1)\nprint(g:" .. f[1] .. "(" .. f[2] .. "2, 2))")
+end
+add("generator:manual_seed", "generator:manual_seed(seed) -> generator", "Restarts the stream from seed.", "g:manual_seed(7)")
+
+----------------------------------------------------------------------------
+-- xsa.nn
+
+add("xsa.nn.embedding", "xsa.nn.embedding(idx, wte [, wpe]) -> tensor",
+  "wte[idx] + wpe[t]: idx int32 [T] or [B,T] (0-based ids), wte [V,C], wpe [>=T,C].",
+  "local x = xsa.nn.embedding(xsa.tensor({1, 2}, \"int32\"), xsa.randn(5, 4))")
+add("xsa.nn.linear", "xsa.nn.linear(x, w [, b]) -> tensor", "x w + b with w [C,OC] input-major (GPT-2's Conv1D layout).",
+  "local y = xsa.nn.linear(xsa.randn(2, 8), xsa.randn(8, 3), xsa.zeros(3))")
+add("xsa.nn.layernorm", "xsa.nn.layernorm(x, w, b) -> tensor", "LayerNorm over the last dimension (eps 1e-5).",
+  "local y = xsa.nn.layernorm(xsa.randn(2, 4), xsa.ones(4), xsa.zeros(4))")
+add("xsa.nn.gelu", "xsa.nn.gelu(x) -> tensor", "The exact erf GELU (PyTorch's nn.GELU() default).", "print(xsa.nn.gelu(xsa.tensor{-1, 0, 1}))")
+add("xsa.nn.attention", "xsa.nn.attention(q, k, v, n_head [, lambda [, opts]]) or (qkv, n_head, ...) -> tensor [, info]",
+  "Causal multi-head attention before the output projection; lambda 0 is SA, 1 full XSA: Z = Y - lambda (Y.Vn) Vn per head. " ..
+  "opts {probe = true, weights = true} also returns the attention weights and probe statistics.",
+  "local z = xsa.nn.attention(xsa.randn(1, 5, 24), 2, 1.0)")
+add("xsa.nn.cross_entropy", "xsa.nn.cross_entropy(logits, targets) -> tensor", "Mean cross-entropy (natural log) of logits [...,V] and int32 targets.",
+  "print(xsa.nn.cross_entropy(xsa.randn(3, 10), xsa.tensor({1, 2, 3}, \"int32\")))")
+
+----------------------------------------------------------------------------
+-- xsa.gpt and the model
+
+D["xsa.gpt"].sig = "xsa.gpt{vocab=50257, n_layer=2, d_model=128, n_head=2, seq_len=64, attention=\"sa\", lambda=1, seed=0} -> model"
+add("xsa.gpt.load", "xsa.gpt.load(path) -> model, optimizer | nil",
+  "Reads a checkpoint written by model:save, validating names, shapes and config; returns the AdamW it carries, if any.",
+  "local model, opt = xsa.gpt.load(\"cache/part3-xsa-300steps-HASH.safetensors\")")
+add("xsa.gpt.sample", "xsa.gpt.sample(logits [, {temperature=1, top_k=, top_p=, generator=}]) -> id | int32 tensor",
+  "Draws a token id (0-based) from logits [V], or one per row of [B,V]: temperature 0 is greedy; top_k keeps the k most probable, " ..
+  "top_p the smallest set reaching that probability; from the global generator unless one is given.",
+  "local id = xsa.gpt.sample(logits, {temperature = 0.8, top_k = 40, generator = xsa.generator(1)})")
+add("xsa.gpt.sample_probs", "xsa.gpt.sample_probs(logits [, opts]) -> tensor",
+  "The distribution xsa.gpt.sample draws from (after temperature, top_k, top_p; renormalised).",
+  "print(xsa.gpt.sample_probs(xsa.tensor{0.4, 0.3, 0.2, 0.1}:log(), {top_p = 0.5}))")
+add("xsa.gpt.generate_ids", "xsa.gpt.generate_ids(model, rows, opts) -> rows of ids",
+  "The C decoding loop under model:generate: rows is a list of id lists; opts max_new_tokens, temperature, top_k, top_p, " ..
+  "seed (row b draws from seed + b - 1), eot (-1: none), use_cache.",
+  "local out = xsa.gpt.generate_ids(model, {{15496}}, {max_new_tokens = 5, temperature = 0})")
+add("model:loss", "model:loss(inputs, targets) -> 0-d tensor",
+  "Mean cross-entropy of int32 [B,T] inputs and targets; under grad mode loss:backward() adds into the parameters' .grad; " ..
+  "under xsa.no_grad a cheaper forward.",
+  "local x, y = train:next()\nlocal loss = model:loss(x, y); loss:backward()")
+add("model:forward", "model:forward(inputs) -> tensor", "Logits [B,T,V] of int32 [B,T] inputs (a copy, no gradient).",
+  "local logits = model:forward(xsa.tensor({{15496, 995}}, \"int32\"))")
+add("model:clone", "model:clone([{attention=, lambda=}]) -> model", "A new model with the same weights, optionally another attention.",
+  "local twin = model:clone{attention = \"xsa\", lambda = 1}")
+add("model:copy_from", "model:copy_from(other) -> model", "Copies the weights of a same-sized model.", "a:copy_from(b)")
+add("model:set_attention", "model:set_attention(\"sa\" | \"xsa\" [, lambda]) -> model", "Switches the attention in place.",
+  "model:set_attention(\"xsa\", 0.5)")
+add("model:parameters", "model:parameters() -> list of {name=, tensor=}",
+  "The parameters in GPT-2 order, also indexed by name; the tensors are the model's own.",
+  "local ps = model:parameters()\nprint(ps[\"wte.weight\"]:shape()[1])")
+add("model:num_params", "model:num_params() -> integer", "The number of scalars.", "print(model:num_params())")
+add("model:config", "model:config() -> table", "The configuration (the constructor's keys).", "print(model:config().attention)")
+add("model:probe", "model:probe(loader [, n]) -> per-layer metrics",
+  "Self-value bias metrics (value_cos, self_attn, pre_cos, post_cos, ..._pos1) averaged over batches 1..n and heads.",
+  "for l, m in ipairs(model:probe(val, 2)) do print(l, m.pre_cos) end")
+add("model:save", "model:save(path [, {optimizer=opt}]) -> true", "Writes a safetensors checkpoint (atomically), with the optimizer's state if given.",
+  "model:save(\"/tmp/m.safetensors\", {optimizer = opt})")
+add("model:generate", "model:generate(prompt [, {max_new_tokens=100, temperature=1, top_k=, top_p=, seed=, stop_at_eot=true}]) -> text, ids, info",
+  "Continues a prompt (a string, a list or tensor of ids, or a list of prompts for a batch) with a key/value cache; " ..
+  "returns the new text, its ids and info (tokens, stop reasons, tokens_per_s). Prompts longer than seq_len keep their last " ..
+  "seq_len tokens; past seq_len the window slides.",
+  "local text = model:generate(\"Once upon a time\", {max_new_tokens = 40, temperature = 0.8, top_k = 40, seed = 1})")
+add("model:kv_cache", "model:kv_cache([batch=1]) -> cache", "A key/value cache for incremental decoding with this model.",
+  "local c = model:kv_cache(2)")
+add("model:free", "model:free()", "Releases the model at once (also a <close> variable).", "model:free()")
+
+add("cache:append", "cache:append(ids [, {all=false, lengths=}]) -> tensor",
+  "Runs the model on new tokens (int32 [B,T], or [T] for one row) attending to every cached position; returns the logits " ..
+  "[B,V] of the last new position, or [B,T,V] with all=true. lengths (on an empty cache) gives each row's real length for " ..
+  "left-padded rows.",
+  "local c = model:kv_cache(1)\nlocal logits = c:append(xsa.tensor({15496, 995}, \"int32\"))\nlogits = c:append(xsa.tensor({11}, \"int32\"))")
+add("cache:len", "cache:len() -> integer", "Positions held.", "print(c:len())")
+add("cache:batch", "cache:batch() -> integer", "Rows.", "print(c:batch())")
+add("cache:capacity", "cache:capacity() -> integer", "The most positions it holds (the model's seq_len).", "print(c:capacity())")
+add("cache:reset", "cache:reset() -> cache", "Forgets every position.", "c:reset()")
+add("cache:free", "cache:free()", "Releases the cache at once.", "c:free()")
+
+----------------------------------------------------------------------------
+-- optimizer, files, tokenizer, data
+
+add("xsa.optim.adamw", "xsa.optim.adamw(params [, {lr=1e-3, betas={0.9, 0.999}, eps=1e-8, weight_decay=0.01}]) -> optimizer",
+  "AdamW as torch.optim.AdamW (single-tensor path, one parameter group) over a list of tensors or model:parameters().",
+  "local opt = xsa.optim.adamw(model:parameters(), {lr = 1e-3})\nopt:zero_grad(); model:loss(x, y):backward(); opt:step()")
+add("optimizer:step", "optimizer:step()", "One AdamW update of every parameter with a .grad.", "opt:step()")
+add("optimizer:zero_grad", "optimizer:zero_grad()", "Zero-fills every parameter's .grad.", "opt:zero_grad()")
+add("optimizer:free", "optimizer:free()", "Releases the optimizer's state at once.", "opt:free()")
+add("xsa.safetensors.save", "xsa.safetensors.save(path, tensors [, metadata])",
+  "Writes tensors (name -> tensor, or a list of {name, tensor}) and string/number metadata.",
+  "xsa.safetensors.save(\"/tmp/w.safetensors\", {w = xsa.randn(3, 4)}, {step = 3})")
+add("xsa.safetensors.load", "xsa.safetensors.load(path) -> tensors, metadata, names", "Reads a safetensors file (raises when damaged).",
+  "local t, meta, names = xsa.safetensors.load(\"/tmp/w.safetensors\")")
+add("xsa.json.encode", "xsa.json.encode(v [, {indent=true}]) -> string", "Deterministic JSON: sorted keys, integers stay integers, floats round-trip.",
+  "print(xsa.json.encode({b = 1, a = 2.5}))")
+add("xsa.json.decode", "xsa.json.decode(s) -> value", "Parses JSON; arrays keep their kind (xsa.json.array).", "local v = xsa.json.decode('{\"a\": [1, 2.0]}')")
+add("xsa.json.array", "xsa.json.array([t]) -> t", "Marks a table as a JSON array (so {} encodes as []).", "print(xsa.json.encode(xsa.json.array()))")
+add("xsa.json.read_file", "xsa.json.read_file(path) -> value | nil, message", "Decodes a JSON file.", "local r = xsa.json.read_file(\"cache/summary/part3.json\")")
+add("xsa.json.write_file", "xsa.json.write_file(path, v [, opts])", "Encodes v (indented) and writes it atomically.", "xsa.json.write_file(\"/tmp/r.json\", {a = 1})")
+
+add("xsa.tokenizer.gpt2", "xsa.tokenizer.gpt2() -> tokenizer", "The GPT-2 tokenizer, loaded once per process.", "local tok = xsa.tokenizer.gpt2()")
+add("xsa.tokenizer.load", "xsa.tokenizer.load(encoder_json, vocab_bpe) -> tokenizer", "A tokenizer from explicit files.",
+  "local tok = xsa.tokenizer.load(\"data/encoder.json\", \"data/vocab.bpe\")")
+add("tokenizer:encode", "tokenizer:encode(text [, {special=false}]) -> int32 tensor", "The ids of text (\"<|endoftext|>\" is 50256 only with special=true).",
+  "print(tok:encode(\"Hello world\"))  --> 15496 995")
+add("tokenizer:encode_table", "tokenizer:encode_table(text [, opts]) -> {ids}", "Like encode, as a plain table.", "print(#tok:encode_table(\"Hello\"))")
+add("tokenizer:decode", "tokenizer:decode(ids) -> string", "The exact bytes of ids (tensor or table).", "print(tok:decode({15496, 995}))")
+add("tokenizer:count", "tokenizer:count(text) -> integer", "The number of tokens of text.", "print(tok:count(\"Hello world\"))")
+add("tokenizer:token", "tokenizer:token(id) -> string", "The bytes of one token.", "print(tok:token(50256))")
+add("tokenizer:vocab_size", "tokenizer:vocab_size() -> integer", "50257 for GPT-2.", "print(tok:vocab_size())")
+add("tokenizer:eot", "tokenizer:eot() -> integer", "The id of <|endoftext|>.", "print(tok:eot())")
+add("tokenizer:identity", "tokenizer:identity() -> string", "A hash of the vocabulary files (token caches record it).", "print(tok:identity())")
+add("tokenizer:free", "tokenizer:free()", "Releases the tokenizer at once.", "tok:free()")
+
+add("xsa.data.tinystories", "xsa.data.tinystories{seq_len=64, max_tokens=, batch=16, val_fraction=0.1, seed=0} -> train, val, info",
+  "Loaders over TinyStories: stories encoded once (cached), cut into windows of seq_len+1, split 90/10.",
+  "local train, val, info = xsa.data.tinystories{seq_len = 64, max_tokens = 100000, batch = 8}")
+add("xsa.data.loader", "xsa.data.loader(tokens, {seq_len=, batch=, shuffle=false, seed=0, first_window=0, num_windows=}) -> loader",
+  "A loader over windows of an int32 token tensor.", "local l = xsa.data.loader(xsa.arange(1000), {seq_len = 8, batch = 4})")
+add("xsa.data.search_dirs", "xsa.data.search_dirs() -> {dirs}", "Where data files are looked for: $XSA_DATA, the checkout's data/, ./data.",
+  "print(table.concat(xsa.data.search_dirs(), \", \"))")
+add("xsa.data.read_text", "xsa.data.read_text(path) -> string | nil, message", "A text file's bytes, decompressed when it is xz.",
+  "local s = xsa.data.read_text(\"data/tinystories.txt.xz\")")
+add("xsa.data.find", "xsa.data.find(names) -> path | nil, message", "The first existing file among names in the search folders.",
+  "print(xsa.data.find(\"encoder.json\"))")
+add("xsa.data.tokenizer_files", "xsa.data.tokenizer_files() -> encoder_json, vocab_bpe", "Paths of the tokenizer files (raises when missing).",
+  "print(xsa.data.tokenizer_files())")
+add("xsa.data.tinystories_file", "xsa.data.tinystories_file() -> path", "Path of the TinyStories text.", "print(xsa.data.tinystories_file())")
+add("xsa.data.cache_dir", "xsa.data.cache_dir() -> path", "Where token caches go ($XSA_CACHE, else data/).", "print(xsa.data.cache_dir())")
+add("loader:batch", "loader:batch(i) -> inputs, targets", "Batch i (1-based) of this epoch's order: int32 [B,T] each.", "local x, y = val:batch(1)")
+add("loader:next", "loader:next() -> inputs, targets", "The next batch (a new shuffled epoch after the last).", "local x, y = train:next()")
+add("loader:num_batches", "loader:num_batches() -> integer", "Batches per epoch.", "print(val:num_batches())")
+add("loader:reset", "loader:reset()", "Back to the first batch of epoch 1.", "train:reset()")
+add("loader:epoch", "loader:epoch() -> integer", "The 1-based epoch next() is in.", "print(train:epoch())")
+add("loader:window", "loader:window(k) -> integer", "The window number at position k of this epoch's order.", "print(train:window(1))")
+add("loader:position", "loader:position() -> integer", "Batches handed out in this epoch.", "print(train._c:position())")
+add("loader:free", "loader:free()", "Releases the loader's tokens at once.", "train:free()")
+
+----------------------------------------------------------------------------
+-- training, plots, statistics
+
+add("xsa.train.pair", "xsa.train.pair(sa_model, xsa_model, train, val, {steps=, eval_every=, eval_batches=, lr=, label=, save=}) -> result",
+  "Paired training: the same batch to both models at every step, AdamW each, both evaluated on the same val batches; " ..
+  "result.sa/xsa hold train/val curves and final_val, result.improvement_pct the paired gain.",
+  "local r = xsa.train.pair(sa, xm, train, val, {steps = 60, eval_every = 10})\nprint(r.improvement_pct)")
+add("xsa.train.evaluate", "xsa.train.evaluate(model, loader, n) -> number", "Mean loss over loader:batch(1..n) under no_grad.",
+  "print(xsa.train.evaluate(model, val, 4))")
+add("xsa.train.improvement", "xsa.train.improvement(sa, xsa) -> number", "100 (sa - xsa) / sa: positive when XSA's loss is lower.",
+  "print(xsa.train.improvement(4.0, 3.9))")
+
+add("xsa.plot.figure", "xsa.plot.figure{rows=1, cols=1, width=, height=, title=} -> figure", "A new figure.",
+  "local fig = xsa.plot.figure{cols = 2, title = \"loss\"}")
+add("xsa.plot.show", "xsa.plot.show(fig | ys | xs, ys [, {title=, label=, width=, height=}]) -> true",
+  "Draws in the terminal with gnuplot's dumb terminal, sized to the window ($COLUMNS/$LINES, else the tty).",
+  "xsa.plot.show({1, 4, 9, 16, 25})")
+add("xsa.plot.animate", "xsa.plot.animate(figs, path [, {delay=10, loop=0}]) -> path", "An animated GIF, one figure per frame.",
+  "xsa.plot.animate({fig1, fig2}, \"plots/sweep.gif\")")
+add("xsa.plot.escape", "xsa.plot.escape(s) -> string", "Makes s print literally in gnuplot's enhanced text.", "print(xsa.plot.escape(\"seq_len\"))")
+add("xsa.plot.gnuplot", "xsa.plot.gnuplot() -> program | nil", "The gnuplot to run ($XSA_GNUPLOT or gnuplot), nil when missing.", "print(xsa.plot.gnuplot())")
+add("xsa.plot.render_script", "xsa.plot.render_script(gp_path, fmt, out) -> true | nil, message", "Renders a saved .gp script to another format.",
+  "xsa.plot.render_script(\"plots/part3_loss.gp\", \"svg\", \"/tmp/loss.svg\")")
+add("xsa.plot.terminal_size", "xsa.plot.terminal_size() -> columns, lines", "The terminal's size: $COLUMNS/$LINES, else stty on the tty, else 80x24.",
+  "print(xsa.plot.terminal_size())")
+add("figure:panel", "figure:panel{title=, xlabel=, ylabel=, xrange=, yrange=, xtics=, key=, grid=, equal=, zero=, logy=} -> panel",
+  "Adds the next panel of the grid.", "local p = fig:panel{xlabel = \"step\", ylabel = \"loss\"}")
+add("figure:save", "figure:save(path [, {format=}]) -> path, warnings", "Writes NAME.dat and NAME.gp next to path and renders PNG, SVG or GIF.",
+  "fig:save(\"plots/loss.png\")")
+add("figure:show", "figure:show([{width=, height=}]) -> true", "Draws the figure in the terminal (gnuplot dumb), sized to the window; works over ssh.",
+  "fig:show()")
+add("figure:render", "figure:render(name, dir) -> script, data", "The gnuplot script and data text of the figure.", "local gp, dat = fig:render(\"f\", \"/tmp\")")
+add("figure:body", "figure:body(S, data, datafile, block) -> next_block", "Appends the figure's multiplot to a script (used by render and animate).",
+  "-- internal to xsa.plot")
+add("panel:line", "panel:line(xs, ys [, {label=, color=, width=, dash=, points=}]) -> panel", "A line.", "p:line({1, 2, 3}, {3, 2, 1}, {label = \"SA\"})")
+add("panel:points", "panel:points(xs, ys [, {label=, color=, pointsize=, pointtype=}]) -> panel", "Points.", "p:points({1, 2}, {2, 1})")
+add("panel:band", "panel:band(xs, lo, hi [, {color=, alpha=0.25, label=}]) -> panel", "The area between two curves.", "p:band({1, 2}, {1, 1}, {2, 3})")
+add("panel:bars", "panel:bars(xs, ys [, {color=, barwidth=0.35, label=, values=}]) -> panel", "Boxes centred on xs, optionally labelled with values.",
+  "p:bars({1, 2}, {0.5, -0.2}, {values = \"%.2f\"})")
+add("panel:labels", "panel:labels(xs, ys, texts [, {color=, fontsize=, offset=}]) -> panel", "Text at data points.", "p:labels({1}, {2}, {\"peak\"})")
+add("panel:vector", "panel:vector(x, y, dx, dy [, {color=, label=, head=true}]) -> panel", "An arrow.", "p:vector(0, 0, 1, 1, {label = \"v\"})")
+add("panel:text", "panel:text(x, y, s [, {graph=, align=, fontsize=, color=}]) -> panel", "A label at a position.",
+  "p:text(0.5, 0.9, \"note\", {graph = true})")
+add("panel:command", "panel:command(s) -> panel", "Any gnuplot command for this panel.", "p:command(\"set logscale x\")")
+
+add("xsa.stats.mean", "xsa.stats.mean(xs) -> number", "The mean.", "print(xsa.stats.mean({1, 2, 3}))")
+add("xsa.stats.sd", "xsa.stats.sd(xs) -> number", "The sample standard deviation (n - 1).", "print(xsa.stats.sd({1, 2, 3}))")
+add("xsa.stats.quantile", "xsa.stats.quantile(xs, p) -> number", "Quantile of type 7 (R's and numpy's default).", "print(xsa.stats.quantile({1, 2, 3, 4}, 0.5))")
+add("xsa.stats.t_cdf", "xsa.stats.t_cdf(x, df) -> number", "Student t distribution function.", "print(xsa.stats.t_cdf(2.0, 4))")
+add("xsa.stats.t_quantile", "xsa.stats.t_quantile(p, df) -> number", "Student t quantile.", "print(xsa.stats.t_quantile(0.975, 4))")
+add("xsa.stats.t_interval", "xsa.stats.t_interval(xs [, level=0.95]) -> lo, hi", "t interval of the mean.", "print(xsa.stats.t_interval({1.2, 0.8, 1.1}))")
+add("xsa.stats.paired_t_p", "xsa.stats.paired_t_p(xs) -> p, t", "Two-sided p of the one-sample t test of mean 0.", "print(xsa.stats.paired_t_p({0.5, 0.7, 0.2}))")
+add("xsa.stats.wilcoxon_p", "xsa.stats.wilcoxon_p(xs) -> p, W+", "Exact two-sided signed-rank p.", "print(xsa.stats.wilcoxon_p({0.5, 0.7, 0.2, -0.1}))")
+add("xsa.stats.bootstrap_interval", "xsa.stats.bootstrap_interval(xs [, {resamples=10000, level=0.95, seed=0}]) -> lo, hi",
+  "Percentile bootstrap of the mean, seeded.", "print(xsa.stats.bootstrap_interval({0.5, 0.7, 0.2}))")
+add("xsa.stats.paired_summary", "xsa.stats.paired_summary(sa, xsa [, opts]) -> summary",
+  "Per-seed improvements with t and bootstrap intervals, both tests and a verdict.",
+  "print(xsa.stats.paired_summary({3.1, 3.05}, {3.07, 3.03}).verdict)")
+
+----------------------------------------------------------------------------
+-- generation and help modules
+
+add("xsa.generate.generate", "xsa.generate.generate(model, prompt [, opts]) -> text, ids, info", "model:generate itself.",
+  "local text = xsa.generate.generate(model, \"Hi\", {temperature = 0})")
+add("xsa.samples.compare", "xsa.samples.compare(paths, prompts [, opts]) -> {models=, prompts=}", "Loads checkpoints and continues each prompt with each.",
+  "local r = xsa.samples.compare({\"a.safetensors\", \"b.safetensors\"}, {\"Once upon a time\"}, {seed = 0})")
+add("xsa.samples.model_name", "xsa.samples.model_name(model) -> string", "\"SA\" or \"XSA (λ = 1)\" from the model's config.",
+  "print(xsa.samples.model_name(xsa.gpt{attention = \"xsa\"}))")
+add("xsa.samples.side_by_side", "xsa.samples.side_by_side(cols, width) -> string", "Columns {title=, text=} word-wrapped next to each other.",
+  "print(xsa.samples.side_by_side({{title = \"A\", text = \"x\"}, {title = \"B\", text = \"y\"}}, 30))")
+add("xsa.samples.wrap", "xsa.samples.wrap(text, width) -> {lines}", "Word-wraps text (newlines kept).", "print(#xsa.samples.wrap(\"a b c\", 3))")
+add("xsa.samples.terminal_width", "xsa.samples.terminal_width() -> integer", "$COLUMNS, else the terminal's width, else 100.",
+  "print(xsa.samples.terminal_width())")
+add("xsa.samples.part3", "xsa.samples.part3(summary) -> result | nil, why", "The report's fixed prompts continued by part 3's SA and XSA checkpoints.",
+  "local r = xsa.samples.part3(xsa.json.read_file(\"cache/summary/part3.json\"))")
+add("xsa.samples.part3_html", "xsa.samples.part3_html(summary) -> html", "The report's text-samples section.", "-- used by xsa.report")
+add("xsa.help.help", "xsa.help.help([x])", "Prints the help of x (the global help(x) at the REPL).", "xsa.help.help(\"adamw\")")
+add("xsa.help.text", "xsa.help.text([x]) -> string", "The text help(x) prints.", "print(#xsa.help.text(xsa.zeros))")
+add("xsa.help.complete", "xsa.help.complete(word) -> {candidates}",
+  "What Tab offers for a word: globals, fields after '.', methods after ':' (walked with rawget, nothing evaluated).",
+  "print(table.concat(xsa.help.complete(\"xsa.gpt.lo\"), \" \"))")
+add("xsa.help.public_names", "xsa.help.public_names([modules]) -> {name = value}", "Every public function and method by qualified name.",
+  "local n = 0; for _ in pairs(xsa.help.public_names()) do n = n + 1 end; print(n)")
+add("xsa.help.api_index", "xsa.help.api_index() -> string", "The text of doc/api-index.md, generated from these entries.",
+  "io.write(xsa.help.api_index())")
+add("xsa.help.entry_text", "xsa.help.entry_text(name, entry) -> string", "The printed form of one entry.", "-- used by help()")
+
+----------------------------------------------------------------------------
+-- the scripts' modules
+
+add("xsa.args.parse", "xsa.args.parse(argv, spec) -> opts", "Parses flags; prints --help (exit 0) or the error (exit 2).",
+  "local o = xsa.args.parse(arg, {name = \"s.lua\", options = {{\"steps\", \"int\", 10, \"steps\"}}})")
+add("xsa.args.try_parse", "xsa.args.try_parse(argv, spec) -> opts | nil, message", "Parses flags without exiting.",
+  "local o, err = xsa.args.try_parse({\"--steps\", \"3\"}, spec)")
+add("xsa.args.help", "xsa.args.help(spec) -> string", "The --help text of a spec.", "io.write(xsa.args.help(spec))")
+add("xsa.args.to_argv", "xsa.args.to_argv(opts, spec [, only_given]) -> {argv}", "Flags back as a list.", "print(table.concat(xsa.args.to_argv(o, spec), \" \"))")
+add("xsa.cache.key", "xsa.cache.key(config) -> string", "The canonical JSON of a configuration.", "print(xsa.cache.key({b = 1, a = 2}))")
+add("xsa.cache.hash", "xsa.cache.hash(s) -> string", "64-bit FNV-1a of s as 16 hex digits.", "print(xsa.cache.hash(\"x\"))")
+add("xsa.cache.path", "xsa.cache.path(dir, name, config [, ext=\".json\"]) -> path", "DIR/NAME-HASH.ext.", "print(xsa.cache.path(\"cache\", \"demo\", {n = 1}))")
+add("xsa.cache.load", "xsa.cache.load(dir, name, config [, check]) -> result | nil, why", "A cached result (why: \"missing\" or \"corrupt: ...\").",
+  "local r = xsa.cache.load(\"cache\", \"demo\", {n = 1})")
+add("xsa.cache.store", "xsa.cache.store(dir, name, config, result) -> path", "Writes an entry atomically.", "xsa.cache.store(\"/tmp\", \"demo\", {n = 1}, {v = 2})")
+add("xsa.cache.fetch", "xsa.cache.fetch(dir, name, config, compute [, {no_cache=, check=, label=}]) -> result, status, path",
+  "The cached result, or compute() stored.", "local r = xsa.cache.fetch(\"/tmp\", \"demo\", {n = 1}, function() return {v = 2} end)")
+add("xsa.study.options", "xsa.study.options(defaults [, extra [, skip]]) -> options", "The flags every training script has.",
+  "local spec = {name = \"x.lua\", options = xsa.study.options({steps = 100})}")
+add("xsa.study.setup", "xsa.study.setup(opts) -> opts", "Threads and absolute output folders after parsing.", "local opts = xsa.study.setup(xsa.args.parse(arg, spec))")
+add("xsa.study.data_config", "xsa.study.data_config(opts [, seq_len [, batch]]) -> table", "The data part of a configuration.", "local dc = xsa.study.data_config(opts)")
+add("xsa.study.loaders", "xsa.study.loaders(dc) -> train, val", "Loaders of a data configuration.", "local train, val = xsa.study.loaders(dc)")
+add("xsa.study.model_config", "xsa.study.model_config(opts [, seq_len]) -> table", "The model part of a configuration.", "local mc = xsa.study.model_config(opts)")
+add("xsa.study.new_model", "xsa.study.new_model(mc) -> model", "A fresh SA model.", "local m = xsa.study.new_model(mc)")
+add("xsa.study.new_pair", "xsa.study.new_pair(mc, lambda) -> sa, xsa", "An SA model and an XSA clone with identical weights.", "local sa, xm = xsa.study.new_pair(mc, 1)")
+add("xsa.study.adam_config", "xsa.study.adam_config(opts) -> table", "The training part of a configuration.", "local tc = xsa.study.adam_config(opts)")
+add("xsa.study.pair_options", "xsa.study.pair_options(train, extra) -> table", "xsa.train.pair's options from a training configuration.",
+  "local po = xsa.study.pair_options(tc, {label = \"x\"})")
+add("xsa.study.check_pair", "xsa.study.check_pair(result) -> ok, why", "The cache check of a pair result.", "print(xsa.study.check_pair({}))")
+add("xsa.study.pct", "xsa.study.pct(x) -> string", "\"+1.80%\" or \"n/a\".", "print(xsa.study.pct(1.8))")
+add("xsa.study.compare_words", "xsa.study.compare_words(sa, xsa [, what]) -> string", "The sentence comparing two losses.", "print(xsa.study.compare_words(4.2, 4.1))")
+add("xsa.study.md_table", "xsa.study.md_table(headers, rows) -> string", "A markdown table.", "print(xsa.study.md_table({\"a\", \"b\"}, {{1, 2}}))")
+add("xsa.study.save_figure", "xsa.study.save_figure(fig, opts, name) -> entry", "Saves a figure into the plots folder and says where.",
+  "xsa.study.save_figure(fig, opts, \"my_fig\")")
+add("xsa.study.write_summary", "xsa.study.write_summary(opts, part, summary)", "The summary of a part's latest run (what the report reads).",
+  "xsa.study.write_summary(opts, \"part3\", {result = r})")
+add("xsa.study.command_line", "xsa.study.command_line() -> string", "The command that ran the script.", "print(xsa.study.command_line())")
+add("xsa.study.partial_saver", "xsa.study.partial_saver(opts, name, config) -> function", "What an interrupted training leaves behind.",
+  "local save = xsa.study.partial_saver(opts, \"part4\", config)")
+add("xsa.study.main", "xsa.study.main(fn)", "Runs fn; Ctrl-C ends with status 130 and no traceback.", "xsa.study.main(function() end)")
+add("xsa.study.improvement_bars", "xsa.study.improvement_bars(panel, xs, vals [, width])", "Bars coloured by which model is ahead.",
+  "xsa.study.improvement_bars(p, {1, 2}, {0.5, -0.3})")
+add("xsa.study.layer_mean", "xsa.study.layer_mean(probe, key) -> number", "Mean of a per-layer probe metric.", "print(xsa.study.layer_mean(probe, \"pre_cos\"))")
+add("xsa.study.probe", "xsa.study.probe(model, loader, n) -> table", "The probe as JSON-safe data.", "local p = xsa.study.probe(model, val, 2)")
+add("xsa.report.build", "xsa.report.build{out=, plots=, folder_flags=} -> html, info", "The report page as a string.",
+  "local html, info = xsa.report.build{out = \"cache\", plots = \"plots\"}")
+add("xsa.report.write", "xsa.report.write{out=, plots=, output=} -> path, info", "Builds and writes the report atomically.",
+  "xsa.report.write{out = \"cache\", plots = \"plots\", output = \"plots/report.html\"}")
+add("xsa.report.base64", "xsa.report.base64(s) -> string", "Base64 of s (for inline images).", "print(xsa.report.base64(\"hi\"))")
+add("xsa.progress.new", "xsa.progress.new{label=, total=, stream=io.stderr, mode=, width=24} -> bar", "A progress bar.",
+  "local bar = xsa.progress.new{label = \"train\", total = 10}")
+add("xsa.progress.now", "xsa.progress.now() -> seconds", "A wall clock (~10 ms resolution on Linux).", "local t0 = xsa.progress.now()")
+add("xsa.progress.isatty", "xsa.progress.isatty() -> boolean", "Whether stderr is a terminal.", "print(xsa.progress.isatty())")
+add("xsa.progress.mode", "xsa.progress.mode() -> \"bar\" | \"log\"", "How progress is shown.", "print(xsa.progress.mode())")
+add("xsa.progress.duration", "xsa.progress.duration(s) -> string", "\"1h02m\", \"3m04s\", \"12s\".", "print(xsa.progress.duration(125))")
+add("xsa.progress.rate", "xsa.progress.rate(x) -> string", "\"850\", \"21.3k\", \"1.20M\".", "print(xsa.progress.rate(21300))")
+add("bar:update", "bar:update(step [, text [, rate]])", "Redraws the bar (terminal only).", "bar:update(5, \"loss 3.2\", 5000)")
+add("bar:log", "bar:log(line)", "A log line in both modes.", "bar:log(\"evaluating\")")
+add("bar:finish", "bar:finish([line])", "Ends the bar line.", "bar:finish(\"done\")")
+add("bar:eta", "bar:eta(step) -> seconds | nil", "Estimated time left.", "print(bar:eta(5))")
+add("xsa.sys.env", "xsa.sys.env(name) -> string | nil", "An environment variable, nil when unset or empty.", "print(xsa.sys.env(\"HOME\"))")
+add("xsa.sys.root", "xsa.sys.root() -> path", "The repository root ($XSA_ROOT, else found from the modules).", "print(xsa.sys.root())")
+add("xsa.sys.abspath", "xsa.sys.abspath(p) -> path", "p made absolute against the working directory.", "print(xsa.sys.abspath(\"plots\"))")
+add("xsa.sys.shell_quote", "xsa.sys.shell_quote(s) -> string", "s as one single-quoted word for sh.", "print(xsa.sys.shell_quote(\"it's\"))")
+add("xsa.sys.mkdir", "xsa.sys.mkdir(dir) -> dir", "mkdir -p; raises on failure.", "xsa.sys.mkdir(\"/tmp/a/b\")")
+add("xsa.sys.exists", "xsa.sys.exists(path) -> boolean", "Whether path is a readable regular file.", "print(xsa.sys.exists(\"README.md\"))")
+add("xsa.sys.interrupted", "xsa.sys.interrupted(err) -> boolean", "Whether err is Ctrl-C's \"interrupted!\".", "print(xsa.sys.interrupted(\"x: interrupted!\"))")
+add("xsa.sys.traceback_unless_interrupted", "xsa.sys.traceback_unless_interrupted(err) -> err",
+  "An xpcall handler adding a traceback to any error but an interrupt.", "xpcall(f, xsa.sys.traceback_unless_interrupted)")
+add("xsa.numbers.finite", "xsa.numbers.finite(x) -> boolean", "x is a number, not NaN nor infinite.", "print(xsa.numbers.finite(1 / 0))")
+add("xsa.numbers.all_finite", "xsa.numbers.all_finite(t [, path]) -> true | false, where",
+  "Whether every number in a nested table is finite; else the path to the first that is not.", "print(xsa.numbers.all_finite({a = {1, 0 / 0}}))")
+
+return D

@@ -1,0 +1,164 @@
+-- xsa.samples: continuations of prompts by trained checkpoints, side by side
+-- (scripts/sample.lua prints them; the report shows part 3's).
+--
+--   local s = xsa.samples
+--   local runs = s.compare({"cache/a.safetensors", "cache/b.safetensors"}, {"Once upon a time"},
+--                          {max_new_tokens = 40, seed = 0})
+--   print(s.side_by_side({{title = "SA", text = "..."}, {title = "XSA", text = "..."}}, 100))
+--   s.model_name(model)   --> "SA" or "XSA (λ = 1)", from the model's own config
+--
+-- Non-goals: choosing prompts for you beyond the three fixed ones the report uses.
+local M = {}
+
+local function xsa_lib() return package.loaded.xsa or require("xsa") end
+
+-- The report's fixed prompts and settings (sampled, seeded: the same text on every run).
+M.PROMPTS = {"Once upon a time", "Tom and his dog", "The little girl was sad because"}
+M.OPTIONS = {max_new_tokens = 40, temperature = 0.8, top_k = 40, seed = 0}
+
+-- "SA", or "XSA (λ = 0.5)": the attention a checkpoint's metadata records.
+function M.model_name(model)
+  local c = model:config()
+  if c.attention == "xsa" then return string.format("XSA (λ = %g)", c.lambda) end
+  return "SA"
+end
+
+-- Width in columns of the display: $COLUMNS, else the terminal (stty), else 100.
+function M.terminal_width()
+  local n = tonumber(os.getenv("COLUMNS") or "")
+  if n and n >= 20 then return math.floor(n) end
+  local p = io.popen("stty size 2>/dev/null </dev/tty")
+  if p then
+    local out = p:read("a") or ""
+    p:close()
+    local cols = tonumber(out:match("^%s*%d+%s+(%d+)"))
+    if cols and cols >= 20 then return cols end
+  end
+  return 100
+end
+
+-- UTF-8 aware length (the λ in titles is two bytes).
+local function ulen(s) return utf8.len(s) or #s end
+
+-- Lines of at most `width` characters, breaking at spaces (long words are cut);
+-- newlines in the text start new lines.
+function M.wrap(text, width)
+  local lines = {}
+  for para in (text .. "\n"):gmatch("(.-)\n") do
+    local line = ""
+    for word in para:gmatch("%S+") do
+      while ulen(word) > width do
+        if line ~= "" then lines[#lines + 1] = line; line = "" end
+        lines[#lines + 1] = word:sub(1, width)
+        word = word:sub(width + 1)
+      end
+      if line == "" then line = word
+      elseif ulen(line) + 1 + ulen(word) <= width then line = line .. " " .. word
+      else lines[#lines + 1] = line; line = word end
+    end
+    lines[#lines + 1] = line
+  end
+  while #lines > 1 and lines[#lines] == "" do lines[#lines] = nil end
+  return lines
+end
+
+local function pad(s, w) return s .. string.rep(" ", math.max(0, w - ulen(s))) end
+
+-- cols: a list of {title=, text=}; total width of the display. Columns are
+-- separated by " | " and headed by their titles.
+function M.side_by_side(cols, width)
+  local n = #cols
+  local w = math.max(10, (width - 3 * (n - 1)) // n)
+  local wrapped, rows = {}, 0
+  for i, c in ipairs(cols) do
+    wrapped[i] = M.wrap(c.text, w)
+    rows = math.max(rows, #wrapped[i])
+  end
+  local out, head, rule = {}, {}, {}
+  for i, c in ipairs(cols) do
+    head[i] = pad(c.title:sub(1, 4 * w), w)
+    rule[i] = string.rep("-", w)
+  end
+  out[1] = (table.concat(head, " | "):gsub("%s+$", ""))
+  out[2] = table.concat(rule, "-+-")
+  for r = 1, rows do
+    local cells = {}
+    for i = 1, n do cells[i] = pad(wrapped[i][r] or "", w) end
+    while #cells > 1 and not cells[#cells]:find("%S") do cells[#cells] = nil end
+    out[#out + 1] = (table.concat(cells, " | "):gsub("%s+$", ""))
+  end
+  return table.concat(out, "\n")
+end
+
+-- Loads each checkpoint and continues each prompt with opts (model:generate's).
+-- Returns {models = {{path=, name=, model=}}, prompts = {{prompt=, texts = {...},
+-- tokens_per_s = {...}}}} (texts in the order of the paths).
+function M.compare(paths, prompts, opts)
+  local xsa = xsa_lib()
+  local models = {}
+  for i, p in ipairs(paths) do
+    local m = xsa.gpt.load(p)
+    models[i] = {path = p, name = M.model_name(m), model = m}
+  end
+  local res = {models = models, prompts = {}}
+  for j, prompt in ipairs(prompts) do
+    local row = {prompt = prompt, texts = {}, tokens_per_s = {}}
+    for i, m in ipairs(models) do
+      local o = {}
+      for k, v in pairs(opts or {}) do o[k] = v end
+      local text, _, info = m.model:generate(prompt, o)
+      row.texts[i], row.tokens_per_s[i] = text, info.tokens_per_s
+    end
+    res.prompts[j] = row
+  end
+  return res
+end
+
+-- The SA and XSA checkpoints of part 3's summary (OUT/summary/part3.json), with
+-- the report's fixed prompts; nil and a reason when they are missing.
+function M.part3(summary)
+  local ck = summary and summary.result and summary.result.checkpoints
+  if not (ck and ck.sa and ck.xsa) then return nil, "the part 3 summary names no checkpoints" end
+  local sys = require "xsa.sys"
+  for _, k in ipairs{"sa", "xsa"} do
+    if not sys.exists(ck[k]) then return nil, "checkpoint " .. ck[k] .. " is missing" end
+  end
+  local ok, res = pcall(M.compare, {ck.sa, ck.xsa}, M.PROMPTS, M.OPTIONS)
+  if not ok then return nil, tostring(res) end
+  return res
+end
+
+local function esc(s)
+  return (tostring(s):gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;"):gsub('"', "&quot;"))
+end
+
+-- The report's section: the continuations of part 3's SA and XSA models, or
+-- a sentence saying why there are none.
+function M.part3_html(summary)
+  local res, why = M.part3(summary)
+  local out = {"<h3>Text from the two trained models</h3>"}
+  if not res then
+    out[#out + 1] = '<p class="missing">No text samples: ' .. esc(why) .. ".</p>"
+    return table.concat(out, "\n") .. "\n"
+  end
+  local o = M.OPTIONS
+  out[#out + 1] = string.format("<p>Continuations of three fixed prompts (%d new tokens, temperature %g, " ..
+    "top-k %d, seed %d: the same text on every run for the same checkpoints). The prompt is in bold.</p>",
+    o.max_new_tokens, o.temperature, o.top_k, o.seed)
+  out[#out + 1] = '<table class="samples"><tr><th>prompt</th>'
+  for _, m in ipairs(res.models) do
+    out[#out] = out[#out] .. '<th class="' .. (m.name == "SA" and "sa" or "xsa") .. '">' .. esc(m.name) .. "</th>"
+  end
+  out[#out] = out[#out] .. "</tr>"
+  for _, p in ipairs(res.prompts) do
+    local cells = {"<tr><td>" .. esc(p.prompt) .. "</td>"}
+    for i = 1, #res.models do
+      cells[#cells + 1] = "<td><b>" .. esc(p.prompt) .. "</b>" .. esc(p.texts[i]):gsub("\n", "<br>") .. "</td>"
+    end
+    out[#out + 1] = table.concat(cells) .. "</tr>"
+  end
+  out[#out + 1] = "</table>"
+  return table.concat(out, "\n") .. "\n"
+end
+
+return M
