@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "autograd_impl.h"
+#include "ckd.h"
 
 /* ---- helpers for backward formulas ------------------------------------ */
 
@@ -418,7 +419,13 @@ static int bw_matmul(node *n, xsa_tensor *g, xsa_tensor **gin)
     }
     if (n->need[1] && !sc.failed) {
         xsa_tensor *aa = a, *gg = g;
+        if (xsa_tensor_numel(a) == 0 || xsa_tensor_numel(g) == 0) { /* K or B*M*N is 0 */
+            gin[1] = xsa_tensor_zeros(XSA_FLOAT32, b->ndim, b->shape);
+            if (!gin[1]) sc.failed = 1;
+            goto done;
+        }
         if (a->ndim == 3 && b->ndim == 2) { /* sum over the batch: fold it into M */
+            /* products of the sizes of non-empty tensors: no overflow */
             int64_t s1[2] = {a->shape[0] * a->shape[1], a->shape[2]};
             int64_t s2[2] = {g->shape[0] * g->shape[1], g->shape[2]};
             aa = keep(&sc, xsa_tensor_reshape(a, 2, s1));
@@ -428,6 +435,7 @@ static int bw_matmul(node *n, xsa_tensor *g, xsa_tensor **gin)
         gin[1] = (at && gg) ? xsa_tensor_matmul(at, gg) : NULL;
         if (!gin[1]) sc.failed = 1;
     }
+done:;
     int failed = sc.failed;
     scope_end(&sc);
     return failed ? -1 : 0;
@@ -674,7 +682,9 @@ xsa_tensor *xsa_ag_cat(int n, xsa_tensor *const *ts, int dim)
                              xsa_shape_str(t0->ndim, t0->shape, b2, sizeof b2),
                              xsa_dtype_name(t0->dtype)), NULL;
         }
-        shape[d] += t->shape[d];
+        if (xsa_ckd_add_i64(shape[d], t->shape[d], &shape[d]) || shape[d] > XSA_MAX_NUMEL)
+            return xsa_error("%s: the joined dimension %d grows past %lld at tensor %d", fn, d,
+                             (long long)XSA_MAX_NUMEL, i + 1), NULL;
     }
     xsa_tensor *out = xsa_tensor_new(t0->dtype, t0->ndim, shape);
     int64_t off = 0;
