@@ -459,6 +459,144 @@ static void test_nn(void)
     free_all(2, ce);
 }
 
+/* ---- fused nn ops on empty batches and size-0 dimensions -----------------
+ * Each used to divide by a size that may be 0 (SIGFPE, even inside a Lua
+ * pcall); now the result is PyTorch's (an empty tensor, the bias, NaN) or a
+ * clear error, and the backward gives zero (or the bias') gradients. */
+
+static xsa_tensor *leafz(int ndim, const int64_t *shape)
+{
+    xsa_tensor *t = xsa_tensor_ones(XSA_FLOAT32, ndim, shape);
+    rg(t);
+    return t;
+}
+
+/* sum(out) backward; 1 when it ran */
+static int back_sum(xsa_tensor *out)
+{
+    xsa_tensor *s = xsa_ag_reduce(XSA_SUM, out, XSA_ALL_DIMS, 0);
+    int ok = s && xsa_ag_backward(s, NULL, 0) == 0;
+    xsa_tensor_free(s);
+    return ok;
+}
+
+static int all_zero(const xsa_tensor *t)
+{
+    if (!t) return 0;
+    for (int64_t i = 0; i < xsa_tensor_numel(t); i++)
+        if (xsa_tensor_f32(t)[i] != 0.0f) return 0;
+    return 1;
+}
+
+static void test_nn_empty(void)
+{
+    int64_t x20[2] = {2, 0}, w03[2] = {0, 3}, b3[1] = {3}, x04[2] = {0, 4}, w43[2] = {4, 3};
+    /* linear, no input channels: out = the bias on every row, db = rows */
+    xsa_tensor *x = leafz(2, x20), *w = leafz(2, w03), *b = leafz(1, b3);
+    xsa_tensor_f32(b)[1] = 2.0f;
+    xsa_tensor *y = xsa_ag_linear(x, w, b);
+    CHECK(y && y->shape[0] == 2 && y->shape[1] == 3 && xsa_tensor_f32(y)[4] == 2.0f,
+          "linear C=0 is the bias: %s", xsa_last_error());
+    CHECK(y && back_sum(y) && xsa_tensor_f32(b->grad)[0] == 2.0f && xsa_tensor_numel(w->grad) == 0,
+          "linear C=0 backward: db = number of rows: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(1, &x);
+    free_all(1, &w);
+    /* linear, empty batch: [0,3], db = 0 */
+    x = leafz(2, x04), w = leafz(2, w43);
+    xsa_ag_zero_grad(b);
+    y = xsa_ag_linear(x, w, b);
+    CHECK(y && y->shape[0] == 0 && y->shape[1] == 3, "linear N=0: %s", xsa_last_error());
+    CHECK(y && back_sum(y) && all_zero(w->grad) && all_zero(b->grad), "linear N=0 backward: %s",
+          xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(1, &x);
+    free_all(1, &w);
+    free_all(1, &b);
+
+    /* layernorm over 0 channels, and of 0 rows */
+    int64_t c0[1] = {0}, c4[1] = {4};
+    xsa_tensor *ln[3] = {leafz(2, x20), leafz(1, c0), leafz(1, c0)};
+    y = xsa_ag_layernorm(ln[0], ln[1], ln[2]);
+    CHECK(y && y->ndim == 2 && y->shape[0] == 2 && y->shape[1] == 0 && back_sum(y),
+          "layernorm C=0: empty result and backward: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(3, ln);
+    xsa_tensor *ln2[3] = {leafz(2, x04), leafz(1, c4), leafz(1, c4)};
+    y = xsa_ag_layernorm(ln2[0], ln2[1], ln2[2]);
+    CHECK(y && y->shape[0] == 0 && back_sum(y) && all_zero(ln2[1]->grad) && all_zero(ln2[2]->grad),
+          "layernorm N=0: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(3, ln2);
+
+    /* gelu of nothing */
+    xsa_tensor *g0 = leafz(2, x04);
+    y = xsa_ag_gelu(g0);
+    CHECK(y && xsa_tensor_numel(y) == 0 && back_sum(y), "gelu of an empty tensor: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(1, &g0);
+
+    /* cross-entropy: no classes is an error, no rows is NaN (mean of nothing) */
+    int64_t t2[1] = {2}, t0[1] = {0}, l05[2] = {0, 5};
+    xsa_tensor *lg = leafz(2, x20), *tg = xsa_tensor_zeros(XSA_INT32, 1, t2);
+    CHECK(xsa_ag_cross_entropy(lg, tg) == NULL &&
+          strstr(xsa_last_error(), "cross_entropy: logits [2,0] have no classes (V = 0)"),
+          "cross_entropy V=0: %s", xsa_last_error());
+    free_all(1, &lg);
+    free_all(1, &tg);
+    lg = leafz(2, l05), tg = xsa_tensor_zeros(XSA_INT32, 1, t0);
+    y = xsa_ag_cross_entropy(lg, tg);
+    CHECK(y && isnan(xsa_tensor_f32(y)[0]), "cross_entropy N=0 is NaN: %s", xsa_last_error());
+    CHECK(y && xsa_ag_backward(y, NULL, 0) == 0 && lg->grad && xsa_tensor_numel(lg->grad) == 0,
+          "cross_entropy N=0 backward: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(1, &lg);
+    free_all(1, &tg);
+
+    /* attention: C = 0 is an error whatever n_head; an empty batch is empty */
+    int64_t q120[3] = {1, 2, 0}, q026[3] = {0, 2, 6};
+    xsa_tensor *q = leafz(3, q120);
+    for (int nh = 0; nh <= 2; nh++)
+        CHECK(xsa_ag_attention(q, NULL, NULL, nh, 0.0, NULL, NULL) == NULL &&
+              strstr(xsa_last_error(), "attention: qkv [1,2,0] has no channels (C = 0)"),
+              "attention C=0, %d heads: %s", nh, xsa_last_error());
+    CHECK(xsa_ag_attention(q, q, q, 1, 0.0, NULL, NULL) == NULL && strstr(xsa_last_error(), "no channels"),
+          "attention q,k,v C=0: %s", xsa_last_error());
+    free_all(1, &q);
+    q = leafz(3, q026);
+    CHECK(xsa_ag_attention(q, NULL, NULL, 0, 0.0, NULL, NULL) == NULL &&
+          strstr(xsa_last_error(), "0 heads do not divide C = 2"), "attention 0 heads: %s", xsa_last_error());
+    xsa_tensor *att = NULL;
+    y = xsa_ag_attention(q, NULL, NULL, 2, 1.0, NULL, &att);
+    CHECK(y && y->shape[0] == 0 && y->shape[2] == 2 && att && att->ndim == 4 && att->shape[1] == 2,
+          "attention B=0: %s", xsa_last_error());
+    CHECK(y && back_sum(y) && q->grad && xsa_tensor_numel(q->grad) == 0, "attention B=0 backward: %s",
+          xsa_last_error());
+    xsa_tensor_free(att);
+    xsa_tensor_free(y);
+    free_all(1, &q);
+
+    /* embedding: no indices, no channels, no rows to index */
+    int64_t i0[1] = {0}, i2[1] = {2}, w40[2] = {4, 0}, w03b[2] = {0, 3};
+    xsa_tensor *idx = xsa_tensor_zeros(XSA_INT32, 1, i0), *wte = leafz(2, w43);
+    y = xsa_ag_embedding(idx, wte, NULL);
+    CHECK(y && y->shape[0] == 0 && y->shape[1] == 3 && back_sum(y) && all_zero(wte->grad),
+          "embedding of no indices: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(1, &idx);
+    free_all(1, &wte);
+    idx = xsa_tensor_zeros(XSA_INT32, 1, i2), wte = leafz(2, w40);
+    y = xsa_ag_embedding(idx, wte, NULL);
+    CHECK(y && y->shape[0] == 2 && y->shape[1] == 0 && back_sum(y), "embedding C=0: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(1, &wte);
+    wte = leafz(2, w03b);
+    CHECK(xsa_ag_embedding(idx, wte, NULL) == NULL && strstr(xsa_last_error(), "out of range for a table of 0 rows"),
+          "embedding V=0: %s", xsa_last_error());
+    free_all(1, &wte);
+    free_all(1, &idx);
+}
+
 /* ---- engine rules ----------------------------------------------------- */
 
 static int custom_calls;
@@ -618,6 +756,7 @@ int main(void)
     test_softmax_matmul();
     test_views_where_clamp();
     test_nn();
+    test_nn_empty();
     test_engine();
     return check_done("test_autograd");
 }

@@ -338,6 +338,40 @@ T.case("autograd errors", function()
   T.raises(function() xsa.nn.cross_entropy(xsa.ones(2, 3), xsa.ones(2)) end, "targets must be an int32")
 end)
 
+-- nested tables (or a tensor's values) flattened to "1,2,3" for comparison
+local function flat(v, out)
+  out = out or {}
+  if type(v) == "table" then for _, x in ipairs(v) do flat(x, out) end
+  else out[#out + 1] = string.format("%g", v) end
+  return out
+end
+local function same(a, b, msg)
+  if xsa.is_tensor(a) then a = a:tolist() end
+  T.eq(table.concat(flat(a), ","), table.concat(flat(b), ","), msg)
+end
+
+T.case("fused ops with size-0 dimensions: results or errors, never SIGFPE", function()
+  -- these divided by zero inside the core (a signal that pcall cannot catch)
+  local b = xsa.tensor({1, 2, 3}, {requires_grad = true})
+  local y = xsa.nn.linear(xsa.zeros(2, 0), xsa.zeros(0, 3), b)
+  same(y, {{1, 2, 3}, {1, 2, 3}})
+  y:sum():backward(); same(b.grad, {2, 2, 2})
+  same(xsa.nn.linear(xsa.zeros(0, 4), xsa.zeros(4, 3)):shape(), {0, 3})
+  same(xsa.nn.layernorm(xsa.zeros(2, 0), xsa.zeros(0), xsa.zeros(0)):shape(), {2, 0})
+  same(xsa.nn.layernorm(xsa.zeros(0, 4), xsa.ones(4), xsa.zeros(4)):shape(), {0, 4})
+  same(xsa.nn.gelu(xsa.zeros(0, 3)):shape(), {0, 3})
+  T.raises(function() xsa.nn.cross_entropy(xsa.zeros(2, 0), xsa.zeros({2}, "int32")) end,
+    "cross_entropy: logits [2,0] have no classes (V = 0)")
+  local l = xsa.nn.cross_entropy(leaf(0, 5), xsa.zeros({0}, "int32"))
+  T.ok(l:item() ~= l:item(), "the mean over no rows is NaN")
+  T.raises(function() xsa.nn.attention(xsa.zeros(1, 2, 0), 1) end, "attention: qkv [1,2,0] has no channels (C = 0)")
+  T.raises(function() xsa.nn.attention(xsa.zeros(1, 2, 0), xsa.zeros(1, 2, 0), xsa.zeros(1, 2, 0), 1) end,
+    "no channels")
+  same(xsa.nn.attention(xsa.zeros(0, 2, 6), 2, 1.0):shape(), {0, 2, 2})
+  same(xsa.nn.embedding(xsa.zeros({0}, "int32"), xsa.zeros(4, 3)):shape(), {0, 3})
+  T.raises(function() xsa.nn.embedding(xsa.zeros({2}, "int32"), xsa.zeros(0, 3)) end, "table of 0 rows")
+end)
+
 T.case("a tiny MLP trained by hand-written SGD: the loss falls", function()
   local g = xsa.generator(7)
   local N, D, H, K = 64, 8, 16, 4
