@@ -166,7 +166,19 @@ xsa_tensor *xsa_ag_binary(xsa_binop op, xsa_tensor *a, xsa_tensor *b)
     xsa_tensor *in[2] = {a, b};
     if (!out || !binop_diff(op) || out->dtype != XSA_FLOAT32 || !xsa_agi_any_needs(2, in)) return out;
     node *nd = xsa_agi_node_new(binop_name(op), bw_binary, 2, in);
-    if (nd) nd->op = op;
+    if (nd) {
+        nd->op = op;
+        /* the values bw_binary reads: bit 0 a, bit 1 b */
+        unsigned ga = nd->need[0] ? 1u : 0u, gb = nd->need[1] ? 1u : 0u;
+        switch (op) {
+        case XSA_MUL: nd->saved_in = (ga << 1) | gb; break;
+        case XSA_DIV: nd->saved_in = (ga << 1) | (gb ? 3u : 0u); break;
+        case XSA_POW: nd->saved_in = (ga ? 3u : 0u) | gb; break;
+        case XSA_MAXIMUM:
+        case XSA_MINIMUM: nd->saved_in = 3u; break;
+        default: break; /* ADD, SUB: no values */
+        }
+    }
     return xsa_agi_attach(out, nd, op == XSA_POW);
 }
 
@@ -217,6 +229,8 @@ xsa_tensor *xsa_ag_binary_scalar(xsa_binop op, xsa_tensor *a, double s, int reve
         nd->op = op;
         nd->s = s;
         nd->reversed = reversed;
+        nd->saved_in = (op == XSA_DIV && reversed) || (op == XSA_POW && !reversed) ||
+                       op == XSA_MAXIMUM || op == XSA_MINIMUM;
     }
     return xsa_agi_attach(out, nd, op == XSA_POW && reversed);
 }
@@ -288,8 +302,12 @@ xsa_tensor *xsa_ag_unary(xsa_unop op, xsa_tensor *a)
     xsa_tensor *out = xsa_tensor_unary(op, a);
     if (!out || !xsa_agi_any_needs(1, &a)) return out;
     node *nd = xsa_agi_node_new(unop_name(op), bw_unary, 1, &a);
-    if (nd) nd->op = op;
+    /* the derivative comes from the result (save) or from the input */
     int save = op == XSA_EXP || op == XSA_SQRT || op == XSA_TANH || op == XSA_SIGMOID;
+    if (nd) {
+        nd->op = op;
+        nd->saved_in = !save && op != XSA_NEG;
+    }
     return xsa_agi_attach(out, nd, save);
 }
 
@@ -361,6 +379,7 @@ xsa_tensor *xsa_ag_reduce(xsa_redop op, xsa_tensor *a, int dim, int keepdim)
         nd->op = op;
         nd->dim = dim == XSA_ALL_DIMS ? dim : normdim(dim, a->ndim);
         nd->keepdim = keepdim;
+        nd->saved_in = op == XSA_MAX || op == XSA_MIN || op == XSA_VAR;
     }
     return xsa_agi_attach(out, nd, op == XSA_MAX || op == XSA_MIN);
 }
@@ -446,7 +465,9 @@ xsa_tensor *xsa_ag_matmul(xsa_tensor *a, xsa_tensor *b)
     xsa_tensor *out = xsa_tensor_matmul(a, b);
     xsa_tensor *in[2] = {a, b};
     if (!out || !xsa_agi_any_needs(2, in)) return out;
-    return xsa_agi_attach(out, xsa_agi_node_new("MatmulBackward", bw_matmul, 2, in), 0);
+    node *nd = xsa_agi_node_new("MatmulBackward", bw_matmul, 2, in);
+    if (nd) nd->saved_in = (nd->need[0] ? 2u : 0u) | (nd->need[1] ? 1u : 0u); /* g b^T, a^T g */
+    return xsa_agi_attach(out, nd, 0);
 }
 
 /* ---- where, clamp, clone ------------------------------------------------ */
@@ -468,7 +489,10 @@ xsa_tensor *xsa_ag_where(xsa_tensor *cond, xsa_tensor *a, xsa_tensor *b)
     xsa_tensor *in[3] = {cond, a, b};
     if (!out || out->dtype != XSA_FLOAT32 || !xsa_agi_any_needs(2, in + 1)) return out;
     node *nd = xsa_agi_node_new("WhereBackward", bw_where, 3, in);
-    if (nd) nd->need[0] = 0;
+    if (nd) {
+        nd->need[0] = 0;
+        nd->saved_in = 1u; /* cond */
+    }
     return xsa_agi_attach(out, nd, 0);
 }
 
@@ -491,6 +515,7 @@ xsa_tensor *xsa_ag_clamp(xsa_tensor *a, double lo, double hi)
     if (nd) {
         nd->lo = lo;
         nd->hi = hi;
+        nd->saved_in = 1u;
     }
     return xsa_agi_attach(out, nd, 0);
 }

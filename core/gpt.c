@@ -282,6 +282,7 @@ int xsa_gpt_copy_from(xsa_gpt *dst, const xsa_gpt *src)
                          a->vocab, b->vocab, a->n_layer, b->n_layer, a->d_model, b->d_model,
                          a->n_head, b->n_head, a->seq_len, b->seq_len);
     if (dst != src) memcpy(dst->pstore->data, src->pstore->data, src->nparams * sizeof(float));
+    xsa_storage_bump_version(dst->pstore); /* the parameters changed in place */
     dst->gen++;
     dst->have_targets = 0;
     return 0;
@@ -328,7 +329,11 @@ xsa_tensor *xsa_gpt_find_param(const xsa_gpt *m, const char *name)
     return NULL;
 }
 
-void xsa_gpt_zero_grad(xsa_gpt *m) { memset(m->gstore->data, 0, m->nparams * sizeof(float)); }
+void xsa_gpt_zero_grad(xsa_gpt *m)
+{
+    memset(m->gstore->data, 0, m->nparams * sizeof(float));
+    xsa_storage_bump_version(m->gstore);
+}
 
 /* ---- activations ------------------------------------------------------- */
 
@@ -546,6 +551,7 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
     /* one backward per forward: the gradients accumulate, and running it
      * twice by accident would double them silently */
     m->have_targets = 0;
+    xsa_storage_bump_version(m->gstore); /* the gradients are added to in place */
     memset(m->dA, 0, NC * sizeof(float));
     /* scratch: dqkv ([N,3C]) is free until the blocks' backward */
     xsa_nn_lmhead_ce_backward(m->dA, G(m, 0), m->dqkv, m->probs, m->pscale, m->tokens + N,

@@ -120,6 +120,7 @@ int xsa_adamw_step(xsa_adamw *o)
         xsa_tensor *p = o->params[i];
         if (!p->grad) continue;
         long t = ++o->steps[i];
+        xsa_storage_bump_version(p->storage); /* an in-place update (tensor.h) */
         float *w = xsa_tensor_f32(p);
         const float *g = xsa_tensor_f32(p->grad);
         float *m = o->m[i], *v = o->v[i];

@@ -360,10 +360,11 @@ int xsa_tensor_set(xsa_tensor *t, const int64_t *index, double value)
 {
     int64_t off = elem_off("set", t, index);
     if (off < 0) return -1;
+    if (t->dtype == XSA_INT32 && i32_value_ok("set", value) < 0) return -1;
+    xsa_storage_bump_version(t->storage);
     if (t->dtype == XSA_FLOAT32) {
         ((float *)t->storage->data)[t->offset + off] = (float)value;
     } else {
-        if (i32_value_ok("set", value) < 0) return -1;
         ((int32_t *)t->storage->data)[t->offset + off] = (int32_t)value;
     }
     return 0;
@@ -911,6 +912,7 @@ int xsa_tensor_copy_(xsa_tensor *dst, const xsa_tensor *src)
         if (!tmp) return -1;
         src = tmp;
     }
+    xsa_storage_bump_version(dst->storage);
     int64_t st[2][XSA_MAX_DIMS];
     memcpy(st[0], dst->stride, sizeof st[0]);
     xsa_bstrides(src, dst->ndim, dst->shape, st[1]);
@@ -956,6 +958,7 @@ int xsa_tensor_fill_(xsa_tensor *dst, double v)
     if (xsa_tcheck(fn, dst, "dst") < 0) return -1;
     if (dst->dtype == XSA_INT32 && i32_value_ok(fn, v) < 0) return -1;
     if (writable(fn, dst) < 0) return -1;
+    xsa_storage_bump_version(dst->storage);
     if (xsa_tensor_is_contiguous(dst)) {
         fill_contig(dst, v);
         return 0;

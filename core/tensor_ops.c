@@ -291,6 +291,7 @@ int xsa_tensor_binary_(xsa_binop op, xsa_tensor *a, const xsa_tensor *b)
         return -1;
     xsa_tensor *pb = inplace_prep(fn, op, a, b);
     if (!pb) return -1;
+    xsa_storage_bump_version(a->storage);
     binary_run(op, a, a, pb);
     xsa_tensor_free(pb);
     return 0;
@@ -384,6 +385,7 @@ int xsa_tensor_unary_(xsa_unop op, xsa_tensor *a)
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] > 1 && a->stride[i] == 0)
             return xsa_error("%s: cannot write in place to an expanded tensor", fn);
+    xsa_storage_bump_version(a->storage);
     unary_run(op, a, a);
     return 0;
 }

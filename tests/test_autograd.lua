@@ -372,6 +372,61 @@ T.case("fused ops with size-0 dimensions: results or errors, never SIGFPE", func
   T.raises(function() xsa.nn.embedding(xsa.zeros({2}, "int32"), xsa.zeros(0, 3)) end, "table of 0 rows")
 end)
 
+T.case("version counters: a saved tensor modified in place stops the backward", function()
+  local MOD = "modified by an inplace operation"
+  local w = xsa.tensor({1, 2, 3}, {requires_grad = true})
+  -- a saved input (x * w reads x for dw), directly, through a view, through detach()
+  local x = xsa.tensor{4, 5, 6}
+  local y = x * w; x:add_(1)
+  T.raises(function() y:sum():backward() end, MOD .. ": input 1 [3] of MulBackward is at version")
+  y = x * w; x:narrow(1, 2, 1):fill_(0)
+  T.raises(function() y:sum():backward() end, MOD)
+  y = x * w; x[3] = 7
+  T.raises(function() y:sum():backward() end, MOD)
+  y = w * w; w:detach():mul_(2)
+  T.raises(function() y:sum():backward() end, "input 1 [3] of MulBackward")
+  y = w:log(); xsa.no_grad(function() w:add_(1) end)
+  T.raises(function() y:sum():backward() end, "LogBackward")
+  -- a saved output: exp reads its result
+  y = w:exp(); xsa.no_grad(function() y:mul_(2) end)
+  T.raises(function() y:sum():backward() end, "the output [3] of ExpBackward")
+  y = w:exp(); y:detach():view(3, 1):copy_(xsa.zeros(3, 1))
+  T.raises(function() y:sum():backward() end, "ExpBackward")
+  y = w:softmax(1); y:detach():zero_()
+  T.raises(function() y:sum():backward() end, "SoftmaxBackward")
+  -- a fused op's saved input
+  local lx = xsa.ones(2, 3)
+  y = xsa.nn.linear(lx, xsa.ones(3, 2):requires_grad(true)); lx:set(1, 1, 5)
+  T.raises(function() y:sum():backward() end, "input 1 [2,3] of LinearBackward")
+  -- an optimizer step between forward and backward
+  local p = xsa.tensor({1, 2, 3}, {requires_grad = true})
+  local opt = xsa.optim.adamw({p}, {lr = 0.1})
+  local l0 = (p * p):sum(); l0:backward()   -- a gradient, so the step updates p
+  y = (p * p):sum(); opt:step()
+  T.raises(function() y:backward() end, MOD)
+  -- retain_graph: a write between two backwards stops the second
+  w.grad = nil
+  local z = x * w; local s = z:sum(); s:backward(true); x:add_(1)
+  T.raises(function() s:backward() end, MOD)
+end)
+
+T.case("version counters: writes the backward does not read are fine", function()
+  local w = xsa.tensor({0.5, 1, 2}, {requires_grad = true})
+  local a = xsa.tensor{1, 1, 1}
+  local y = a + w + w:exp()              -- add reads no values, exp only its result
+  a:add_(5); xsa.no_grad(function() w:add_(1) end)
+  y:sum():backward()
+  local g = w.grad:totable()
+  for i, v in ipairs{0.5, 1, 2} do T.near(g[i], 1 + math.exp(v), 1e-5, "from the forward's values") end
+  -- unmodified: the usual gradients, and training loops (step after backward) run
+  local p = xsa.tensor({1, 2, 3}, {requires_grad = true})
+  local opt = xsa.optim.adamw({p}, {lr = 0.01})
+  for _ = 1, 3 do
+    opt:zero_grad(); local l = (p * p):sum(); l:backward(); opt:step()
+  end
+  T.ok(p:get(1) < 1, "three steps ran")
+end)
+
 T.case("a tiny MLP trained by hand-written SGD: the loss falls", function()
   local g = xsa.generator(7)
   local N, D, H, K = 64, 8, 16, 4
