@@ -666,27 +666,79 @@ static int bw_cat(node *n, xsa_tensor *g, xsa_tensor **gin)
     return 0;
 }
 
+/* The gradient graph of a cat of n > 0 tensors into out along d: one
+ * CatBackward node when n <= XSA_AG_MAX_INPUTS, else a tree built bottom up
+ * (a loop, no recursion): each group of up to 8 consecutive items becomes a
+ * narrow view of out over the group's range carrying the group's node, and
+ * the views are grouped again until at most 8 remain for out's own node.
+ * The views are never read (bw_cat needs only shapes), so nothing is
+ * copied: n inputs cost about n/7 nodes and headers, depth log8(n). */
+static xsa_tensor *cat_graph(xsa_tensor *out, int n, xsa_tensor *const *ts, int d)
+{
+    const int K = XSA_AG_MAX_INPUTS;
+    int cnt = n, owned = 0;
+    xsa_tensor **items = (xsa_tensor **)ts; /* the current level; level 0 is borrowed */
+    int64_t *off = malloc(sizeof *off * (size_t)n); /* each item's start along d */
+    int ok = off != NULL;
+    if (!ok) xsa_error("cat: out of memory for the gradient graph");
+    if (ok) {
+        int64_t o = 0;
+        for (int i = 0; i < n; i++) {
+            off[i] = o;
+            o += ts[i]->shape[d];
+        }
+    }
+    while (ok && cnt > K) {
+        int m = (cnt + K - 1) / K, built = 0;
+        xsa_tensor **made = malloc(sizeof *made * (size_t)m);
+        if (!made) {
+            xsa_error("cat: out of memory for the gradient graph");
+            ok = 0;
+            break;
+        }
+        for (int j = 0; j < m; j++) {
+            int g = j * K, k = cnt - g < K ? cnt - g : K;
+            int64_t len = off[g + k - 1] + items[g + k - 1]->shape[d] - off[g];
+            xsa_tensor *v = xsa_tensor_narrow(out, d, off[g], len);
+            if (v && xsa_agi_any_needs(k, items + g)) {
+                node *nd = xsa_agi_node_new("CatBackward", bw_cat, k, items + g);
+                if (nd) nd->dim = d;
+                v = xsa_agi_attach(v, nd, 0);
+            }
+            if (!v) {
+                ok = 0;
+                break;
+            }
+            made[built++] = v;
+            off[j] = off[g]; /* j <= g: later groups read only indices past g */
+        }
+        if (owned) {
+            for (int i = 0; i < cnt; i++) xsa_tensor_free(items[i]);
+            free(items);
+        }
+        items = made;
+        owned = 1;
+        cnt = built;
+    }
+    node *nd = NULL;
+    if (ok) {
+        nd = xsa_agi_node_new("CatBackward", bw_cat, cnt, items);
+        if (nd) nd->dim = d;
+    }
+    if (owned) {
+        for (int i = 0; i < cnt; i++) xsa_tensor_free(items[i]);
+        free(items);
+    }
+    free(off);
+    return xsa_agi_attach(out, nd, 0); /* frees out when nd is NULL */
+}
+
 xsa_tensor *xsa_ag_cat(int n, xsa_tensor *const *ts, int dim)
 {
     const char *fn = "cat";
     if (n < 1 || !ts) return xsa_error("%s: no tensors to concatenate", fn), NULL;
     for (int i = 0; i < n; i++)
         if (!ts[i]) return xsa_error("%s: tensor %d is missing", fn, i + 1), NULL;
-    if (n > XSA_AG_MAX_INPUTS) { /* a node holds at most 8 inputs: concatenate in groups */
-        xsa_tensor *head = xsa_ag_cat(XSA_AG_MAX_INPUTS, ts, dim);
-        if (!head) return NULL;
-        xsa_tensor **rest = malloc(sizeof *rest * (size_t)(n - XSA_AG_MAX_INPUTS + 1));
-        if (!rest) {
-            xsa_tensor_free(head);
-            return xsa_error("%s: out of memory", fn), NULL;
-        }
-        rest[0] = head;
-        memcpy(rest + 1, ts + XSA_AG_MAX_INPUTS, sizeof *rest * (size_t)(n - XSA_AG_MAX_INPUTS));
-        xsa_tensor *out = xsa_ag_cat(n - XSA_AG_MAX_INPUTS + 1, rest, dim);
-        free(rest);
-        xsa_tensor_free(head);
-        return out;
-    }
     const xsa_tensor *t0 = ts[0];
     if (t0->ndim < 1) return xsa_error("%s: 0-d tensors cannot be concatenated", fn), NULL;
     int d = normdim(dim, t0->ndim);
@@ -723,7 +775,5 @@ xsa_tensor *xsa_ag_cat(int n, xsa_tensor *const *ts, int dim)
         off += ts[i]->shape[d];
     }
     if (!out || !xsa_agi_any_needs(n, ts)) return out;
-    node *nd = xsa_agi_node_new("CatBackward", bw_cat, n, ts);
-    if (nd) nd->dim = d;
-    return xsa_agi_attach(out, nd, 0);
+    return cat_graph(out, n, ts, d);
 }

@@ -427,6 +427,46 @@ T.case("version counters: writes the backward does not read are fine", function(
   T.ok(p:get(1) < 1, "three steps ran")
 end)
 
+T.case("xsa.cat of 100,000 tensors and a chain of 100,000 cats run on a 256 KiB stack", function()
+  -- cat of more than 8 tensors recursed once per 7 of them; run in a child
+  -- xsa whose stack is small (1 MiB under the sanitizers, whose frames are big)
+  local exe = os.getenv("XSA_EXE") or "build/xsa"
+  if exe:sub(1, 1) ~= "/" then exe = (os.getenv("XSA_ROOT") or ".") .. "/" .. exe end
+  local tmp, cleanup = T.tmp_paths("deepcat")
+  local script = tmp("deep.lua")
+  T.writefile(script, [[
+local xsa = require "xsa"
+local N = 100000
+local w = xsa.ones(1):requires_grad(true)
+local ts = {}
+for i = 1, N do ts[i] = w * (i % 7) end
+local c = xsa.cat(ts)
+assert(c:shape()[1] == N)
+c:sum():backward()
+local want = 0
+for i = 1, N do want = want + i % 7 end
+assert(w.grad:item() == want, "gradient " .. w.grad:item())
+ts, c = nil, nil
+w.grad = nil
+local t = w * 3
+for _ = 1, N do t = xsa.cat({t:narrow(1, 1, 1), w}) end
+t:sum():backward()
+assert(w.grad:item() == 4, "chain gradient " .. w.grad:item())
+t = w * 1
+for i = 1, N do t = xsa.cat({t, w}):narrow(1, 1, 1) end
+t = nil
+collectgarbage()
+io.write("deep ok\n")
+]])
+  local kib = os.getenv("XSA_SANITIZED") and 1024 or 256
+  local p = io.popen(string.format("ulimit -s %d; '%s' '%s' 2>&1", kib, exe, script))
+  local out = p:read("a")
+  local _, _, status = p:close()
+  cleanup()
+  T.eq(status, 0, "exit status (139 = SIGSEGV): " .. out)
+  T.ok(out:find("deep ok", 1, true), out)
+end)
+
 T.case("a tiny MLP trained by hand-written SGD: the loss falls", function()
   local g = xsa.generator(7)
   local N, D, H, K = 64, 8, 16, 4
