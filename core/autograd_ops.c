@@ -19,6 +19,7 @@
 
 #include "autograd_impl.h"
 #include "ckd.h"
+#include "nn.h"
 
 /* ---- helpers for backward formulas ------------------------------------ */
 
@@ -260,7 +261,9 @@ static int bw_unary(node *n, xsa_tensor *g, xsa_tensor **gin)
     const float *yy = y ? xsa_tensor_f32(y) : NULL;
     float *gx = xsa_tensor_f32(r);
     int64_t N = xsa_tensor_numel(r);
-    for (int64_t i = 0; i < N; i++) {
+    if (n->op == XSA_GELU) /* the forward's kernel pair (nn.h); r is zeros, it adds */
+        xsa_nn_gelu_backward(gx, x, gy, (size_t)N);
+    for (int64_t i = 0; i < N && n->op != XSA_GELU; i++) {
         double xi = x[i], gi = gy[i], d = 0.0;
         switch ((xsa_unop)n->op) {
         case XSA_NEG: d = -1.0; break;
@@ -269,10 +272,7 @@ static int bw_unary(node *n, xsa_tensor *g, xsa_tensor **gin)
         case XSA_SQRT: d = 0.5 / yy[i]; break;
         case XSA_TANH: d = 1.0 - (double)yy[i] * yy[i]; break;
         case XSA_RELU: d = xi > 0.0 ? 1.0 : 0.0; break;
-        case XSA_GELU: /* exact: Phi(x) + x phi(x), as tensor_ops' erf GELU */
-            d = 0.5 * (1.0 + erf(xi * 0.7071067811865476)) +
-                xi * 0.3989422804014327 * exp(-0.5 * xi * xi);
-            break;
+        case XSA_GELU: break; /* above */
         case XSA_ABS: d = xi > 0.0 ? 1.0 : (xi < 0.0 ? -1.0 : 0.0); break;
         case XSA_SIGMOID: d = (double)yy[i] * (1.0 - yy[i]); break;
         }

@@ -188,6 +188,8 @@ xsa_tensor *xsa_tensor_binary_scalar(xsa_binop op, const xsa_tensor *a, double s
 /* In place: a = a op b, b broadcast to a's shape; a keeps its dtype. */
 int xsa_tensor_binary_(xsa_binop op, xsa_tensor *a, const xsa_tensor *b);
 int xsa_tensor_binary_scalar_(xsa_binop op, xsa_tensor *a, double s);
+/* GELU is the exact (erf) GELU of nn.h, computed by xsa_nn_gelu_forward
+ * (the model's kernel; autograd's backward is xsa_nn_gelu_backward). */
 xsa_tensor *xsa_tensor_unary(xsa_unop op, const xsa_tensor *a);  /* float32 out */
 int xsa_tensor_unary_(xsa_unop op, xsa_tensor *a);               /* float32 a */
 /* where(cond != 0, a, b), all three broadcast together; int32 only when a

@@ -296,6 +296,28 @@ static void test_unary(void)
         gradcheck(names[op], 1, in, f_unary, &o, 1e-3, 1e-2, 2e-3);
         free_all(1, in);
     }
+    /* the GELU unary op and xsa_ag_gelu are one kernel pair (nn.h): the same
+     * values and gradients, bit for bit, into the tails */
+    int64_t gs[1] = {40};
+    xsa_rng own; /* its own stream: the later checks keep their inputs */
+    xsa_rng_seed(&own, 99);
+    xsa_tensor *x1 = xsa_tensor_randn(&own, 1, gs, 0.0, 4.0);
+    xsa_tensor_f32(x1)[0] = -10.0f;
+    xsa_tensor *x2 = xsa_tensor_clone(x1);
+    rg(x1);
+    rg(x2);
+    xsa_tensor *y1 = xsa_ag_unary(XSA_GELU, x1), *y2 = xsa_ag_gelu(x2);
+    xsa_tensor *w = xsa_tensor_randn(&own, 1, gs, 0.0, 1.0);
+    int ok = y1 && y2 && xsa_tensor_allclose(y1, y2, 0, 0) == 1 && xsa_ag_backward(y1, w, 0) == 0 &&
+             xsa_ag_backward(y2, w, 0) == 0 && xsa_tensor_allclose(x1->grad, x2->grad, 0, 0) == 1;
+    CHECK(ok, "unary GELU = nn gelu, values and gradients: %s", xsa_last_error());
+    CHECK(y1 && xsa_tensor_f32(y1)[0] < 0.0f, "gelu(-10) = -7.6e-23, not 0 (%g)",
+          y1 ? (double)xsa_tensor_f32(y1)[0] : 0.0);
+    xsa_tensor_free(y1);
+    xsa_tensor_free(y2);
+    xsa_tensor_free(w);
+    xsa_tensor_free(x1);
+    xsa_tensor_free(x2);
 }
 
 static void test_reduce(void)
