@@ -14,8 +14,8 @@
  *       return xsa_error("loader: ...");
  *
  * xsa_ceil_div_i64 is ceil(a / b) for a >= 0, b >= 1 without forming a+b-1
- * (which overflows when b is huge). Header only; part of the core (not
- * installed).
+ * (which overflows when b is huge). Header only, for the core's own files
+ * (xsa.h does not include it).
  */
 #ifndef XSA_CKD_H
 #define XSA_CKD_H
