@@ -720,6 +720,8 @@ static void test_versions(void)
     xsa_tensor_fill_(lx, 2);
     expect_modified(y, "LinearBackward", "input 1 [2,3]", "linear input modified");
     xsa_tensor_free(y);
+    xsa_tensor_free(lx);
+    xsa_tensor_free(lw);
     xsa_tensor *gx = xsa_tensor_ones(XSA_FLOAT32, 2, x23);
     rg(gx);
     y = xsa_ag_gelu(gx);
