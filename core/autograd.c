@@ -19,11 +19,18 @@
  * The backward rules live elsewhere: autograd_ops.c for the tensor ops,
  * autograd_nn.c for the fused nn ops; autograd_impl.h is what they share.
  *
- * Non-goals: higher-order gradients (backward ops are not recorded), version
- * counters for in-place edits of saved tensors (in-place ops on tensors that
- * need a gradient are refused instead), threads (grad mode and the release
+ * Version counters (tensor.h): attach records the storage versions of what a
+ * node's backward will read (the inputs marked in saved_in, the saved result,
+ * the fused ops' sv); the backward pass compares them before running the
+ * node and refuses, as PyTorch does, when one was modified in place since
+ * (through a view, detach() or under no_grad: in-place ops on tensors that
+ * require grad are refused outright).
+ *
+ * Non-goals: higher-order gradients (backward ops are not recorded),
+ * recording in-place ops in the graph, threads (grad mode and the release
  * list are thread-local; a graph belongs to one thread).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,10 +204,51 @@ xsa_tensor *xsa_agi_attach(xsa_tensor *out, node *nd, int save_out)
             return NULL;
         }
     }
+    for (int i = 0; i < nd->n_in; i++) nd->in_ver[i] = xsa_tensor_version(nd->in[i]);
+    nd->out_ver = xsa_tensor_version(nd->out);
+    for (int i = 0; i < 4; i++) nd->sv_ver[i] = xsa_tensor_version(nd->sv[i]);
     nd->out_ndim = out->ndim;
     memcpy(nd->out_shape, out->shape, sizeof out->shape);
     out->grad_fn = nd;
     return out;
+}
+
+/* ---- version counters ------------------------------------------------------ */
+
+static int modified(const node *n, const char *what, const xsa_tensor *t, uint64_t want)
+{
+    char b[128];
+    return xsa_error("backward: one of the variables needed for gradient computation has "
+                     "been modified by an inplace operation: %s %s of %s is at version %llu; "
+                     "expected version %llu (it, or a view of it, was written in place after "
+                     "the op; clone() it first)", what,
+                     xsa_shape_str(t->ndim, t->shape, b, sizeof b), n->name,
+                     (unsigned long long)xsa_tensor_version(t), (unsigned long long)want);
+}
+
+/* 0 when every value the backward of n reads is as it was at attach. */
+static int check_versions(const node *n)
+{
+    char what[32];
+    for (int i = 0; i < n->n_in && i < XSA_AG_MAX_INPUTS; i++)
+        if ((n->saved_in >> i & 1u) && n->in[i] && xsa_tensor_version(n->in[i]) != n->in_ver[i]) {
+            snprintf(what, sizeof what, "input %d", i + 1);
+            return modified(n, what, n->in[i], n->in_ver[i]);
+        }
+    if (n->out && xsa_tensor_version(n->out) != n->out_ver) return modified(n, "the output", n->out, n->out_ver);
+    for (int k = 0; k < 4; k++) {
+        const xsa_tensor *s = n->sv[k];
+        if (!s || xsa_tensor_version(s) == n->sv_ver[k]) continue;
+        /* a saved contiguous input is usually the input itself: name it so */
+        snprintf(what, sizeof what, "a saved tensor");
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] && n->in[i]->storage == s->storage) {
+                snprintf(what, sizeof what, "input %d", i + 1);
+                return modified(n, what, n->in[i], n->sv_ver[k]);
+            }
+        return modified(n, what, s, n->sv_ver[k]);
+    }
+    return 0;
 }
 
 /* ---- custom nodes --------------------------------------------------------- */
@@ -424,7 +472,8 @@ int xsa_ag_backward(xsa_tensor *out, const xsa_tensor *grad_out, int retain_grap
         if (!g) continue; /* no gradient reached it */
         n->gacc = NULL;
         xsa_tensor *gin[XSA_AG_MAX_INPUTS] = {0};
-        rc = n->backward(n, g, gin);
+        rc = check_versions(n);
+        if (rc == 0) rc = n->backward(n, g, gin);
         for (int i = 0; i < n->n_in; i++) {
             xsa_tensor *in = n->in[i];
             if (rc == 0 && gin[i] && n->need[i] && in) {

@@ -32,7 +32,17 @@
  *   ... w->grad holds dl/dw; xsa_ag_zero_grad(w) before the next pass ...
  *   xsa_tensor_free(l); xsa_tensor_free(h); xsa_tensor_free(y); xsa_tensor_free(w);
  *
- * In-place ops are not recorded: use xsa_ag_check_inplace before them.
+ * In-place ops are not recorded: use xsa_ag_check_inplace before them. A
+ * tensor a node's backward reads (an op's saved input or result: the x of
+ * x * w, the result of exp or softmax, the input of a fused op) may still be
+ * written through a view, detach(), under no_grad or by an optimizer step;
+ * each such write bumps the storage's version counter (tensor.h), and
+ * xsa_ag_backward then fails with "backward: one of the variables needed for
+ * gradient computation has been modified by an inplace operation: input 1
+ * [3] of MulBackward is at version 1; expected version 0 ..." instead of
+ * returning a wrong gradient, as PyTorch. Writes to tensors the backward
+ * does not read (the inputs of add, the input of exp) are fine. Custom
+ * nodes (xsa_ag_attach_custom) are not checked: their context is theirs.
  */
 #ifndef XSA_AUTOGRAD_H
 #define XSA_AUTOGRAD_H

@@ -10,6 +10,12 @@
  * and xsa_agi_attach hangs it on the result. The node's backward receives the
  * result's gradient g and sets gin[i] (owned) for each input i with need[i];
  * the engine sums each back to the input's shape.
+ *
+ * Saved values and version counters (tensor.h): a backward may read the
+ * values of some inputs (the op sets bit i of saved_in for each in[i] it
+ * reads), of the result (out) and of the tensors in sv. xsa_agi_attach
+ * records their storages' versions; before running the backward the engine
+ * compares them and refuses, naming the op, when one was modified in place.
  */
 #ifndef XSA_AUTOGRAD_IMPL_H
 #define XSA_AUTOGRAD_IMPL_H
@@ -38,6 +44,10 @@ struct xsa_ag_node {
     int64_t start;
     int dims[4];                         /* fused ops: B, T, C, ... */
     float lambda;
+    /* version counters: what the backward reads, the versions at attach */
+    unsigned saved_in;                   /* bit i: backward reads in[i]'s values */
+    uint64_t in_ver[XSA_AG_MAX_INPUTS];
+    uint64_t out_ver, sv_ver[4];
     /* custom nodes */
     xsa_ag_custom_fn cfn;
     void *ctx;
@@ -55,7 +65,8 @@ int xsa_agi_any_needs(int n, xsa_tensor *const *in);
  * allowed); NULL with the error set when out of memory. */
 node *xsa_agi_node_new(const char *name, bwd_fn bw, int n, xsa_tensor *const *in);
 /* Hangs nd on out (a fresh result); save_out keeps an alias of out's values
- * in nd->out. Returns out, or NULL after freeing both. */
+ * in nd->out. Records the versions of the inputs, out and nd->sv[] (so the
+ * op fills sv and saved_in first). Returns out, or NULL after freeing both. */
 xsa_tensor *xsa_agi_attach(xsa_tensor *out, node *nd, int save_out);
 
 #endif

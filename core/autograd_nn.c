@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "autograd_impl.h"
+#include "ckd.h"
 #include "nn.h"
 #include "system.h"
 
@@ -55,6 +56,31 @@ static xsa_tensor *zeros_like(const xsa_tensor *t)
     return xsa_tensor_zeros(XSA_FLOAT32, t->ndim, t->shape);
 }
 
+/* The backward of an op whose output is empty (an empty batch, or no
+ * channels): nothing flows back, every input's gradient is zero. */
+static int bw_zeros(node *n, xsa_tensor *g, xsa_tensor **gin)
+{
+    (void)g;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->need[i] && n->in[i] && !(gin[i] = zeros_like(n->in[i]))) return -1;
+    return 0;
+}
+
+/* The product of t's sizes before its last dimension (the rows N of a
+ * [...,C] input), computed without dividing by C (which may be 0) and
+ * checked: -1 with an error when it passes XSA_MAX_NUMEL. */
+static int64_t rows_of(const char *fn, const xsa_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim - 1; i++)
+        if (xsa_ckd_mul_i64(n, t->shape[i], &n) || n > XSA_MAX_NUMEL) {
+            char b[128];
+            xsa_error("%s: input %s has too many rows", fn, xsa_shape_str(t->ndim, t->shape, b, sizeof b));
+            return -1;
+        }
+    return n;
+}
+
 /* embedding: out[...,C] = wte[idx] (+ wpe[t] along the last index dim) */
 static int bw_embedding(node *n, xsa_tensor *g, xsa_tensor **gin)
 {
@@ -80,7 +106,10 @@ xsa_tensor *xsa_ag_embedding(xsa_tensor *idx, xsa_tensor *wte, xsa_tensor *wpe)
     if (want_f32(fn, "weight", wte, 2)) return NULL;
     int64_t B = idx->ndim == 2 ? idx->shape[0] : 1, T = idx->shape[idx->ndim - 1];
     int64_t V = wte->shape[0], C = wte->shape[1];
-    if (fits_int(fn, B) || fits_int(fn, T) || fits_int(fn, C) || fits_int(fn, V)) return NULL;
+    /* no indices or no channels: an empty result (the indices still checked) */
+    int empty = B == 0 || T == 0 || C == 0;
+    if (!empty && (fits_int(fn, B) || fits_int(fn, T) || fits_int(fn, C) || (V > 0 && fits_int(fn, V))))
+        return NULL;
     if (wpe) {
         if (want_f32(fn, "position weight", wpe, 2)) return NULL;
         if (wpe->shape[1] != C || wpe->shape[0] < T) {
@@ -108,12 +137,12 @@ xsa_tensor *xsa_ag_embedding(xsa_tensor *idx, xsa_tensor *wte, xsa_tensor *wpe)
                 break;
             }
     }
-    if (out)
+    if (out && !empty)
         xsa_nn_embedding_forward(xsa_tensor_f32(out), xsa_tensor_i32(ic), xsa_tensor_f32(wc),
                                  xsa_tensor_f32(pc), (int)B, (int)T, (int)C);
     xsa_tensor *in[3] = {idx, wte, wpe};
     if (out && xsa_agi_any_needs(2, in + 1)) {
-        node *nd = xsa_agi_node_new("EmbeddingBackward", bw_embedding, 3, in);
+        node *nd = xsa_agi_node_new("EmbeddingBackward", empty ? bw_zeros : bw_embedding, 3, in);
         if (nd) {
             nd->need[0] = 0;
             nd->sv[0] = ic;
@@ -155,6 +184,36 @@ static int bw_linear(node *n, xsa_tensor *g, xsa_tensor **gin)
     return 0;
 }
 
+/* linear with no rows, no input or no output channels, as PyTorch: the
+ * result is the bias broadcast over [...,OC] (zeros without one); only the
+ * bias gets a gradient, the sum of g over the rows. node->start holds N. */
+static int bw_linear_empty(node *n, xsa_tensor *g, xsa_tensor **gin)
+{
+    if (bw_zeros(n, g, gin) != 0) return -1;
+    if (!n->need[2]) return 0;
+    xsa_tensor_free(gin[2]);
+    int64_t s2[2] = {n->start, n->in[2]->shape[0]};
+    xsa_tensor *g2 = xsa_tensor_reshape(g, 2, s2);
+    gin[2] = g2 ? xsa_tensor_reduce(XSA_SUM, g2, 0, 0) : NULL;
+    xsa_tensor_free(g2);
+    return gin[2] ? 0 : -1;
+}
+
+static xsa_tensor *linear_empty(xsa_tensor *x, xsa_tensor *w, xsa_tensor *b, int64_t N,
+                                const int64_t *oshape)
+{
+    xsa_tensor *out = xsa_tensor_zeros(XSA_FLOAT32, x->ndim, oshape);
+    if (out && b && xsa_tensor_numel(out) > 0 && xsa_tensor_binary_(XSA_ADD, out, b) != 0) {
+        xsa_tensor_free(out);
+        return NULL;
+    }
+    xsa_tensor *in[3] = {x, w, b};
+    if (!out || !xsa_agi_any_needs(3, in)) return out;
+    node *nd = xsa_agi_node_new("LinearBackward", bw_linear_empty, 3, in);
+    if (nd) nd->start = N;
+    return xsa_agi_attach(out, nd, 0);
+}
+
 xsa_tensor *xsa_ag_linear(xsa_tensor *x, xsa_tensor *w, xsa_tensor *b)
 {
     const char *fn = "linear";
@@ -165,11 +224,13 @@ xsa_tensor *xsa_ag_linear(xsa_tensor *x, xsa_tensor *w, xsa_tensor *b)
         if (want_f32(fn, "bias", b, 1)) return NULL;
         if (b->shape[0] != OC) return shape_err(fn, "weight", w, "bias", b), NULL;
     }
-    int64_t N = xsa_tensor_numel(x) / C;
-    if (fits_int(fn, N) || fits_int(fn, C) || fits_int(fn, OC)) return NULL;
+    int64_t N = rows_of(fn, x);
+    if (N < 0) return NULL;
     int64_t oshape[XSA_MAX_DIMS];
     memcpy(oshape, x->shape, sizeof oshape);
     oshape[x->ndim - 1] = OC;
+    if (N == 0 || C == 0 || OC == 0) return linear_empty(x, w, b, N, oshape);
+    if (fits_int(fn, N) || fits_int(fn, C) || fits_int(fn, OC)) return NULL;
     xsa_tensor *xc = xsa_tensor_contiguous(x), *wc = xsa_tensor_contiguous(w);
     xsa_tensor *bc = b ? xsa_tensor_contiguous(b) : NULL;
     xsa_tensor *out = (xc && wc && (bc || !b)) ? xsa_tensor_new(XSA_FLOAT32, x->ndim, oshape) : NULL;
@@ -213,7 +274,13 @@ xsa_tensor *xsa_ag_layernorm(xsa_tensor *x, xsa_tensor *w, xsa_tensor *b)
     int64_t C = x->shape[x->ndim - 1];
     if (w->shape[0] != C) return shape_err(fn, "input", x, "weight", w), NULL;
     if (b->shape[0] != C) return shape_err(fn, "input", x, "bias", b), NULL;
-    int64_t N = xsa_tensor_numel(x) / C;
+    xsa_tensor *in[3] = {x, w, b};
+    if (xsa_tensor_numel(x) == 0) { /* no rows or no channels: an empty result, as PyTorch */
+        xsa_tensor *e = zeros_like(x);
+        if (!e || !xsa_agi_any_needs(3, in)) return e;
+        return xsa_agi_attach(e, xsa_agi_node_new("LayernormBackward", bw_zeros, 3, in), 0);
+    }
+    int64_t N = xsa_tensor_numel(x) / C; /* C >= 1: x is not empty */
     if (fits_int(fn, N) || fits_int(fn, C)) return NULL;
     xsa_tensor *xc = xsa_tensor_contiguous(x), *wc = xsa_tensor_contiguous(w);
     xsa_tensor *bc = xsa_tensor_contiguous(b);
@@ -223,7 +290,6 @@ xsa_tensor *xsa_ag_layernorm(xsa_tensor *x, xsa_tensor *w, xsa_tensor *b)
         xsa_nn_layernorm_forward(xsa_tensor_f32(out), xsa_tensor_f32(mean), xsa_tensor_f32(rstd),
                                  xsa_tensor_f32(xc), xsa_tensor_f32(wc), xsa_tensor_f32(bc),
                                  (int)N, (int)C);
-    xsa_tensor *in[3] = {x, w, b};
     if (out && xsa_agi_any_needs(3, in)) {
         node *nd = xsa_agi_node_new("LayernormBackward", bw_layernorm, 3, in);
         if (nd) {
@@ -329,10 +395,31 @@ xsa_tensor *xsa_ag_attention(xsa_tensor *q, xsa_tensor *k, xsa_tensor *v, int n_
         }
         C /= 3;
     }
-    if (fits_int(fn, B) || fits_int(fn, T) || fits_int(fn, 3 * C)) return NULL;
+    if (C == 0) {
+        char b[64];
+        return xsa_error("%s: %s %s has no channels (C = 0)", fn, packed ? "qkv" : "q",
+                         xsa_shape_str(q->ndim, q->shape, b, sizeof b)), NULL;
+    }
     if (n_head < 1 || C % n_head != 0)
         return xsa_error("%s: %d heads do not divide C = %lld", fn, n_head, (long long)C), NULL;
     if (!isfinite(lambda)) return xsa_error("%s: lambda must be finite", fn), NULL;
+    xsa_tensor *in[3] = {q, k, v};
+    if (B == 0 || T == 0) { /* an empty batch: empty results */
+        int64_t os[3] = {B, T, C}, as[4] = {B, n_head, T, T};
+        xsa_tensor *e = xsa_tensor_zeros(XSA_FLOAT32, 3, os);
+        if (e && att_out && !(*att_out = xsa_tensor_zeros(XSA_FLOAT32, 4, as))) {
+            xsa_tensor_free(e);
+            return NULL;
+        }
+        if (!e || !xsa_agi_any_needs(packed ? 1 : 3, in)) return e;
+        e = xsa_agi_attach(e, xsa_agi_node_new("AttentionBackward", bw_zeros, packed ? 1 : 3, in), 0);
+        if (!e && att_out) {
+            xsa_tensor_free(*att_out);
+            *att_out = NULL;
+        }
+        return e;
+    }
+    if (fits_int(fn, B) || fits_int(fn, T) || fits_int(fn, 3 * C)) return NULL;
     if ((double)B * n_head * T * T > (double)XSA_MAX_NUMEL)
         return xsa_error("%s: attention weights of %lld x %d x %lld x %lld are too large", fn,
                          (long long)B, n_head, (long long)T, (long long)T), NULL;
@@ -364,7 +451,6 @@ xsa_tensor *xsa_ag_attention(xsa_tensor *q, xsa_tensor *k, xsa_tensor *v, int n_
                                  xsa_tensor_f32(qkv), (int)B, (int)T, (int)C, n_head,
                                  (float)lambda, probe);
     if (out && att_out) *att_out = xsa_tensor_clone(att); /* the saved one stays private */
-    xsa_tensor *in[3] = {q, k, v};
     if (out && xsa_agi_any_needs(packed ? 1 : 3, in)) {
         node *nd = xsa_agi_node_new(lambda != 0.0 ? "XsaAttentionBackward" : "AttentionBackward",
                             bw_attention, packed ? 1 : 3, in);
@@ -408,7 +494,6 @@ xsa_tensor *xsa_ag_cross_entropy(xsa_tensor *logits, xsa_tensor *targets)
     if (!targets || targets->dtype != XSA_INT32)
         return xsa_error("%s: targets must be an int32 tensor", fn), NULL;
     int64_t V = logits->shape[logits->ndim - 1];
-    int64_t N = xsa_tensor_numel(logits) / V;
     if (targets->ndim != logits->ndim - 1 ||
         memcmp(targets->shape, logits->shape, sizeof(int64_t) * (size_t)targets->ndim) != 0) {
         char s1[128], s2[128], s3[128];
@@ -416,6 +501,20 @@ xsa_tensor *xsa_ag_cross_entropy(xsa_tensor *logits, xsa_tensor *targets)
                          xsa_shape_str(logits->ndim, logits->shape, s1, sizeof s1),
                          xsa_shape_str(logits->ndim - 1, logits->shape, s2, sizeof s2),
                          xsa_shape_str(targets->ndim, targets->shape, s3, sizeof s3)), NULL;
+    }
+    int64_t N = xsa_tensor_numel(targets); /* the rows, without dividing by V */
+    if (N == 0) { /* the mean over no rows: NaN, as PyTorch */
+        xsa_tensor *e = xsa_tensor_full(XSA_FLOAT32, 0, NULL, NAN);
+        if (!e || !xsa_agi_any_needs(1, &logits)) return e;
+        xsa_tensor *in0[2] = {logits, targets};
+        node *nd = xsa_agi_node_new("CrossEntropyBackward", bw_zeros, 2, in0);
+        if (nd) nd->need[1] = 0;
+        return xsa_agi_attach(e, nd, 0);
+    }
+    if (V == 0) {
+        char s1[128];
+        return xsa_error("%s: logits %s have no classes (V = 0)", fn,
+                         xsa_shape_str(logits->ndim, logits->shape, s1, sizeof s1)), NULL;
     }
     if (fits_int(fn, N) || fits_int(fn, V)) return NULL;
     xsa_tensor *lc = xsa_tensor_contiguous(logits), *tc = xsa_tensor_contiguous(targets);

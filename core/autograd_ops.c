@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "autograd_impl.h"
+#include "ckd.h"
+#include "nn.h"
 
 /* ---- helpers for backward formulas ------------------------------------ */
 
@@ -165,7 +167,19 @@ xsa_tensor *xsa_ag_binary(xsa_binop op, xsa_tensor *a, xsa_tensor *b)
     xsa_tensor *in[2] = {a, b};
     if (!out || !binop_diff(op) || out->dtype != XSA_FLOAT32 || !xsa_agi_any_needs(2, in)) return out;
     node *nd = xsa_agi_node_new(binop_name(op), bw_binary, 2, in);
-    if (nd) nd->op = op;
+    if (nd) {
+        nd->op = op;
+        /* the values bw_binary reads: bit 0 a, bit 1 b */
+        unsigned ga = nd->need[0] ? 1u : 0u, gb = nd->need[1] ? 1u : 0u;
+        switch (op) {
+        case XSA_MUL: nd->saved_in = (ga << 1) | gb; break;
+        case XSA_DIV: nd->saved_in = (ga << 1) | (gb ? 3u : 0u); break;
+        case XSA_POW: nd->saved_in = (ga ? 3u : 0u) | gb; break;
+        case XSA_MAXIMUM:
+        case XSA_MINIMUM: nd->saved_in = 3u; break;
+        default: break; /* ADD, SUB: no values */
+        }
+    }
     return xsa_agi_attach(out, nd, op == XSA_POW);
 }
 
@@ -216,6 +230,8 @@ xsa_tensor *xsa_ag_binary_scalar(xsa_binop op, xsa_tensor *a, double s, int reve
         nd->op = op;
         nd->s = s;
         nd->reversed = reversed;
+        nd->saved_in = (op == XSA_DIV && reversed) || (op == XSA_POW && !reversed) ||
+                       op == XSA_MAXIMUM || op == XSA_MINIMUM;
     }
     return xsa_agi_attach(out, nd, op == XSA_POW && reversed);
 }
@@ -245,7 +261,9 @@ static int bw_unary(node *n, xsa_tensor *g, xsa_tensor **gin)
     const float *yy = y ? xsa_tensor_f32(y) : NULL;
     float *gx = xsa_tensor_f32(r);
     int64_t N = xsa_tensor_numel(r);
-    for (int64_t i = 0; i < N; i++) {
+    if (n->op == XSA_GELU) /* the forward's kernel pair (nn.h); r is zeros, it adds */
+        xsa_nn_gelu_backward(gx, x, gy, (size_t)N);
+    for (int64_t i = 0; i < N && n->op != XSA_GELU; i++) {
         double xi = x[i], gi = gy[i], d = 0.0;
         switch ((xsa_unop)n->op) {
         case XSA_NEG: d = -1.0; break;
@@ -254,10 +272,7 @@ static int bw_unary(node *n, xsa_tensor *g, xsa_tensor **gin)
         case XSA_SQRT: d = 0.5 / yy[i]; break;
         case XSA_TANH: d = 1.0 - (double)yy[i] * yy[i]; break;
         case XSA_RELU: d = xi > 0.0 ? 1.0 : 0.0; break;
-        case XSA_GELU: /* exact: Phi(x) + x phi(x), as tensor_ops' erf GELU */
-            d = 0.5 * (1.0 + erf(xi * 0.7071067811865476)) +
-                xi * 0.3989422804014327 * exp(-0.5 * xi * xi);
-            break;
+        case XSA_GELU: break; /* above */
         case XSA_ABS: d = xi > 0.0 ? 1.0 : (xi < 0.0 ? -1.0 : 0.0); break;
         case XSA_SIGMOID: d = (double)yy[i] * (1.0 - yy[i]); break;
         }
@@ -287,8 +302,12 @@ xsa_tensor *xsa_ag_unary(xsa_unop op, xsa_tensor *a)
     xsa_tensor *out = xsa_tensor_unary(op, a);
     if (!out || !xsa_agi_any_needs(1, &a)) return out;
     node *nd = xsa_agi_node_new(unop_name(op), bw_unary, 1, &a);
-    if (nd) nd->op = op;
+    /* the derivative comes from the result (save) or from the input */
     int save = op == XSA_EXP || op == XSA_SQRT || op == XSA_TANH || op == XSA_SIGMOID;
+    if (nd) {
+        nd->op = op;
+        nd->saved_in = !save && op != XSA_NEG;
+    }
     return xsa_agi_attach(out, nd, save);
 }
 
@@ -360,6 +379,7 @@ xsa_tensor *xsa_ag_reduce(xsa_redop op, xsa_tensor *a, int dim, int keepdim)
         nd->op = op;
         nd->dim = dim == XSA_ALL_DIMS ? dim : normdim(dim, a->ndim);
         nd->keepdim = keepdim;
+        nd->saved_in = op == XSA_MAX || op == XSA_MIN || op == XSA_VAR;
     }
     return xsa_agi_attach(out, nd, op == XSA_MAX || op == XSA_MIN);
 }
@@ -418,7 +438,13 @@ static int bw_matmul(node *n, xsa_tensor *g, xsa_tensor **gin)
     }
     if (n->need[1] && !sc.failed) {
         xsa_tensor *aa = a, *gg = g;
+        if (xsa_tensor_numel(a) == 0 || xsa_tensor_numel(g) == 0) { /* K or B*M*N is 0 */
+            gin[1] = xsa_tensor_zeros(XSA_FLOAT32, b->ndim, b->shape);
+            if (!gin[1]) sc.failed = 1;
+            goto done;
+        }
         if (a->ndim == 3 && b->ndim == 2) { /* sum over the batch: fold it into M */
+            /* products of the sizes of non-empty tensors: no overflow */
             int64_t s1[2] = {a->shape[0] * a->shape[1], a->shape[2]};
             int64_t s2[2] = {g->shape[0] * g->shape[1], g->shape[2]};
             aa = keep(&sc, xsa_tensor_reshape(a, 2, s1));
@@ -428,6 +454,7 @@ static int bw_matmul(node *n, xsa_tensor *g, xsa_tensor **gin)
         gin[1] = (at && gg) ? xsa_tensor_matmul(at, gg) : NULL;
         if (!gin[1]) sc.failed = 1;
     }
+done:;
     int failed = sc.failed;
     scope_end(&sc);
     return failed ? -1 : 0;
@@ -438,7 +465,9 @@ xsa_tensor *xsa_ag_matmul(xsa_tensor *a, xsa_tensor *b)
     xsa_tensor *out = xsa_tensor_matmul(a, b);
     xsa_tensor *in[2] = {a, b};
     if (!out || !xsa_agi_any_needs(2, in)) return out;
-    return xsa_agi_attach(out, xsa_agi_node_new("MatmulBackward", bw_matmul, 2, in), 0);
+    node *nd = xsa_agi_node_new("MatmulBackward", bw_matmul, 2, in);
+    if (nd) nd->saved_in = (nd->need[0] ? 2u : 0u) | (nd->need[1] ? 1u : 0u); /* g b^T, a^T g */
+    return xsa_agi_attach(out, nd, 0);
 }
 
 /* ---- where, clamp, clone ------------------------------------------------ */
@@ -460,7 +489,10 @@ xsa_tensor *xsa_ag_where(xsa_tensor *cond, xsa_tensor *a, xsa_tensor *b)
     xsa_tensor *in[3] = {cond, a, b};
     if (!out || out->dtype != XSA_FLOAT32 || !xsa_agi_any_needs(2, in + 1)) return out;
     node *nd = xsa_agi_node_new("WhereBackward", bw_where, 3, in);
-    if (nd) nd->need[0] = 0;
+    if (nd) {
+        nd->need[0] = 0;
+        nd->saved_in = 1u; /* cond */
+    }
     return xsa_agi_attach(out, nd, 0);
 }
 
@@ -483,6 +515,7 @@ xsa_tensor *xsa_ag_clamp(xsa_tensor *a, double lo, double hi)
     if (nd) {
         nd->lo = lo;
         nd->hi = hi;
+        nd->saved_in = 1u;
     }
     return xsa_agi_attach(out, nd, 0);
 }
@@ -633,27 +666,79 @@ static int bw_cat(node *n, xsa_tensor *g, xsa_tensor **gin)
     return 0;
 }
 
+/* The gradient graph of a cat of n > 0 tensors into out along d: one
+ * CatBackward node when n <= XSA_AG_MAX_INPUTS, else a tree built bottom up
+ * (a loop, no recursion): each group of up to 8 consecutive items becomes a
+ * narrow view of out over the group's range carrying the group's node, and
+ * the views are grouped again until at most 8 remain for out's own node.
+ * The views are never read (bw_cat needs only shapes), so nothing is
+ * copied: n inputs cost about n/7 nodes and headers, depth log8(n). */
+static xsa_tensor *cat_graph(xsa_tensor *out, int n, xsa_tensor *const *ts, int d)
+{
+    const int K = XSA_AG_MAX_INPUTS;
+    int cnt = n, owned = 0;
+    xsa_tensor **items = (xsa_tensor **)ts; /* the current level; level 0 is borrowed */
+    int64_t *off = malloc(sizeof *off * (size_t)n); /* each item's start along d */
+    int ok = off != NULL;
+    if (!ok) xsa_error("cat: out of memory for the gradient graph");
+    if (ok) {
+        int64_t o = 0;
+        for (int i = 0; i < n; i++) {
+            off[i] = o;
+            o += ts[i]->shape[d];
+        }
+    }
+    while (ok && cnt > K) {
+        int m = (cnt + K - 1) / K, built = 0;
+        xsa_tensor **made = malloc(sizeof *made * (size_t)m);
+        if (!made) {
+            xsa_error("cat: out of memory for the gradient graph");
+            ok = 0;
+            break;
+        }
+        for (int j = 0; j < m; j++) {
+            int g = j * K, k = cnt - g < K ? cnt - g : K;
+            int64_t len = off[g + k - 1] + items[g + k - 1]->shape[d] - off[g];
+            xsa_tensor *v = xsa_tensor_narrow(out, d, off[g], len);
+            if (v && xsa_agi_any_needs(k, items + g)) {
+                node *nd = xsa_agi_node_new("CatBackward", bw_cat, k, items + g);
+                if (nd) nd->dim = d;
+                v = xsa_agi_attach(v, nd, 0);
+            }
+            if (!v) {
+                ok = 0;
+                break;
+            }
+            made[built++] = v;
+            off[j] = off[g]; /* j <= g: later groups read only indices past g */
+        }
+        if (owned) {
+            for (int i = 0; i < cnt; i++) xsa_tensor_free(items[i]);
+            free(items);
+        }
+        items = made;
+        owned = 1;
+        cnt = built;
+    }
+    node *nd = NULL;
+    if (ok) {
+        nd = xsa_agi_node_new("CatBackward", bw_cat, cnt, items);
+        if (nd) nd->dim = d;
+    }
+    if (owned) {
+        for (int i = 0; i < cnt; i++) xsa_tensor_free(items[i]);
+        free(items);
+    }
+    free(off);
+    return xsa_agi_attach(out, nd, 0); /* frees out when nd is NULL */
+}
+
 xsa_tensor *xsa_ag_cat(int n, xsa_tensor *const *ts, int dim)
 {
     const char *fn = "cat";
     if (n < 1 || !ts) return xsa_error("%s: no tensors to concatenate", fn), NULL;
     for (int i = 0; i < n; i++)
         if (!ts[i]) return xsa_error("%s: tensor %d is missing", fn, i + 1), NULL;
-    if (n > XSA_AG_MAX_INPUTS) { /* a node holds at most 8 inputs: concatenate in groups */
-        xsa_tensor *head = xsa_ag_cat(XSA_AG_MAX_INPUTS, ts, dim);
-        if (!head) return NULL;
-        xsa_tensor **rest = malloc(sizeof *rest * (size_t)(n - XSA_AG_MAX_INPUTS + 1));
-        if (!rest) {
-            xsa_tensor_free(head);
-            return xsa_error("%s: out of memory", fn), NULL;
-        }
-        rest[0] = head;
-        memcpy(rest + 1, ts + XSA_AG_MAX_INPUTS, sizeof *rest * (size_t)(n - XSA_AG_MAX_INPUTS));
-        xsa_tensor *out = xsa_ag_cat(n - XSA_AG_MAX_INPUTS + 1, rest, dim);
-        free(rest);
-        xsa_tensor_free(head);
-        return out;
-    }
     const xsa_tensor *t0 = ts[0];
     if (t0->ndim < 1) return xsa_error("%s: 0-d tensors cannot be concatenated", fn), NULL;
     int d = normdim(dim, t0->ndim);
@@ -674,7 +759,9 @@ xsa_tensor *xsa_ag_cat(int n, xsa_tensor *const *ts, int dim)
                              xsa_shape_str(t0->ndim, t0->shape, b2, sizeof b2),
                              xsa_dtype_name(t0->dtype)), NULL;
         }
-        shape[d] += t->shape[d];
+        if (xsa_ckd_add_i64(shape[d], t->shape[d], &shape[d]) || shape[d] > XSA_MAX_NUMEL)
+            return xsa_error("%s: the joined dimension %d grows past %lld at tensor %d", fn, d,
+                             (long long)XSA_MAX_NUMEL, i + 1), NULL;
     }
     xsa_tensor *out = xsa_tensor_new(t0->dtype, t0->ndim, shape);
     int64_t off = 0;
@@ -688,7 +775,5 @@ xsa_tensor *xsa_ag_cat(int n, xsa_tensor *const *ts, int dim)
         off += ts[i]->shape[d];
     }
     if (!out || !xsa_agi_any_needs(n, ts)) return out;
-    node *nd = xsa_agi_node_new("CatBackward", bw_cat, n, ts);
-    if (nd) nd->dim = d;
-    return xsa_agi_attach(out, nd, 0);
+    return cat_graph(out, n, ts, d);
 }

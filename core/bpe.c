@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "bpe.h"
+#include "ckd.h"
 #include "error.h"
 #include "fileio.h"
 
@@ -288,7 +289,9 @@ xsa_bpe *xsa_bpe_load_buffers(const char *enc, size_t enc_len, const char *vbpe,
     /* vocab.bpe: "#version" header, then "A B" per line; later lines rank
      * higher (merge later). tiktoken overwrites a repeated result with the
      * later rank; so do we. */
-    uint8_t *tmp = malloc(2 * vlen + 2);
+    size_t tmp_n;
+    uint8_t *tmp = xsa_ckd_mul_size(vlen, 2, &tmp_n) || xsa_ckd_add_size(tmp_n, 2, &tmp_n)
+                       ? NULL : malloc(tmp_n);
     if (!tmp) {
         xsa_error("bpe: out of memory");
         return load_fail(b, NULL);
@@ -385,10 +388,14 @@ void xsa_bpe_ids_free(xsa_bpe_ids *v)
 
 static int ids_reserve(xsa_bpe_ids *v, size_t extra)
 {
-    if (v->n + extra <= v->cap) return 0;
+    size_t need, bytes;
+    if (xsa_ckd_add_size(v->n, extra, &need)) return xsa_error("encode: too many ids");
+    if (need <= v->cap) return 0;
     size_t cap = v->cap ? v->cap : 256;
-    while (cap < v->n + extra) cap *= 2;
-    int32_t *p = realloc(v->ids, cap * sizeof *p);
+    while (cap < need && !xsa_ckd_mul_size(cap, 2, &cap)) {}
+    if (cap < need || xsa_ckd_mul_size(cap, sizeof(int32_t), &bytes))
+        return xsa_error("encode: %zu ids do not fit in memory", need);
+    int32_t *p = realloc(v->ids, bytes);
     if (!p) return xsa_error("encode: out of memory (%zu ids)", cap);
     v->ids = p;
     v->cap = cap;
@@ -520,9 +527,10 @@ static int merge_piece(const xsa_bpe *b, const uint8_t *p, size_t n, xsa_bpe_ids
 static int grow(void **buf, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 4096;
-    while (c < need) c *= 2;
-    void *p = realloc(*buf, c * elem);
+    size_t c = *cap ? *cap : 4096, bytes;
+    while (c < need && !xsa_ckd_mul_size(c, 2, &c)) {}
+    if (c < need || xsa_ckd_mul_size(c, elem, &bytes)) return -1;
+    void *p = realloc(*buf, bytes);
     if (!p) return -1;
     *buf = p;
     *cap = c;
@@ -770,7 +778,8 @@ char *xsa_utf8_repair(const char *text, size_t n, size_t *out_len, int *failed)
         return NULL;
     }
     /* each bad byte grows to at most 3 bytes */
-    char *o = malloc(3 * n + 1);
+    size_t cap;
+    char *o = xsa_ckd_mul_size(n, 3, &cap) || xsa_ckd_add_size(cap, 1, &cap) ? NULL : malloc(cap);
     if (!o) {
         *failed = 1;
         xsa_error("encode: out of memory repairing UTF-8");
@@ -856,7 +865,10 @@ char *xsa_bpe_decode(const xsa_bpe *b, const int32_t *ids, size_t n, size_t *len
                       (long)ids[i], i + 1, b->n_tokens);
             return NULL;
         }
-        total += b->tok_len[ids[i]];
+        if (xsa_ckd_add_size(total, b->tok_len[ids[i]], &total) || total == SIZE_MAX) {
+            xsa_error("decode: %zu ids decode to more bytes than memory holds", n);
+            return NULL;
+        }
     }
     char *o = malloc(total + 1);
     if (!o) {

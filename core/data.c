@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckd.h"
 #include "data.h"
 #include "error.h"
 #include "fileio.h"
@@ -116,7 +117,7 @@ int32_t *xsa_data_cache_parse(const uint8_t *f, size_t len, uint64_t src_size, u
     } else {
         uint64_t n = get64(f + 40);
         if (n > (len - HEADER) / 2 || HEADER + 2 * n != len) {
-            snprintf(why, why_n, HEADER + 2 * n > len ? "cache truncated" : "cache corrupt (wrong length)");
+            snprintf(why, why_n, n > (len - HEADER) / 2 ? "cache truncated" : "cache corrupt (wrong length)");
         } else if (xsa_bpe_hash(f + HEADER, 2 * n, SEED_ID) != get64(f + 48)) {
             snprintf(why, why_n, "cache corrupt (checksum mismatch)");
         } else {
@@ -264,6 +265,8 @@ int xsa_data_split(int64_t n_tokens, int64_t seq_len, double val_fraction, int64
     if (n_tokens < 0) return xsa_error("data split: n_tokens must be >= 0, got %lld", (long long)n_tokens);
     if (!(val_fraction >= 0.0 && val_fraction < 1.0))
         return xsa_error("data split: val_fraction must be in [0, 1), got %g", val_fraction);
+    if (seq_len == INT64_MAX) /* seq_len + 1 tokens per window */
+        return xsa_error("data split: seq_len %lld is too large", (long long)seq_len);
     int64_t nw = n_tokens / (seq_len + 1);
     /* the epsilon keeps 0.9 * 10 from landing on 8.999... */
     int64_t nt = (int64_t)((double)nw * (1.0 - val_fraction) + 1e-9);
@@ -308,13 +311,23 @@ xsa_data_loader *xsa_data_loader_new(xsa_tensor *tokens, int64_t first_window, i
                   (long long)batch);
         return NULL;
     }
-    if (first_window < 0 || n_windows < 0 ||
-        (first_window + n_windows) * (seq_len + 1) > tokens->shape[0]) {
-        xsa_error("loader: windows [%lld, %lld) of %lld tokens exceed the %lld tokens available",
-                  (long long)first_window, (long long)(first_window + n_windows),
-                  (long long)(seq_len + 1), (long long)tokens->shape[0]);
+    if (first_window < 0 || n_windows < 0) {
+        xsa_error("loader: first window (%lld) and window count (%lld) must be >= 0",
+                  (long long)first_window, (long long)n_windows);
         return NULL;
     }
+    /* (first + n) * (seq_len + 1) tokens, each step checked */
+    int64_t end_window, win_tokens, need;
+    if (xsa_ckd_add_i64(first_window, n_windows, &end_window) ||
+        xsa_ckd_add_i64(seq_len, 1, &win_tokens) ||
+        xsa_ckd_mul_i64(end_window, win_tokens, &need) || need > tokens->shape[0]) {
+        xsa_error("loader: %lld windows from window %lld, of %lld + 1 tokens each, exceed the "
+                  "%lld tokens available", (long long)n_windows, (long long)first_window,
+                  (long long)seq_len, (long long)tokens->shape[0]);
+        return NULL;
+    }
+    /* so a batch, [min(batch, n_windows), seq_len], is smaller than the
+     * token tensor and every window offset below fits */
     xsa_data_loader *l = calloc(1, sizeof *l);
     if (l) l->order = malloc((size_t)(n_windows ? n_windows : 1) * sizeof *l->order);
     if (!l || !l->order) {
@@ -344,7 +357,7 @@ void xsa_data_loader_free(xsa_data_loader *l)
 
 int64_t xsa_data_loader_num_batches(const xsa_data_loader *l)
 {
-    return l->shuffle ? l->nw / l->B : (l->nw + l->B - 1) / l->B;
+    return l->shuffle ? l->nw / l->B : xsa_ceil_div_i64(l->nw, l->B);
 }
 
 int xsa_data_loader_batch(xsa_data_loader *l, int64_t i, xsa_tensor **inputs, xsa_tensor **targets)

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckd.h"
 #include "fileio.h"
 #include "gpt.h"
 #include "optim.h"
@@ -281,6 +282,7 @@ int xsa_gpt_copy_from(xsa_gpt *dst, const xsa_gpt *src)
                          a->vocab, b->vocab, a->n_layer, b->n_layer, a->d_model, b->d_model,
                          a->n_head, b->n_head, a->seq_len, b->seq_len);
     if (dst != src) memcpy(dst->pstore->data, src->pstore->data, src->nparams * sizeof(float));
+    xsa_storage_bump_version(dst->pstore); /* the parameters changed in place */
     dst->gen++;
     dst->have_targets = 0;
     return 0;
@@ -327,31 +329,53 @@ xsa_tensor *xsa_gpt_find_param(const xsa_gpt *m, const char *name)
     return NULL;
 }
 
-void xsa_gpt_zero_grad(xsa_gpt *m) { memset(m->gstore->data, 0, m->nparams * sizeof(float)); }
+void xsa_gpt_zero_grad(xsa_gpt *m)
+{
+    memset(m->gstore->data, 0, m->nparams * sizeof(float));
+    xsa_storage_bump_version(m->gstore);
+}
 
 /* ---- activations ------------------------------------------------------- */
 
 /* Lays the activation buffers out for (B, T), growing the block only when
  * it is too small (so a steady-state step allocates nothing). */
+/* a * b and a + b in size_t; an overflow sets *bad (the result is then
+ * meaningless and the caller reports it) */
+static size_t mulz(size_t a, size_t b, int *bad)
+{
+    size_t r;
+    if (xsa_ckd_mul_size(a, b, &r)) *bad = 1;
+    return r;
+}
+
+static size_t addz(size_t a, size_t b, int *bad)
+{
+    size_t r;
+    if (xsa_ckd_add_size(a, b, &r)) *bad = 1;
+    return r;
+}
+
 static int ensure_acts(xsa_gpt *m, int B, int T)
 {
     size_t C = (size_t)m->cfg.d_model, V = (size_t)m->cfg.vocab, NH = (size_t)m->cfg.n_head;
-    size_t L = (size_t)m->cfg.n_layer, N = (size_t)B * T;
-    size_t per_layer = N * C * 9 + N * 4 + N * 3 * C + (size_t)B * NH * T * T + N * 8 * C;
+    size_t L = (size_t)m->cfg.n_layer, N = (size_t)B * T; /* check_batch: fits an int */
+    int bad = 0;
+    size_t NC = mulz(N, C, &bad), att = mulz(mulz(mulz((size_t)B, NH, &bad), (size_t)T, &bad),
+                                             (size_t)T, &bad);
+    /* per layer: 20 N*C (17 used: ln1 qkv y z res2 ln2 fch fchg res3), 4 N, the weights */
+    size_t per_layer = addz(addz(mulz(NC, 20, &bad), mulz(N, 4, &bad), &bad), att, &bad);
     size_t att_scr = xsa_nn_attention_scratch_floats(B, T, (int)C, (int)NH);
-    size_t total = N * C /* encoded */ + L * per_layer + N * C + 2 * N /* lnf */ +
-                   2 * N * V + N /* logits probs pscale */ +
-                   N * C * 2 + N * 3 * C + N * 8 * C + att_scr /* backward */;
-    if ((double)N * (double)V > (double)XSA_MAX_NUMEL)
-        return xsa_error("gpt: batch %dx%d with vocab %zu is too large", B, T, V);
-    /* the same sum in floating point: the size_t one must not have wrapped */
-    double dN = (double)N, dC = (double)C;
-    double approx = dN * dC * 2 + (double)L * (dN * dC * 20 + dN * 4 + (double)B * NH * T * T) +
-                    2 * dN + 2 * dN * (double)V + dN + dN * dC * 13 + (double)att_scr;
+    size_t total = NC;                                            /* encoded */
+    total = addz(total, mulz(L, per_layer, &bad), &bad);
+    total = addz(total, addz(NC, mulz(N, 2, &bad), &bad), &bad);  /* lnf */
+    total = addz(total, addz(mulz(mulz(N, V, &bad), 2, &bad), N, &bad), &bad); /* logits probs pscale */
+    total = addz(total, addz(mulz(NC, 13, &bad), att_scr, &bad), &bad);        /* backward */
     char what[96];
     snprintf(what, sizeof what, "the activations of a %dx%d batch", B, T);
-    if (approx > (double)SIZE_MAX / 8 || check_fits(approx * sizeof(float), what) != 0)
-        return approx > (double)SIZE_MAX / 8 ? xsa_error("gpt: %s overflow", what) : -1;
+    if (bad || total > SIZE_MAX / sizeof(float)) return xsa_error("gpt: %s overflow", what);
+    if ((double)N * (double)V > (double)XSA_MAX_NUMEL)
+        return xsa_error("gpt: batch %dx%d with vocab %zu is too large", B, T, V);
+    if (check_fits((double)total * sizeof(float), what) != 0) return -1;
     if (total > m->acts_cap) {
         free(m->acts);
         m->acts = malloc(total * sizeof(float));
@@ -423,6 +447,9 @@ static int check_batch(const xsa_gpt *m, const int32_t *inputs, int B, int T)
     if (!inputs) return xsa_error("gpt forward: no inputs");
     if (B < 1 || T < 1)
         return xsa_error("gpt forward: batch shape [%d,%d] must be positive", B, T);
+    if ((int64_t)B * T > INT32_MAX) /* N = B*T is an int throughout */
+        return xsa_error("gpt forward: batch shape [%d,%d] has more than %d tokens", B, T,
+                         INT32_MAX);
     if (T > m->cfg.seq_len)
         return xsa_error("gpt forward: sequence length %d exceeds the model's seq_len %d", T,
                          m->cfg.seq_len);
@@ -524,6 +551,7 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
     /* one backward per forward: the gradients accumulate, and running it
      * twice by accident would double them silently */
     m->have_targets = 0;
+    xsa_storage_bump_version(m->gstore); /* the gradients are added to in place */
     memset(m->dA, 0, NC * sizeof(float));
     /* scratch: dqkv ([N,3C]) is free until the blocks' backward */
     xsa_nn_lmhead_ce_backward(m->dA, G(m, 0), m->dqkv, m->probs, m->pscale, m->tokens + N,

@@ -27,7 +27,7 @@ void xsa_nn_embedding_forward(float *out, const int32_t *inp, const float *wte,
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *o = out + ((size_t)b * T + t) * C;
-            const float *te = wte + (size_t)inp[b * T + t] * C;
+            const float *te = wte + (size_t)inp[(size_t)b * T + t] * C;
             const float *pe = wpe + (size_t)t * C;
             for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
         }
@@ -40,7 +40,7 @@ void xsa_nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
         for (int t = 0; t < T; t++) {
             const float *d = dout + ((size_t)b * T + t) * C;
             if (dwte) {
-                float *g = dwte + (size_t)inp[b * T + t] * C;
+                float *g = dwte + (size_t)inp[(size_t)b * T + t] * C;
                 for (int c = 0; c < C; c++) g[c] += d[c];
             }
             if (dwpe) {

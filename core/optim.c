@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckd.h"
 #include "optim.h"
 
 #if defined(__AVX512F__)
@@ -41,7 +42,12 @@ xsa_adamw *xsa_adamw_new(int n, xsa_tensor *const *params, double lr, double bet
             xsa_error("adamw: parameter %d is not a contiguous float32 tensor", i + 1);
             return NULL;
         }
-        total += (size_t)xsa_tensor_numel(p);
+        if (xsa_ckd_add_size(total, (size_t)xsa_tensor_numel(p), &total) ||
+            total > (size_t)XSA_MAX_NUMEL) {
+            xsa_error("adamw: the parameters hold more than %lld values in all",
+                      (long long)XSA_MAX_NUMEL);
+            return NULL;
+        }
     }
     xsa_adamw *o = calloc(1, sizeof *o);
     if (!o) goto oom;
@@ -114,6 +120,7 @@ int xsa_adamw_step(xsa_adamw *o)
         xsa_tensor *p = o->params[i];
         if (!p->grad) continue;
         long t = ++o->steps[i];
+        xsa_storage_bump_version(p->storage); /* an in-place update (tensor.h) */
         float *w = xsa_tensor_f32(p);
         const float *g = xsa_tensor_f32(p->grad);
         float *m = o->m[i], *v = o->v[i];

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckd.h"
 #include "fileio.h"
 #include "safetensors.h"
 
@@ -148,7 +149,7 @@ static int parse_entry(const char *path, const cJSON *item, int64_t data_len, en
                          path, nm, nd, XSA_MAX_DIMS);
     e->ndim = nd;
     int64_t numel = 1;
-    int k = 0;
+    int k = 0, too_big = 0;
     const cJSON *d;
     cJSON_ArrayForEach(d, sh)
     {
@@ -161,12 +162,12 @@ static int parse_entry(const char *path, const cJSON *item, int64_t data_len, en
                              "non-negative integer", path, nm, k, json_kind(d));
         }
         e->shape[k++] = v;
-        /* v <= 2^53 and numel <= XSA_MAX_NUMEL here, so test before multiplying */
-        if (v != 0 && numel > XSA_MAX_NUMEL / v) numel = XSA_MAX_NUMEL + 1;
-        else numel *= v;
+        /* sticky: a later 0 must not hide a dimension xsa cannot hold */
+        if (v > XSA_MAX_NUMEL || xsa_ckd_mul_i64(numel, v, &numel) || numel > XSA_MAX_NUMEL)
+            too_big = 1;
     }
     char shp[160];
-    if (numel > XSA_MAX_NUMEL)
+    if (too_big)
         return xsa_error("%s: tensor " NAMEFMT " has shape %s, over xsa's limit of %" PRId64
                          " elements", path, nm, xsa_shape_str(nd, e->shape, shp, sizeof shp),
                          (int64_t)XSA_MAX_NUMEL);

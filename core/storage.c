@@ -140,6 +140,7 @@ xsa_storage *xsa_storage_alloc(size_t nbytes, int zero)
     s->data = p;
     s->nbytes = nbytes;
     s->refcount = 1;
+    s->version = 0;
     atomic_fetch_add(&live_bytes, nbytes);
     return s;
 }
@@ -169,3 +170,13 @@ void xsa_storage_free(xsa_storage *s)
 }
 
 size_t xsa_storage_live_bytes(void) { return atomic_load(&live_bytes); }
+
+void xsa_storage_bump_version(xsa_storage *s)
+{
+    if (s) s->version++;
+}
+
+uint64_t xsa_tensor_version(const xsa_tensor *t)
+{
+    return t && t->storage ? t->storage->version : 0;
+}

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckd.h"
 #include "tensor.h"
 #include "tensor_impl.h"
 
@@ -95,15 +96,22 @@ static int64_t shape_numel(const char *fn, int ndim, const int64_t *shape)
     }
     if (zero) return 0;
     for (int i = 0; i < ndim; i++) {
-        if (n > XSA_MAX_NUMEL / shape[i]) { /* checked before multiplying: no overflow */
+        if (xsa_ckd_mul_i64(n, shape[i], &n) || n > XSA_MAX_NUMEL) {
             char buf[160];
             xsa_error("%s: shape %s has more than %lld elements", fn,
                       xsa_shape_str(ndim, shape, buf, sizeof buf), (long long)XSA_MAX_NUMEL);
             return -1;
         }
-        n *= shape[i];
     }
     return n;
+}
+
+/* a * b, or INT64_MAX when that overflows: strides of an empty tensor may
+ * be huge (they are never used to read) */
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return xsa_ckd_mul_i64(a, b, &r) ? INT64_MAX : r;
 }
 
 static void contig_strides(int ndim, const int64_t *shape, int64_t *stride)
@@ -111,9 +119,19 @@ static void contig_strides(int ndim, const int64_t *shape, int64_t *stride)
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         stride[i] = s;
-        /* saturate: an empty tensor may have huge other dims (never read) */
-        if (shape[i] > 1) s = s > INT64_MAX / shape[i] ? INT64_MAX : s * shape[i];
+        if (shape[i] > 1) s = mul_sat(s, shape[i]);
     }
+}
+
+/* The offset of element `index` along dim d of t: an overflow can only
+ * happen in an empty tensor (saturated strides), whose offset is never
+ * read, so it keeps t's own. */
+static int64_t offset_at(const xsa_tensor *t, int d, int64_t index)
+{
+    int64_t step, off;
+    if (xsa_ckd_mul_i64(index, t->stride[d], &step) || xsa_ckd_add_i64(t->offset, step, &off))
+        return t->offset;
+    return off;
 }
 
 static xsa_tensor *header_new(xsa_storage *s, xsa_dtype dt, int ndim, const int64_t *shape,
@@ -205,9 +223,9 @@ xsa_tensor *xsa_tensor_from_storage(xsa_storage *s, xsa_dtype dt, int ndim,
     int64_t cap = (int64_t)(s->nbytes / xsa_dtype_size(dt));
     if (offset < 0 || offset > cap || n > cap - offset) {
         char buf[160];
-        xsa_error("%s: shape %s at offset %lld needs %lld elements but the storage holds %lld",
-                  fn, xsa_shape_str(ndim, shape, buf, sizeof buf), (long long)offset,
-                  (long long)(offset + n), (long long)cap);
+        xsa_error("%s: shape %s (%lld elements) at offset %lld does not fit a storage of %lld "
+                  "elements", fn, xsa_shape_str(ndim, shape, buf, sizeof buf), (long long)n,
+                  (long long)offset, (long long)cap);
         return NULL;
     }
     int64_t stride[XSA_MAX_DIMS];
@@ -342,10 +360,11 @@ int xsa_tensor_set(xsa_tensor *t, const int64_t *index, double value)
 {
     int64_t off = elem_off("set", t, index);
     if (off < 0) return -1;
+    if (t->dtype == XSA_INT32 && i32_value_ok("set", value) < 0) return -1;
+    xsa_storage_bump_version(t->storage);
     if (t->dtype == XSA_FLOAT32) {
         ((float *)t->storage->data)[t->offset + off] = (float)value;
     } else {
-        if (i32_value_ok("set", value) < 0) return -1;
         ((int32_t *)t->storage->data)[t->offset + off] = (int32_t)value;
     }
     return 0;
@@ -604,7 +623,7 @@ xsa_tensor *xsa_tensor_narrow(xsa_tensor *t, int dim, int64_t start, int64_t len
     int64_t sh[XSA_MAX_DIMS];
     memcpy(sh, t->shape, sizeof sh);
     sh[d] = len;
-    return view_of(fn, t, t->ndim, sh, t->stride, t->offset + (len ? start * t->stride[d] : 0));
+    return view_of(fn, t, t->ndim, sh, t->stride, len ? offset_at(t, d, start) : t->offset);
 }
 
 xsa_tensor *xsa_tensor_select(xsa_tensor *t, int dim, int64_t index)
@@ -625,7 +644,7 @@ xsa_tensor *xsa_tensor_select(xsa_tensor *t, int dim, int64_t index)
         sh[k] = t->shape[i];
         st[k++] = t->stride[i];
     }
-    return view_of(fn, t, t->ndim - 1, sh, st, t->offset + index * t->stride[d]);
+    return view_of(fn, t, t->ndim - 1, sh, st, offset_at(t, d, index));
 }
 
 xsa_tensor *xsa_tensor_unsqueeze(xsa_tensor *t, int dim)
@@ -647,7 +666,7 @@ xsa_tensor *xsa_tensor_unsqueeze(xsa_tensor *t, int dim)
     for (int i = 0; i <= t->ndim; i++) {
         if (i == d) {
             sh[i] = 1;
-            st[i] = d < t->ndim ? t->shape[d] * t->stride[d] : 1;
+            st[i] = d < t->ndim ? mul_sat(t->shape[d], t->stride[d]) : 1;
         } else {
             sh[i] = t->shape[k];
             st[i] = t->stride[k++];
@@ -893,6 +912,7 @@ int xsa_tensor_copy_(xsa_tensor *dst, const xsa_tensor *src)
         if (!tmp) return -1;
         src = tmp;
     }
+    xsa_storage_bump_version(dst->storage);
     int64_t st[2][XSA_MAX_DIMS];
     memcpy(st[0], dst->stride, sizeof st[0]);
     xsa_bstrides(src, dst->ndim, dst->shape, st[1]);
@@ -938,6 +958,7 @@ int xsa_tensor_fill_(xsa_tensor *dst, double v)
     if (xsa_tcheck(fn, dst, "dst") < 0) return -1;
     if (dst->dtype == XSA_INT32 && i32_value_ok(fn, v) < 0) return -1;
     if (writable(fn, dst) < 0) return -1;
+    xsa_storage_bump_version(dst->storage);
     if (xsa_tensor_is_contiguous(dst)) {
         fill_contig(dst, v);
         return 0;

@@ -51,6 +51,7 @@ typedef struct xsa_storage {
     void *data;
     size_t nbytes;
     long refcount;
+    uint64_t version; /* in-place writes so far (see "version counter" below) */
 } xsa_storage;
 
 struct xsa_ag_node; /* autograd.h */
@@ -80,6 +81,17 @@ size_t xsa_storage_live_bytes(void);
  * release them (live_bytes never counts them). */
 size_t xsa_storage_cached_bytes(void);
 void xsa_storage_cache_clear(void);
+
+/* ---- version counter --------------------------------------------------
+ * Each in-place write through this API (copy_, fill_, set and the in-place
+ * element-wise ops binary_, binary_scalar_, unary_) adds 1 to the version
+ * of the tensor's storage, which every view of it shares, as PyTorch's
+ * version counter. The autograd engine records the versions of the tensors
+ * a backward will read and refuses to run it once they changed (autograd.h).
+ * Code that writes a storage's data through raw pointers (the optimizer, the
+ * GPT model's parameter and gradient blocks) bumps it itself. */
+uint64_t xsa_tensor_version(const xsa_tensor *t);  /* 0 for NULL */
+void xsa_storage_bump_version(xsa_storage *s);     /* NULL ok */
 
 /* ---- lifetime --------------------------------------------------------- */
 size_t xsa_dtype_size(xsa_dtype dt);
@@ -176,6 +188,8 @@ xsa_tensor *xsa_tensor_binary_scalar(xsa_binop op, const xsa_tensor *a, double s
 /* In place: a = a op b, b broadcast to a's shape; a keeps its dtype. */
 int xsa_tensor_binary_(xsa_binop op, xsa_tensor *a, const xsa_tensor *b);
 int xsa_tensor_binary_scalar_(xsa_binop op, xsa_tensor *a, double s);
+/* GELU is the exact (erf) GELU of nn.h, computed by xsa_nn_gelu_forward
+ * (the model's kernel; autograd's backward is xsa_nn_gelu_backward). */
 xsa_tensor *xsa_tensor_unary(xsa_unop op, const xsa_tensor *a);  /* float32 out */
 int xsa_tensor_unary_(xsa_unop op, xsa_tensor *a);               /* float32 a */
 /* where(cond != 0, a, b), all three broadcast together; int32 only when a

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn.h"
 #include "tensor.h"
 #include "tensor_impl.h"
 
@@ -291,6 +292,7 @@ int xsa_tensor_binary_(xsa_binop op, xsa_tensor *a, const xsa_tensor *b)
         return -1;
     xsa_tensor *pb = inplace_prep(fn, op, a, b);
     if (!pb) return -1;
+    xsa_storage_bump_version(a->storage);
     binary_run(op, a, a, pb);
     xsa_tensor_free(pb);
     return 0;
@@ -327,10 +329,32 @@ static void urow(xsa_unop op, int64_t n, float *o, int64_t so, const float *a, i
     case XSA_SQRT: UROW(sqrtf(x)); break;
     case XSA_TANH: UROW(tanhf(x)); break;
     case XSA_RELU: UROW(x < 0.0f ? 0.0f : x); break;
-    case XSA_GELU: UROW(0.5f * x * (1.0f + erff(x * 0.70710678118654752440f))); break;
+    case XSA_GELU: break; /* never here: gelu_run */
     case XSA_ABS: UROW(fabsf(x)); break;
     case XSA_SIGMOID: UROW(1.0f / (1.0f + expf(-x))); break;
     }
+}
+
+/* GELU has one kernel in the core, the model's (xsa_nn_gelu_forward: exact
+ * erf GELU through erfc, vectorised, accurate into the negative tail where
+ * 0.5 x (1 + erf(x / sqrt 2)) cancels to 0); it wants contiguous arrays.
+ * out is contiguous (fresh) or is a itself (the in-place form). */
+static int gelu_run(xsa_tensor *out, const xsa_tensor *a)
+{
+    xsa_tensor *ac = xsa_tensor_contiguous((xsa_tensor *)a);
+    if (!ac) return -1;
+    int64_t n = xsa_tensor_numel(out);
+    if (xsa_tensor_is_contiguous(out)) {
+        xsa_nn_gelu_forward(xsa_fptr(out, 0), xsa_fptr(ac, 0), (size_t)n);
+        xsa_tensor_free(ac);
+        return 0;
+    }
+    /* a strided in-place target (out == a): ac is a private copy; gelu it
+     * in place and copy it back */
+    xsa_nn_gelu_forward(xsa_fptr(ac, 0), xsa_fptr(ac, 0), (size_t)n);
+    int rc = xsa_tensor_copy_(out, ac);
+    xsa_tensor_free(ac);
+    return rc;
 }
 
 static void unary_run(xsa_unop op, xsa_tensor *out, const xsa_tensor *a)
@@ -368,7 +392,12 @@ xsa_tensor *xsa_tensor_unary(xsa_unop op, const xsa_tensor *a)
     xsa_tensor *fa = as_float(a);
     if (!fa) return NULL;
     xsa_tensor *out = xsa_talloc(fn, XSA_FLOAT32, a->ndim, a->shape, 0);
-    if (out) unary_run(op, out, fa);
+    if (out && op == XSA_GELU && gelu_run(out, fa) != 0) {
+        xsa_tensor_free(out);
+        out = NULL;
+    } else if (out && op != XSA_GELU) {
+        unary_run(op, out, fa);
+    }
     xsa_tensor_free(fa);
     return out;
 }
@@ -384,6 +413,8 @@ int xsa_tensor_unary_(xsa_unop op, xsa_tensor *a)
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] > 1 && a->stride[i] == 0)
             return xsa_error("%s: cannot write in place to an expanded tensor", fn);
+    xsa_storage_bump_version(a->storage);
+    if (op == XSA_GELU) return gelu_run(a, a);
     unary_run(op, a, a);
     return 0;
 }

@@ -546,7 +546,7 @@ static int t_narrow(lua_State *L)
     int d = checkdim(L, 2, t->ndim);
     int64_t start = checkindex(L, 3, t->shape[d], d);
     int64_t len = checkint(L, 4);
-    luaL_argcheck(L, len >= 0 && start + len <= t->shape[d], 4,
+    luaL_argcheck(L, len >= 0 && len <= t->shape[d] - start, 4,
                   lua_pushfstring(L, "length %I from %I runs past size %I", (lua_Integer)len,
                                   (lua_Integer)start + 1, (lua_Integer)t->shape[d]));
     push(L, xsa_ag_narrow(t, d, start, len));
@@ -710,14 +710,16 @@ static int t_masked_fill(lua_State *L)
     return 1;
 }
 
-/* Pushes views of t along d: pieces of `size` (the last may be shorter). */
-static int pieces(lua_State *L, xsa_tensor *t, int d, int64_t size)
+/* Pushes k >= 1 views of t along d: pieces of `size` >= 1 (the last may be
+ * shorter, or empty when the dimension is; a size past the dimension gives
+ * one piece, as PyTorch). Written so no sum can overflow for huge sizes. */
+static int pieces(lua_State *L, xsa_tensor *t, int d, int64_t size, int64_t k)
 {
-    int64_t n = t->shape[d], k = size > 0 ? (n + size - 1) / size : 0;
+    int64_t n = t->shape[d];
     if (k > 100000) return luaL_error(L, "split: %I pieces are too many", (lua_Integer)k);
     luaL_checkstack(L, (int)k + 2, "too many pieces");
-    for (int64_t off = 0; off < n; off += size)
-        push(L, xsa_ag_narrow(t, d, off, off + size <= n ? size : n - off));
+    for (int64_t i = 0, off = 0; i < k; i++, off = n - off > size ? off + size : n)
+        push(L, xsa_ag_narrow(t, d, off, n - off > size ? size : n - off));
     return (int)k;
 }
 
@@ -729,7 +731,8 @@ static int t_split(lua_State *L)
     luaL_argcheck(L, size >= 1, 2, "piece size must be positive");
     if (t->ndim == 0) return luaL_error(L, "split: a 0-d tensor has no dimensions");
     int d = lua_isnoneornil(L, 3) ? 0 : checkdim(L, 3, t->ndim);
-    return pieces(L, t, d, size);
+    int64_t n = t->shape[d], k = n / size + (n % size != 0);
+    return pieces(L, t, d, size, k > 0 ? k : 1);
 }
 
 /* t:chunk(n [, dim]) -> n (or fewer) views, as torch.chunk */
@@ -740,8 +743,9 @@ static int t_chunk(lua_State *L)
     luaL_argcheck(L, n >= 1, 2, "chunk count must be positive");
     if (t->ndim == 0) return luaL_error(L, "chunk: a 0-d tensor has no dimensions");
     int d = lua_isnoneornil(L, 3) ? 0 : checkdim(L, 3, t->ndim);
-    int64_t size = (t->shape[d] + n - 1) / n;
-    return pieces(L, t, d, size < 1 ? 1 : size);
+    int64_t m = t->shape[d], size = m / n + (m % n != 0); /* ceil without m + n - 1 */
+    if (m == 0) return pieces(L, t, d, 1, n); /* n empty pieces, as torch.chunk */
+    return pieces(L, t, d, size, m / size + (m % size != 0));
 }
 
 static int t_flatten(lua_State *L)

@@ -10,6 +10,7 @@
  * not swamp the difference.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,6 +296,28 @@ static void test_unary(void)
         gradcheck(names[op], 1, in, f_unary, &o, 1e-3, 1e-2, 2e-3);
         free_all(1, in);
     }
+    /* the GELU unary op and xsa_ag_gelu are one kernel pair (nn.h): the same
+     * values and gradients, bit for bit, into the tails */
+    int64_t gs[1] = {40};
+    xsa_rng own; /* its own stream: the later checks keep their inputs */
+    xsa_rng_seed(&own, 99);
+    xsa_tensor *x1 = xsa_tensor_randn(&own, 1, gs, 0.0, 4.0);
+    xsa_tensor_f32(x1)[0] = -10.0f;
+    xsa_tensor *x2 = xsa_tensor_clone(x1);
+    rg(x1);
+    rg(x2);
+    xsa_tensor *y1 = xsa_ag_unary(XSA_GELU, x1), *y2 = xsa_ag_gelu(x2);
+    xsa_tensor *w = xsa_tensor_randn(&own, 1, gs, 0.0, 1.0);
+    int ok = y1 && y2 && xsa_tensor_allclose(y1, y2, 0, 0) == 1 && xsa_ag_backward(y1, w, 0) == 0 &&
+             xsa_ag_backward(y2, w, 0) == 0 && xsa_tensor_allclose(x1->grad, x2->grad, 0, 0) == 1;
+    CHECK(ok, "unary GELU = nn gelu, values and gradients: %s", xsa_last_error());
+    CHECK(y1 && xsa_tensor_f32(y1)[0] < 0.0f, "gelu(-10) = -7.6e-23, not 0 (%g)",
+          y1 ? (double)xsa_tensor_f32(y1)[0] : 0.0);
+    xsa_tensor_free(y1);
+    xsa_tensor_free(y2);
+    xsa_tensor_free(w);
+    xsa_tensor_free(x1);
+    xsa_tensor_free(x2);
 }
 
 static void test_reduce(void)
@@ -459,6 +482,449 @@ static void test_nn(void)
     free_all(2, ce);
 }
 
+/* ---- fused nn ops on empty batches and size-0 dimensions -----------------
+ * Each used to divide by a size that may be 0 (SIGFPE, even inside a Lua
+ * pcall); now the result is PyTorch's (an empty tensor, the bias, NaN) or a
+ * clear error, and the backward gives zero (or the bias') gradients. */
+
+static xsa_tensor *leafz(int ndim, const int64_t *shape)
+{
+    xsa_tensor *t = xsa_tensor_ones(XSA_FLOAT32, ndim, shape);
+    rg(t);
+    return t;
+}
+
+/* sum(out) backward; 1 when it ran */
+static int back_sum(xsa_tensor *out)
+{
+    xsa_tensor *s = xsa_ag_reduce(XSA_SUM, out, XSA_ALL_DIMS, 0);
+    int ok = s && xsa_ag_backward(s, NULL, 0) == 0;
+    xsa_tensor_free(s);
+    return ok;
+}
+
+static int all_zero(const xsa_tensor *t)
+{
+    if (!t) return 0;
+    for (int64_t i = 0; i < xsa_tensor_numel(t); i++)
+        if (xsa_tensor_f32(t)[i] != 0.0f) return 0;
+    return 1;
+}
+
+static void test_nn_empty(void)
+{
+    int64_t x20[2] = {2, 0}, w03[2] = {0, 3}, b3[1] = {3}, x04[2] = {0, 4}, w43[2] = {4, 3};
+    /* linear, no input channels: out = the bias on every row, db = rows */
+    xsa_tensor *x = leafz(2, x20), *w = leafz(2, w03), *b = leafz(1, b3);
+    xsa_tensor_f32(b)[1] = 2.0f;
+    xsa_tensor *y = xsa_ag_linear(x, w, b);
+    CHECK(y && y->shape[0] == 2 && y->shape[1] == 3 && xsa_tensor_f32(y)[4] == 2.0f,
+          "linear C=0 is the bias: %s", xsa_last_error());
+    CHECK(y && back_sum(y) && xsa_tensor_f32(b->grad)[0] == 2.0f && xsa_tensor_numel(w->grad) == 0,
+          "linear C=0 backward: db = number of rows: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(1, &x);
+    free_all(1, &w);
+    /* linear, empty batch: [0,3], db = 0 */
+    x = leafz(2, x04), w = leafz(2, w43);
+    xsa_ag_zero_grad(b);
+    y = xsa_ag_linear(x, w, b);
+    CHECK(y && y->shape[0] == 0 && y->shape[1] == 3, "linear N=0: %s", xsa_last_error());
+    CHECK(y && back_sum(y) && all_zero(w->grad) && all_zero(b->grad), "linear N=0 backward: %s",
+          xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(1, &x);
+    free_all(1, &w);
+    free_all(1, &b);
+
+    /* layernorm over 0 channels, and of 0 rows */
+    int64_t c0[1] = {0}, c4[1] = {4};
+    xsa_tensor *ln[3] = {leafz(2, x20), leafz(1, c0), leafz(1, c0)};
+    y = xsa_ag_layernorm(ln[0], ln[1], ln[2]);
+    CHECK(y && y->ndim == 2 && y->shape[0] == 2 && y->shape[1] == 0 && back_sum(y),
+          "layernorm C=0: empty result and backward: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(3, ln);
+    xsa_tensor *ln2[3] = {leafz(2, x04), leafz(1, c4), leafz(1, c4)};
+    y = xsa_ag_layernorm(ln2[0], ln2[1], ln2[2]);
+    CHECK(y && y->shape[0] == 0 && back_sum(y) && all_zero(ln2[1]->grad) && all_zero(ln2[2]->grad),
+          "layernorm N=0: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(3, ln2);
+
+    /* gelu of nothing */
+    xsa_tensor *g0 = leafz(2, x04);
+    y = xsa_ag_gelu(g0);
+    CHECK(y && xsa_tensor_numel(y) == 0 && back_sum(y), "gelu of an empty tensor: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(1, &g0);
+
+    /* cross-entropy: no classes is an error, no rows is NaN (mean of nothing) */
+    int64_t t2[1] = {2}, t0[1] = {0}, l05[2] = {0, 5};
+    xsa_tensor *lg = leafz(2, x20), *tg = xsa_tensor_zeros(XSA_INT32, 1, t2);
+    CHECK(xsa_ag_cross_entropy(lg, tg) == NULL &&
+          strstr(xsa_last_error(), "cross_entropy: logits [2,0] have no classes (V = 0)"),
+          "cross_entropy V=0: %s", xsa_last_error());
+    free_all(1, &lg);
+    free_all(1, &tg);
+    lg = leafz(2, l05), tg = xsa_tensor_zeros(XSA_INT32, 1, t0);
+    y = xsa_ag_cross_entropy(lg, tg);
+    CHECK(y && isnan(xsa_tensor_f32(y)[0]), "cross_entropy N=0 is NaN: %s", xsa_last_error());
+    CHECK(y && xsa_ag_backward(y, NULL, 0) == 0 && lg->grad && xsa_tensor_numel(lg->grad) == 0,
+          "cross_entropy N=0 backward: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(1, &lg);
+    free_all(1, &tg);
+
+    /* attention: C = 0 is an error whatever n_head; an empty batch is empty */
+    int64_t q120[3] = {1, 2, 0}, q026[3] = {0, 2, 6};
+    xsa_tensor *q = leafz(3, q120);
+    for (int nh = 0; nh <= 2; nh++)
+        CHECK(xsa_ag_attention(q, NULL, NULL, nh, 0.0, NULL, NULL) == NULL &&
+              strstr(xsa_last_error(), "attention: qkv [1,2,0] has no channels (C = 0)"),
+              "attention C=0, %d heads: %s", nh, xsa_last_error());
+    CHECK(xsa_ag_attention(q, q, q, 1, 0.0, NULL, NULL) == NULL && strstr(xsa_last_error(), "no channels"),
+          "attention q,k,v C=0: %s", xsa_last_error());
+    free_all(1, &q);
+    q = leafz(3, q026);
+    CHECK(xsa_ag_attention(q, NULL, NULL, 0, 0.0, NULL, NULL) == NULL &&
+          strstr(xsa_last_error(), "0 heads do not divide C = 2"), "attention 0 heads: %s", xsa_last_error());
+    xsa_tensor *att = NULL;
+    y = xsa_ag_attention(q, NULL, NULL, 2, 1.0, NULL, &att);
+    CHECK(y && y->shape[0] == 0 && y->shape[2] == 2 && att && att->ndim == 4 && att->shape[1] == 2,
+          "attention B=0: %s", xsa_last_error());
+    CHECK(y && back_sum(y) && q->grad && xsa_tensor_numel(q->grad) == 0, "attention B=0 backward: %s",
+          xsa_last_error());
+    xsa_tensor_free(att);
+    xsa_tensor_free(y);
+    free_all(1, &q);
+
+    /* embedding: no indices, no channels, no rows to index */
+    int64_t i0[1] = {0}, i2[1] = {2}, w40[2] = {4, 0}, w03b[2] = {0, 3};
+    xsa_tensor *idx = xsa_tensor_zeros(XSA_INT32, 1, i0), *wte = leafz(2, w43);
+    y = xsa_ag_embedding(idx, wte, NULL);
+    CHECK(y && y->shape[0] == 0 && y->shape[1] == 3 && back_sum(y) && all_zero(wte->grad),
+          "embedding of no indices: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(1, &idx);
+    free_all(1, &wte);
+    idx = xsa_tensor_zeros(XSA_INT32, 1, i2), wte = leafz(2, w40);
+    y = xsa_ag_embedding(idx, wte, NULL);
+    CHECK(y && y->shape[0] == 2 && y->shape[1] == 0 && back_sum(y), "embedding C=0: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    free_all(1, &wte);
+    wte = leafz(2, w03b);
+    CHECK(xsa_ag_embedding(idx, wte, NULL) == NULL && strstr(xsa_last_error(), "out of range for a table of 0 rows"),
+          "embedding V=0: %s", xsa_last_error());
+    free_all(1, &wte);
+    free_all(1, &idx);
+}
+
+/* ---- version counters ---------------------------------------------------
+ * In-place writes bump the storage's version (shared by views); a backward
+ * that would read a value written after its op refuses, naming the op. */
+
+static xsa_tensor *vec3(float a, float b, float c, int grad)
+{
+    int64_t s3[1] = {3};
+    xsa_tensor *t = xsa_tensor_new(XSA_FLOAT32, 1, s3);
+    float *p = xsa_tensor_f32(t);
+    p[0] = a, p[1] = b, p[2] = c;
+    if (grad) rg(t);
+    return t;
+}
+
+#define MODIFIED "one of the variables needed for gradient computation has been modified by an inplace operation"
+
+/* sum(y) backward must fail naming op (and what) */
+static void expect_modified(xsa_tensor *y, const char *op, const char *what, const char *name)
+{
+    xsa_clear_error();
+    CHECK(y && !back_sum(y) && strstr(xsa_last_error(), MODIFIED) && strstr(xsa_last_error(), op) &&
+              strstr(xsa_last_error(), what),
+          "%s: expected '%s' naming %s / %s, got '%s'", name, MODIFIED, op, what, xsa_last_error());
+}
+
+static void test_versions(void)
+{
+    /* which writes bump the counter, shared by views */
+    xsa_tensor *t = vec3(1, 2, 3, 0), *v = xsa_tensor_narrow(t, 0, 1, 2), *d = xsa_ag_detach(t);
+    uint64_t v0 = xsa_tensor_version(t);
+    int64_t i1[1] = {1};
+    xsa_tensor_set(v, i1, 5);
+    xsa_tensor_fill_(d, 1);
+    xsa_tensor_copy_(v, v);
+    xsa_tensor_binary_scalar_(XSA_ADD, t, 1);
+    xsa_tensor_binary_(XSA_MUL, v, v);
+    xsa_tensor_unary_(XSA_EXP, d);
+    CHECK(xsa_tensor_version(t) == v0 + 6 && xsa_tensor_version(v) == xsa_tensor_version(t) &&
+              xsa_tensor_version(d) == xsa_tensor_version(t),
+          "set, fill_, copy_, binary_, binary_scalar_, unary_ each bump the shared counter (%llu)",
+          (unsigned long long)(xsa_tensor_version(t) - v0));
+    xsa_tensor *c = xsa_tensor_clone(t);
+    uint64_t cv = xsa_tensor_version(c);
+    xsa_tensor *r = xsa_tensor_binary(XSA_ADD, t, c);
+    CHECK(xsa_tensor_version(c) == cv, "reading does not bump");
+    xsa_tensor_free(r);
+    xsa_tensor_free(c);
+    xsa_tensor_free(d);
+    xsa_tensor_free(v);
+    xsa_tensor_free(t);
+
+    /* a saved input modified in place: y = x * w reads x for dw */
+    xsa_tensor *w = vec3(1, 2, 3, 1), *x = vec3(4, 5, 6, 0);
+    xsa_tensor *y = xsa_ag_binary(XSA_MUL, x, w);
+    xsa_tensor_binary_scalar_(XSA_ADD, x, 1);
+    expect_modified(y, "MulBackward", "input 1 [3]", "x * w, x += 1");
+    xsa_tensor_free(y);
+    /* through a view of it, and through detach() */
+    y = xsa_ag_binary(XSA_MUL, x, w);
+    xsa_tensor *xv = xsa_tensor_select(x, 0, 2);
+    xsa_tensor_fill_(xv, 0);
+    xsa_tensor_free(xv);
+    expect_modified(y, "MulBackward", "input 1", "a view of the saved input");
+    xsa_tensor_free(y);
+    y = xsa_ag_binary(XSA_MUL, w, w);
+    xsa_tensor *wd = xsa_ag_detach(w);
+    xsa_tensor_binary_scalar_(XSA_MUL, wd, 2);
+    xsa_tensor_free(wd);
+    expect_modified(y, "MulBackward", "input", "w * w, w:detach() *= 2");
+    xsa_tensor_free(y);
+    /* under no_grad a leaf may be updated, but not under a pending backward */
+    y = xsa_ag_unary(XSA_LOG, w);
+    int prev = xsa_ag_set_enabled(0);
+    xsa_tensor_binary_scalar_(XSA_ADD, w, 1);
+    xsa_ag_set_enabled(prev);
+    expect_modified(y, "LogBackward", "input 1", "log(w), then w += 1 under no_grad");
+    xsa_tensor_free(y);
+
+    /* a saved output: exp and softmax read their result */
+    y = xsa_ag_unary(XSA_EXP, w);
+    xsa_tensor *yd = xsa_ag_detach(y);
+    xsa_tensor_binary_scalar_(XSA_MUL, yd, 2);
+    xsa_tensor_free(yd);
+    expect_modified(y, "ExpBackward", "the output [3]", "exp(w), output *= 2");
+    xsa_tensor_free(y);
+    y = xsa_ag_softmax(w, 0);
+    prev = xsa_ag_set_enabled(0);
+    xsa_tensor_fill_(y, 0.5);
+    xsa_ag_set_enabled(prev);
+    expect_modified(y, "SoftmaxBackward", "the output", "softmax output filled under no_grad");
+    xsa_tensor_free(y);
+
+    /* fused ops save contiguous inputs (often the input itself) */
+    int64_t x23[2] = {2, 3}, w32[2] = {3, 2};
+    xsa_tensor *lx = xsa_tensor_ones(XSA_FLOAT32, 2, x23), *lw = xsa_tensor_ones(XSA_FLOAT32, 2, w32);
+    rg(lw);
+    y = xsa_ag_linear(lx, lw, NULL);
+    xsa_tensor_fill_(lx, 2);
+    expect_modified(y, "LinearBackward", "input 1 [2,3]", "linear input modified");
+    xsa_tensor_free(y);
+    xsa_tensor_free(lx);
+    xsa_tensor_free(lw);
+    xsa_tensor *gx = xsa_tensor_ones(XSA_FLOAT32, 2, x23);
+    rg(gx);
+    y = xsa_ag_gelu(gx);
+    prev = xsa_ag_set_enabled(0);
+    xsa_tensor_binary_scalar_(XSA_SUB, gx, 3);
+    xsa_ag_set_enabled(prev);
+    expect_modified(y, "GeluBackward", "input 1", "gelu input modified");
+    xsa_tensor_free(y);
+    free_all(1, &gx);
+
+    /* an optimizer step between forward and backward */
+    xsa_tensor *ow = vec3(1, 2, 3, 1);
+    xsa_adamw *opt = xsa_adamw_new(1, &ow, 0.1, 0.9, 0.999, 1e-8, 0.0);
+    y = xsa_ag_binary(XSA_MUL, ow, ow);
+    CHECK(back_sum(y), "first backward: %s", xsa_last_error());
+    xsa_tensor_free(y);
+    y = xsa_ag_binary(XSA_MUL, ow, ow);
+    CHECK(xsa_adamw_step(opt) == 0, "step");
+    expect_modified(y, "MulBackward", "input", "an AdamW step before the backward");
+    xsa_tensor_free(y);
+    xsa_adamw_free(opt);
+    free_all(1, &ow);
+
+    /* retain_graph: a write between two backwards stops the second */
+    xsa_ag_zero_grad(w);
+    y = xsa_ag_binary(XSA_MUL, x, w);
+    xsa_tensor *s = xsa_ag_reduce(XSA_SUM, y, XSA_ALL_DIMS, 0);
+    CHECK(xsa_ag_backward(s, NULL, 1) == 0, "retained backward");
+    xsa_tensor_binary_scalar_(XSA_ADD, x, 1);
+    CHECK(xsa_ag_backward(s, NULL, 0) != 0 && strstr(xsa_last_error(), MODIFIED),
+          "second backward after a write: %s", xsa_last_error());
+    xsa_tensor_free(s);
+    xsa_tensor_free(y);
+
+    /* writes the backward does not read are fine, and the gradient is right */
+    xsa_ag_zero_grad(w);
+    xsa_tensor *a = vec3(1, 1, 1, 0);
+    y = xsa_ag_binary(XSA_ADD, a, w);            /* add reads no values */
+    xsa_tensor *e = xsa_ag_unary(XSA_EXP, w);    /* exp reads only its result */
+    xsa_tensor *z = xsa_ag_binary(XSA_ADD, y, e);
+    xsa_tensor_binary_scalar_(XSA_ADD, a, 5);
+    prev = xsa_ag_set_enabled(0);
+    xsa_tensor_binary_scalar_(XSA_ADD, w, 1);   /* exp's input, not saved */
+    xsa_ag_set_enabled(prev);
+    float *wv = xsa_tensor_f32(w);
+    double want[3] = {1 + exp(wv[0] - 1), 1 + exp(wv[1] - 1), 1 + exp(wv[2] - 1)};
+    CHECK(back_sum(z), "unsaved writes: backward runs: %s", xsa_last_error());
+    for (int i = 0; i < 3; i++)
+        CHECK_NEAR(xsa_tensor_f32(w->grad)[i], want[i], 1e-5, "d/dw (a + w + exp(w)) from the forward's values");
+    xsa_tensor_free(z);
+    xsa_tensor_free(e);
+    xsa_tensor_free(y);
+    free_all(1, &a);
+    /* nothing modified: the usual gradient */
+    xsa_ag_zero_grad(w);
+    y = xsa_ag_binary(XSA_MUL, x, w);
+    CHECK(back_sum(y), "x * w backward: %s", xsa_last_error());
+    for (int i = 0; i < 3; i++)
+        CHECK_NEAR(xsa_tensor_f32(w->grad)[i], xsa_tensor_f32(x)[i], 1e-6, "d/dw (x * w) = x");
+    xsa_tensor_free(y);
+    free_all(1, &x);
+    free_all(1, &w);
+}
+
+/* ---- cat of many tensors, long chains, on a small stack -----------------
+ * xsa_ag_cat of more than 8 tensors used to recurse once per 7 tensors
+ * (100,000 tensors overflowed a small stack, and each level copied the
+ * whole result again); its gradient graph is now a tree built in a loop. */
+
+static void test_cat_many(void)
+{
+    /* 75 pieces of lengths 0..4 along dim 1, every third without a gradient */
+    enum { NP = 75 };
+    xsa_tensor *p[NP];
+    int64_t total = 0;
+    for (int i = 0; i < NP; i++) {
+        int64_t sh[2] = {2, i % 5};
+        p[i] = randn(2, sh);
+        if (i % 3) rg(p[i]);
+        total += i % 5;
+    }
+    xsa_tensor *c = xsa_ag_cat(NP, p, 1);
+    CHECK(c && c->shape[0] == 2 && c->shape[1] == total, "cat of %d: %s", NP, xsa_last_error());
+    int ok = 1;
+    int64_t off = 0;
+    for (int i = 0; c && i < NP; i++) {
+        for (int64_t r = 0; r < 2; r++)
+            for (int64_t k = 0; k < p[i]->shape[1]; k++) {
+                double a, b;
+                xsa_tensor_get(c, (int64_t[]){r, off + k}, &a);
+                xsa_tensor_get(p[i], (int64_t[]){r, k}, &b);
+                ok &= a == b;
+            }
+        off += p[i]->shape[1];
+    }
+    CHECK(ok, "cat of %d: values in order", NP);
+    /* backward with a known grad_out: each input's gradient is its slice */
+    xsa_tensor *w = c ? randn(2, c->shape) : NULL;
+    CHECK(w && xsa_ag_backward(c, w, 0) == 0, "cat of %d backward: %s", NP, xsa_last_error());
+    ok = 1;
+    off = 0;
+    for (int i = 0; w && i < NP; i++) {
+        if (i % 3) {
+            ok &= p[i]->grad != NULL;
+            for (int64_t r = 0; ok && r < 2; r++)
+                for (int64_t k = 0; k < p[i]->shape[1]; k++) {
+                    double a, b;
+                    xsa_tensor_get(p[i]->grad, (int64_t[]){r, k}, &a);
+                    xsa_tensor_get(w, (int64_t[]){r, off + k}, &b);
+                    ok &= a == b;
+                }
+        } else {
+            ok &= p[i]->grad == NULL;
+        }
+        off += p[i]->shape[1];
+    }
+    CHECK(ok, "cat of %d: each gradient is its slice of grad_out", NP);
+    CHECK(c && xsa_ag_grad_fn_name(c) && strcmp(xsa_ag_grad_fn_name(c), "CatBackward") == 0, "grad_fn");
+    xsa_tensor_free(w);
+    xsa_tensor_free(c);
+    free_all(NP, p);
+}
+
+/* On a 256 KiB stack (1 MiB under the sanitizers): a cat of 100,000
+ * tensors, and a chain of 100,000 cats, each with backward and release. */
+typedef struct {
+    int ok_many, ok_chain;
+    char err[256];
+} deep_result;
+
+static void *deep_cat(void *arg)
+{
+    deep_result *res = arg;
+    enum { N = 100000 };
+    int64_t one = 1;
+    xsa_tensor *w = xsa_tensor_ones(XSA_FLOAT32, 1, &one);
+    rg(w);
+    xsa_tensor **v = malloc(sizeof *v * N);
+    for (int i = 0; i < N; i++) v[i] = xsa_ag_binary_scalar(XSA_MUL, w, (double)(i % 7), 0);
+    xsa_tensor *c = xsa_ag_cat(N, v, 0);
+    for (int i = 0; i < N; i++) xsa_tensor_free(v[i]);
+    free(v);
+    xsa_tensor *s = c ? xsa_ag_reduce(XSA_SUM, c, XSA_ALL_DIMS, 0) : NULL;
+    double want = 0;
+    for (int i = 0; i < N; i++) want += i % 7;
+    res->ok_many = c && c->shape[0] == N && s && xsa_ag_backward(s, NULL, 0) == 0 &&
+                   xsa_tensor_f32(w->grad)[0] == (float)want;
+    if (!res->ok_many) snprintf(res->err, sizeof res->err, "%s", xsa_last_error());
+    xsa_tensor_free(s);
+    xsa_tensor_free(c);
+    /* t = cat(t[0:1], w) 100,000 times: a graph 100,000 nodes deep */
+    xsa_ag_zero_grad(w);
+    xsa_tensor *t = xsa_ag_binary_scalar(XSA_MUL, w, 3.0, 0);
+    for (int i = 0; t && i < N; i++) {
+        xsa_tensor *head = xsa_ag_narrow(t, 0, 0, 1);
+        xsa_tensor *parts[2] = {head, w};
+        xsa_tensor *n = head ? xsa_ag_cat(2, parts, 0) : NULL;
+        xsa_tensor_free(head);
+        xsa_tensor_free(t);
+        t = n;
+    }
+    s = t ? xsa_ag_reduce(XSA_SUM, t, XSA_ALL_DIMS, 0) : NULL;
+    /* sum(t) = 3w + w */
+    res->ok_chain = s && xsa_ag_backward(s, NULL, 0) == 0 && xsa_tensor_f32(w->grad)[0] == 4.0f;
+    if (!res->ok_chain) snprintf(res->err, sizeof res->err, "%s", xsa_last_error());
+    xsa_tensor_free(s);
+    /* and a chain freed without any backward */
+    xsa_tensor_free(t);
+    t = xsa_ag_binary_scalar(XSA_MUL, w, 1.0, 0);
+    for (int i = 0; t && i < N; i++) {
+        xsa_tensor *parts[2] = {t, w};
+        xsa_tensor *n = xsa_ag_cat(i % 2 ? 2 : 1, parts, 0);
+        xsa_tensor *h = n ? xsa_ag_narrow(n, 0, 0, 1) : NULL;
+        xsa_tensor_free(n);
+        xsa_tensor_free(t);
+        t = h;
+    }
+    res->ok_chain &= t != NULL;
+    xsa_tensor_free(t);
+    xsa_tensor_free(w);
+    return NULL;
+}
+
+static void test_cat_deep(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    size_t stack = (size_t)1 << 20;
+#else
+    size_t stack = (size_t)256 << 10;
+#endif
+    pthread_attr_t attr;
+    pthread_t th;
+    deep_result res = {0};
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, stack);
+    int started = pthread_create(&th, &attr, deep_cat, &res) == 0;
+    CHECK(started, "thread with a small stack");
+    if (started) pthread_join(th, NULL);
+    pthread_attr_destroy(&attr);
+    CHECK(res.ok_many, "cat of 100,000 tensors on a %zu KiB stack: %s", stack >> 10, res.err);
+    CHECK(res.ok_chain, "a chain of 100,000 cats on a %zu KiB stack: %s", stack >> 10, res.err);
+}
+
 /* ---- engine rules ----------------------------------------------------- */
 
 static int custom_calls;
@@ -618,6 +1084,10 @@ int main(void)
     test_softmax_matmul();
     test_views_where_clamp();
     test_nn();
+    test_nn_empty();
+    test_versions();
+    test_cat_many();
+    test_cat_deep();
     test_engine();
     return check_done("test_autograd");
 }

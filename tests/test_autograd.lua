@@ -338,6 +338,135 @@ T.case("autograd errors", function()
   T.raises(function() xsa.nn.cross_entropy(xsa.ones(2, 3), xsa.ones(2)) end, "targets must be an int32")
 end)
 
+-- nested tables (or a tensor's values) flattened to "1,2,3" for comparison
+local function flat(v, out)
+  out = out or {}
+  if type(v) == "table" then for _, x in ipairs(v) do flat(x, out) end
+  else out[#out + 1] = string.format("%g", v) end
+  return out
+end
+local function same(a, b, msg)
+  if xsa.is_tensor(a) then a = a:tolist() end
+  T.eq(table.concat(flat(a), ","), table.concat(flat(b), ","), msg)
+end
+
+T.case("fused ops with size-0 dimensions: results or errors, never SIGFPE", function()
+  -- these divided by zero inside the core (a signal that pcall cannot catch)
+  local b = xsa.tensor({1, 2, 3}, {requires_grad = true})
+  local y = xsa.nn.linear(xsa.zeros(2, 0), xsa.zeros(0, 3), b)
+  same(y, {{1, 2, 3}, {1, 2, 3}})
+  y:sum():backward(); same(b.grad, {2, 2, 2})
+  same(xsa.nn.linear(xsa.zeros(0, 4), xsa.zeros(4, 3)):shape(), {0, 3})
+  same(xsa.nn.layernorm(xsa.zeros(2, 0), xsa.zeros(0), xsa.zeros(0)):shape(), {2, 0})
+  same(xsa.nn.layernorm(xsa.zeros(0, 4), xsa.ones(4), xsa.zeros(4)):shape(), {0, 4})
+  same(xsa.nn.gelu(xsa.zeros(0, 3)):shape(), {0, 3})
+  T.raises(function() xsa.nn.cross_entropy(xsa.zeros(2, 0), xsa.zeros({2}, "int32")) end,
+    "cross_entropy: logits [2,0] have no classes (V = 0)")
+  local l = xsa.nn.cross_entropy(leaf(0, 5), xsa.zeros({0}, "int32"))
+  T.ok(l:item() ~= l:item(), "the mean over no rows is NaN")
+  T.raises(function() xsa.nn.attention(xsa.zeros(1, 2, 0), 1) end, "attention: qkv [1,2,0] has no channels (C = 0)")
+  T.raises(function() xsa.nn.attention(xsa.zeros(1, 2, 0), xsa.zeros(1, 2, 0), xsa.zeros(1, 2, 0), 1) end,
+    "no channels")
+  same(xsa.nn.attention(xsa.zeros(0, 2, 6), 2, 1.0):shape(), {0, 2, 2})
+  same(xsa.nn.embedding(xsa.zeros({0}, "int32"), xsa.zeros(4, 3)):shape(), {0, 3})
+  T.raises(function() xsa.nn.embedding(xsa.zeros({2}, "int32"), xsa.zeros(0, 3)) end, "table of 0 rows")
+end)
+
+T.case("version counters: a saved tensor modified in place stops the backward", function()
+  local MOD = "modified by an inplace operation"
+  local w = xsa.tensor({1, 2, 3}, {requires_grad = true})
+  -- a saved input (x * w reads x for dw), directly, through a view, through detach()
+  local x = xsa.tensor{4, 5, 6}
+  local y = x * w; x:add_(1)
+  T.raises(function() y:sum():backward() end, MOD .. ": input 1 [3] of MulBackward is at version")
+  y = x * w; x:narrow(1, 2, 1):fill_(0)
+  T.raises(function() y:sum():backward() end, MOD)
+  y = x * w; x[3] = 7
+  T.raises(function() y:sum():backward() end, MOD)
+  y = w * w; w:detach():mul_(2)
+  T.raises(function() y:sum():backward() end, "input 1 [3] of MulBackward")
+  y = w:log(); xsa.no_grad(function() w:add_(1) end)
+  T.raises(function() y:sum():backward() end, "LogBackward")
+  -- a saved output: exp reads its result
+  y = w:exp(); xsa.no_grad(function() y:mul_(2) end)
+  T.raises(function() y:sum():backward() end, "the output [3] of ExpBackward")
+  y = w:exp(); y:detach():view(3, 1):copy_(xsa.zeros(3, 1))
+  T.raises(function() y:sum():backward() end, "ExpBackward")
+  y = w:softmax(1); y:detach():zero_()
+  T.raises(function() y:sum():backward() end, "SoftmaxBackward")
+  -- a fused op's saved input
+  local lx = xsa.ones(2, 3)
+  y = xsa.nn.linear(lx, xsa.ones(3, 2):requires_grad(true)); lx:set(1, 1, 5)
+  T.raises(function() y:sum():backward() end, "input 1 [2,3] of LinearBackward")
+  -- an optimizer step between forward and backward
+  local p = xsa.tensor({1, 2, 3}, {requires_grad = true})
+  local opt = xsa.optim.adamw({p}, {lr = 0.1})
+  local l0 = (p * p):sum(); l0:backward()   -- a gradient, so the step updates p
+  y = (p * p):sum(); opt:step()
+  T.raises(function() y:backward() end, MOD)
+  -- retain_graph: a write between two backwards stops the second
+  w.grad = nil
+  local z = x * w; local s = z:sum(); s:backward(true); x:add_(1)
+  T.raises(function() s:backward() end, MOD)
+end)
+
+T.case("version counters: writes the backward does not read are fine", function()
+  local w = xsa.tensor({0.5, 1, 2}, {requires_grad = true})
+  local a = xsa.tensor{1, 1, 1}
+  local y = a + w + w:exp()              -- add reads no values, exp only its result
+  a:add_(5); xsa.no_grad(function() w:add_(1) end)
+  y:sum():backward()
+  local g = w.grad:totable()
+  for i, v in ipairs{0.5, 1, 2} do T.near(g[i], 1 + math.exp(v), 1e-5, "from the forward's values") end
+  -- unmodified: the usual gradients, and training loops (step after backward) run
+  local p = xsa.tensor({1, 2, 3}, {requires_grad = true})
+  local opt = xsa.optim.adamw({p}, {lr = 0.01})
+  for _ = 1, 3 do
+    opt:zero_grad(); local l = (p * p):sum(); l:backward(); opt:step()
+  end
+  T.ok(p:get(1) < 1, "three steps ran")
+end)
+
+T.case("xsa.cat of 100,000 tensors and a chain of 100,000 cats run on a 256 KiB stack", function()
+  -- cat of more than 8 tensors recursed once per 7 of them; run in a child
+  -- xsa whose stack is small (1 MiB under the sanitizers, whose frames are big)
+  local exe = os.getenv("XSA_EXE") or "build/xsa"
+  if exe:sub(1, 1) ~= "/" then exe = (os.getenv("XSA_ROOT") or ".") .. "/" .. exe end
+  local tmp, cleanup = T.tmp_paths("deepcat")
+  local script = tmp("deep.lua")
+  T.writefile(script, [[
+local xsa = require "xsa"
+local N = 100000
+local w = xsa.ones(1):requires_grad(true)
+local ts = {}
+for i = 1, N do ts[i] = w * (i % 7) end
+local c = xsa.cat(ts)
+assert(c:shape()[1] == N)
+c:sum():backward()
+local want = 0
+for i = 1, N do want = want + i % 7 end
+assert(w.grad:item() == want, "gradient " .. w.grad:item())
+ts, c = nil, nil
+w.grad = nil
+local t = w * 3
+for _ = 1, N do t = xsa.cat({t:narrow(1, 1, 1), w}) end
+t:sum():backward()
+assert(w.grad:item() == 4, "chain gradient " .. w.grad:item())
+t = w * 1
+for i = 1, N do t = xsa.cat({t, w}):narrow(1, 1, 1) end
+t = nil
+collectgarbage()
+io.write("deep ok\n")
+]])
+  local kib = os.getenv("XSA_SANITIZED") and 1024 or 256
+  local p = io.popen(string.format("ulimit -s %d; '%s' '%s' 2>&1", kib, exe, script))
+  local out = p:read("a")
+  local _, _, status = p:close()
+  cleanup()
+  T.eq(status, 0, "exit status (139 = SIGSEGV): " .. out)
+  T.ok(out:find("deep ok", 1, true), out)
+end)
+
 T.case("a tiny MLP trained by hand-written SGD: the loss falls", function()
   local g = xsa.generator(7)
   local N, D, H, K = 64, 8, 16, 4

@@ -371,5 +371,22 @@ T.case("a loader over any token tensor", function()
   T.eq(rows(x)[1][1], 45)
 end)
 
+T.case("loader sizes near 2^63 are clean errors, not wrapped sizes", function()
+  local toks = xsa.arange(0, 100):int()
+  local big, max = 1 << 62, math.maxinteger
+  for _, a in ipairs{{big, big, 1, 1}, {0, big, 1, 1}, {0, 1, max, 1}, {0, 2, big, 1},
+                     {max, 1, 1, 1}} do
+    T.raises(function() xsa._data.loader(toks, a[1], a[2], a[3], a[4], false, 0) end,
+      "exceed the 100 tokens available")
+  end
+  T.raises(function() data.loader(toks, {seq_len = 4, first_window = big, num_windows = big}) end,
+    "exceed the 100 tokens available")
+  T.raises(function() xsa._data.split(100, max, 0.1) end, "seq_len 9223372036854775807 is too large")
+  -- a batch larger than the windows: one batch of all of them
+  local l = data.loader(toks, {seq_len = 9, batch = max})
+  T.eq(l:num_batches(), 1)
+  T.eq(l:batch(1):shape()[1], 10)
+end)
+
 os.execute("rm -rf '" .. tmpdir .. "'")
 T.done()

@@ -207,6 +207,11 @@ static void test_corrupt(void)
          "has 9 dimensions"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1000000000,1000000000],\"data_offsets\":[0,4]}}",
          4, "over xsa's limit"},
+        /* a dimension xsa cannot hold is refused even when a later 0 empties the tensor */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,0],\"data_offsets\":[0,0]}}",
+         4, "over xsa's limit"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[9007199254740992,9007199254740992,2],\"data_offsets\":[0,0]}}",
+         4, "over xsa's limit"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "tensor 'a' has no data_offsets"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", 8,
          "data_offsets that are not an array of two integers"},

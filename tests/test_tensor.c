@@ -116,7 +116,7 @@ static void test_views(void)
     CHECK(st && xsa_storage_live_bytes() == base + 40, "storage_new counts bytes");
     xsa_tensor *fs = xsa_tensor_from_storage(st, XSA_FLOAT32, 2, SH(2, 4), 2);
     CHECK(fs && fs->offset == 2 && st->refcount == 2 && at(fs, 7) == 0.0, "from_storage");
-    CHECK_ERR(xsa_tensor_from_storage(st, XSA_FLOAT32, 2, SH(2, 5), 1) == NULL, "storage holds 10");
+    CHECK_ERR(xsa_tensor_from_storage(st, XSA_FLOAT32, 2, SH(2, 5), 1) == NULL, "does not fit a storage of 10 elements");
     xsa_storage_free(st);
     xsa_tensor_free(fs);
     CHECK(xsa_storage_live_bytes() == base, "from_storage released");

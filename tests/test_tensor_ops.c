@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/nn.h"
 #include "check_tensor.h" /* tensor.h, check.h and the shared helpers */
 
 /* ---- element-wise ----------------------------------------------------- */
@@ -162,6 +163,38 @@ static void test_broadcast(void)
         }
         CHECK(bad == 0, "unary op %d: %d mismatches", op, bad);
         xsa_tensor_free(u);
+    }
+    /* GELU is the model's kernel (nn.h): the same bits as xsa_nn_gelu_forward,
+     * in place too (also on a strided view), and accurate in the negative
+     * tail, where 0.5 x (1 + erf(x / sqrt 2)) in float cancels to 0 */
+    {
+        xsa_tensor *gx = seq(2, SH(6, 7), 9.0, -3.0); /* values in [-12, 6] */
+        int64_t gn = xsa_tensor_numel(gx);
+        float *ref = malloc((size_t)gn * sizeof *ref);
+        xsa_nn_gelu_forward(ref, xsa_tensor_f32(gx), (size_t)gn);
+        xsa_tensor *gu = xsa_tensor_unary(XSA_GELU, gx);
+        CHECK(gu && memcmp(xsa_tensor_f32(gu), ref, (size_t)gn * sizeof *ref) == 0,
+              "gelu = xsa_nn_gelu_forward, bit for bit");
+        xsa_tensor *gt = xsa_tensor_transpose(gx, 0, 1), *gtc = xsa_tensor_clone(gt);
+        xsa_tensor *gtu = xsa_tensor_unary(XSA_GELU, gtc);
+        CHECK(xsa_tensor_unary_(XSA_GELU, gt) == 0 && xsa_tensor_allclose(gt, gtu, 0, 0) == 1,
+              "gelu_ on a strided view = gelu of its copy: %s", xsa_last_error());
+        xsa_tensor *tail = from_vals(XSA_FLOAT32, 1, SH(4), (const double[]){-6, -8, -10, -12});
+        xsa_tensor *tu = xsa_tensor_unary(XSA_GELU, tail);
+        int tail_bad = 0;
+        for (int i = 0; i < 4; i++) {
+            double v = at(tail, i), want = v * 0.5 * erfc(-v / sqrt(2.0));
+            tail_bad += !(fabs(at(tu, i) - want) <= 1e-5 * fabs(want));
+        }
+        CHECK(tail_bad == 0, "gelu(-6 .. -12) to 1e-5 relative (%g at -10, want %g)", at(tu, 2),
+              -10 * 0.5 * erfc(10 / sqrt(2.0)));
+        xsa_tensor *gi = from_vals(XSA_INT32, 1, SH(3), (const double[]){-1, 0, 2});
+        xsa_tensor *giu = xsa_tensor_unary(XSA_GELU, gi);
+        CHECK(giu && giu->dtype == XSA_FLOAT32 && fabs(at(giu, 2) - 2 * 0.5 * erfc(-2 / sqrt(2.0))) < 1e-6,
+              "gelu of int32 gives float32");
+        xsa_tensor *glist[] = {gx, gu, gt, gtc, gtu, tail, tu, gi, giu};
+        for (size_t i = 0; i < sizeof glist / sizeof glist[0]; i++) xsa_tensor_free(glist[i]);
+        free(ref);
     }
     xsa_tensor *xt = xsa_tensor_transpose(x, 0, 1), *xtc = xsa_tensor_clone(xt);
     CHECK(xsa_tensor_unary_(XSA_TANH, xt) == 0, "tanh_ on a view");
