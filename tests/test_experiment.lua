@@ -1,0 +1,116 @@
+-- test_experiment.lua: xsa.experiment, the object the part scripts are built
+-- on: flags, configuration, file names next to the cache entry, cached
+-- results, the summary, and asking for another experiment's results. The
+-- scripts themselves run end to end in test_scripts.lua.
+local T = require "testing"
+local xsa = xsa or require "xsa"
+local experiment = xsa.experiment
+
+local TMP = T.tmpdir()
+local shq = xsa.sys.shell_quote
+
+local function new(argv, extra)
+  local spec = {name = "mine", script = "mine.lua", title = "Mine", summary = "a test experiment",
+    options = xsa.study.options({steps = 100}), quick = experiment.pair_quick(),
+    argv = argv or {"--out", TMP .. "/out", "--plots", TMP .. "/plots"}}
+  for k, v in pairs(extra or {}) do spec[k] = v end
+  return experiment(spec)
+end
+
+T.case("flags, folders and the configuration", function()
+  local ex = new({"--out", TMP .. "/out", "--plots", TMP .. "/plots", "--quick", "--steps", "7"},
+    {config = function(o) return {steps = o.steps} end})
+  T.eq(ex.opts.steps, 7, "a given flag beats --quick")
+  T.eq(ex.opts.batch, 4, "--quick")
+  T.eq(ex.opts.out, TMP .. "/out")
+  T.eq(ex.config.steps, 7, "config from the flags")
+  local c = ex:pair_config{seq_len = 16, lambda = 0.5}
+  T.eq(c.part, "mine")
+  T.eq(c.data.seq_len, 16)
+  T.eq(c.model.seq_len, 16)
+  T.eq(c.train.steps, 7)
+  T.eq(c.lambda, 0.5)
+  T.eq(c.probe_batches, nil)
+  -- the configuration of part 3 is the key its cache entries already have
+  T.eq(xsa.cache.key(experiment.pair_config(ex.opts, "part3")), xsa.cache.key({part = "part3",
+    data = xsa.study.data_config(ex.opts), model = xsa.study.model_config(ex.opts),
+    train = xsa.study.adam_config(ex.opts), lambda = ex.opts.lambda}))
+end)
+
+T.case("file names: entry, checkpoints, partial saves", function()
+  local config = {a = 1}
+  local f = experiment.files("/d", "part3-300steps", config)
+  local hash = xsa.cache.path("/d", "part3-300steps", config):match("%-(%x+)%.json$")
+  T.eq(f.entry, "/d/part3-300steps-" .. hash .. ".json")
+  T.eq(f.checkpoints.sa, "/d/part3-sa-300steps-" .. hash .. ".safetensors")
+  T.eq(f.checkpoint("xsa", "-at5"), "/d/part3-xsa-300steps-" .. hash .. "-at5.safetensors")
+  T.eq(experiment.files("/d", "mine", config).checkpoints.init, "/d/mine-init-" ..
+    xsa.cache.path("/d", "mine", config):match("%-(%x+)%.json$") .. ".safetensors")
+  T.eq(experiment.pair_name("part3", {train = {steps = 300}}), "part3-300steps")
+end)
+
+T.case("cached results and the summary", function()
+  local ex = new(nil, {config = {k = 1}})
+  local calls = 0
+  local function compute() calls = calls + 1; return {value = 3} end
+  local r, status, entry = ex:cached(compute, {label = "mine thing"})
+  T.eq(r.value, 3)
+  T.eq(status, "miss")
+  T.eq(entry, xsa.cache.path(TMP .. "/out", "mine", {k = 1}))
+  r, status = ex:cached(compute)
+  T.eq(status, "hit")
+  T.eq(calls, 1)
+  r, status = ex:cached(compute, {name = "other", config = {k = 2}, check = function() return false, "no" end})
+  T.eq(status, "miss")
+  T.eq(calls, 2)
+  local path = ex:summary{cache = status, result = r, table = "| x |"}
+  local s = assert(xsa.json.read_file(path))
+  T.eq(path, TMP .. "/out/summary/mine.json")
+  T.eq(s.part, "mine")
+  T.eq(s.title, "Mine")
+  T.eq(s.config.k, 1)
+  T.ok(s.wall_s >= 0 and s.command and s.finished_at)
+  T.eq(#s.figures, 0)
+end)
+
+T.case("results of another experiment: missing, with the command to run", function()
+  local ex = new({"--out", TMP .. "/empty", "--plots", TMP .. "/plots", "--quick", "--seed", "3"})
+  local r, msg = experiment.results("part3", ex.opts, {by = "mine"})
+  T.eq(r, nil)
+  T.ok(msg:find("mine: no finished part-3 run for this configuration (part3-10steps: missing)", 1, true), msg)
+  T.ok(msg:find("Run part 3 first with the same flags:\n  xsa scripts/part3_train.lua --seed 3 --out " ..
+    TMP .. "/empty --plots " .. TMP .. "/plots --quick\n", 1, true), msg)
+  -- a finished entry (checkpoints present) is loaded, not recomputed
+  local config = experiment.pair_config(ex.opts, "part3")
+  local f = experiment.files(ex.opts.out, "part3-10steps", config)
+  for _, p in pairs(f.checkpoints) do xsa.write_file_atomic(p, "x") end
+  local fake = {status = "done", sa = {final_val = 3.5}, xsa = {final_val = 3.25}, checkpoints = f.checkpoints}
+  xsa.cache.store(ex.opts.out, "part3-10steps", config, fake)
+  local got, c = experiment.results("part3", ex.opts)
+  T.eq(got.xsa.final_val, 3.25)
+  T.eq(xsa.cache.key(c), xsa.cache.key(config))
+  os.remove(f.checkpoints.sa)
+  T.eq(experiment.results("part3", ex.opts), nil, "a missing checkpoint is no result")
+end)
+
+T.case("a script built on it: --help, a bad flag", function()
+  local exe = os.getenv("XSA_EXE")
+  if not exe then print("skip: XSA_EXE not set") return end
+  if exe:sub(1, 1) ~= "/" then exe = (os.getenv("XSA_ROOT") or ".") .. "/" .. exe end
+  local script = TMP .. "/mine.lua"
+  T.writefile(script, [[
+local ex = xsa.experiment{name = "mine", summary = "mine!", options = xsa.study.options({steps = 5})}
+ex:main(function() print("steps", ex.opts.steps) error("interrupted!") end)]])
+  local p = io.popen(shq(exe) .. " " .. shq(script) .. " --help 2>&1")
+  local out = p:read("a")
+  p:close()
+  T.ok(out:find("usage: xsa scripts/mine.lua", 1, true) and out:find("mine!", 1, true), out)
+  p = io.popen(shq(exe) .. " " .. shq(script) .. " --out " .. shq(TMP .. "/o") .. " --plots " .. shq(TMP .. "/o") ..
+    " --steps 9 2>&1; echo status=$?")
+  out = p:read("a")
+  p:close()
+  T.ok(out:find("steps\t9", 1, true) and out:find("status=130", 1, true), out)
+end)
+
+os.execute("rm -rf " .. shq(TMP))
+T.done()
