@@ -25,18 +25,8 @@ local spec = {
   },
 }
 
-local sys = xsa.sys
-local shq = sys.shell_quote
-
--- The xsa executable running us: $XSA_EXE, else arg[-1] (lua/xsa.c builds arg
--- as Lua's own lua.c does: the interpreter at -1).
-local function exe()
-  local e = sys.env("XSA_EXE")
-  if e then return sys.abspath(e) end
-  local a = arg and arg[-1]
-  if a and a:find("/", 1, true) then return sys.abspath(a) end
-  return a or "xsa"
-end
+local shq = xsa.sys.shell_quote
+local exe = xsa.experiment.exe -- $XSA_EXE, else the xsa running us (arg[-1])
 
 study.main(function()
   local opts = study.setup(xsa.args.parse(arg, spec))

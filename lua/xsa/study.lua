@@ -220,30 +220,6 @@ function M.command_line()
   return table.concat(parts, " ")
 end
 
--- A save hook for xsa.train.pair that keeps only what an unfinished run
--- leaves behind (a finished one goes to the cache): the result so far as
--- NAME-HASH-atN.json and both models (with their AdamW) as checkpoints.
-function M.partial_saver(opts, name, config)
-  local xsa = xsa_lib()
-  return function(res, status, ctx)
-    if status == "done" then return nil end
-    local base = xsa.cache.path(opts.out, name, config, "")
-    local at = string.format("-at%d", res.completed_steps)
-    local files = {}
-    if res.completed_steps > 0 then
-      for _, k in ipairs{"sa", "xsa"} do
-        local p = string.format("%s-%s%s.safetensors", base, k, at)
-        ctx[k]:save(p, {optimizer = ctx[k .. "_opt"]})
-        files[#files + 1] = p
-      end
-    end
-    local rp = base .. at .. ".json"
-    xsa.json.write_file(rp, {config = config, result = res}, {indent = true})
-    files[#files + 1] = rp
-    return table.concat(files, ", ")
-  end
-end
-
 -- Runs main(); "interrupted!" (Ctrl-C) ends the script with status 130 and no
 -- traceback (the training loop already said what it saved).
 function M.main(fn)
