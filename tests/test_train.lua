@@ -182,6 +182,22 @@ T.case("args: values, defaults, --quick and explicit flags", function()
   T.eq(table.concat(args.to_argv(q, spec, true), " "), "--seq-len 48 --quick")
 end)
 
+T.case("args: --no-NAME turns a bool flag off", function()
+  local sp = {name = "t", options = {{"resume", "bool", true, "resume"}, {"no-cache", "bool", false, "x"},
+    {"steps", "int", 3, "n"}}}
+  local o = assert(args.try_parse({}, sp))
+  T.eq(o.resume, true)
+  o = assert(args.try_parse({"--no-resume", "--no-cache"}, sp))
+  T.eq(o.resume, false)
+  T.eq(o.no_cache, true, "a declared --no-X flag is itself")
+  T.eq(o.given.resume, true)
+  T.eq(table.concat(args.to_argv(o, sp, true), " "), "--no-resume --no-cache")
+  T.eq(assert(args.try_parse({"--resume"}, sp)).resume, true)
+  T.ok(select(2, args.try_parse({"--no-steps"}, sp)):find("unknown option '--no-steps'", 1, true))
+  T.ok(select(2, args.try_parse({"--no-resume=1"}, sp)):find("unknown option '--no-resume'", 1, true))
+  T.ok(args.help(sp):find("--resume, --no-resume", 1, true), args.help(sp))
+end)
+
 T.case("args: errors and help", function()
   local o, err = args.try_parse({"--stpes", "3"}, spec)
   T.eq(o, nil)

@@ -38,6 +38,8 @@ function M.options(d, extra, skip)
     {"plots", "string", "plots", "figures folder"},
     {"format", "string", "png", "figure format: png or svg"},
     {"no-cache", "bool", false, "recompute even when a cached result exists"},
+    {"resume", "bool", true, "continue an unfinished run from its saved state (--no-resume: start over)"},
+    {"save-every", "int", d.save_every or 50, "steps between saved states of a training run (0: only when stopped)"},
     {"quick", "bool", false, "a fast small run (seconds), for trying things out and tests"},
   }
   for _, e in ipairs(extra or {}) do o[#o + 1] = e end
