@@ -93,6 +93,85 @@ T.case("results of another experiment: missing, with the command to run", functi
   T.eq(experiment.results("part3", ex.opts), nil, "a missing checkpoint is no result")
 end)
 
+-- A tiny paired run (real data and models, well under a second per run).
+local TINY = {"--quick", "--steps", "4", "--eval-every", "2", "--eval-batches", "1", "--max-tokens", "6000",
+  "--seq-len", "16", "--batch", "2", "--d-model", "32", "--n-layer", "1"}
+local function tiny(extra)
+  local argv = {"--out", TMP .. "/tiny", "--plots", TMP .. "/tiny"}
+  for _, a in ipairs(TINY) do argv[#argv + 1] = a end
+  for _, a in ipairs(extra or {}) do argv[#argv + 1] = a end
+  return new(argv)
+end
+-- runs fn with stderr captured; returns fn's results (or its error) and the text
+local function capture(fn)
+  local old, text = io.stderr, {}
+  io.stderr = {write = function(self, ...) for _, x in ipairs{...} do text[#text + 1] = tostring(x) end return self end,
+    flush = function(self) return self end}
+  local r = table.pack(pcall(fn))
+  io.stderr = old
+  return r, table.concat(text)
+end
+local function same_losses(a, b)
+  T.eq(xsa.json.encode({a.steps, a.sa.train, a.sa.val, a.sa.step_loss, a.sa.final_val, a.xsa.train, a.xsa.val,
+    a.xsa.step_loss, a.xsa.final_val}), xsa.json.encode({b.steps, b.sa.train, b.sa.val, b.sa.step_loss,
+    b.sa.final_val, b.xsa.train, b.xsa.val, b.xsa.step_loss, b.xsa.final_val}))
+end
+
+T.case("a stopped paired run resumes from its saved state; --no-resume starts over", function()
+  if not xsa.data.find(xsa.data.TEXT_NAMES) then error("the TinyStories corpus is missing") end
+  local full = tiny():pair{checkpoints = true, label = "tiny"}
+  local ex = tiny({"--no-cache"})
+  local f = experiment.files(ex.opts.out, "mine-4steps", ex:pair_config())
+  local function stop_at(n) return function(step) if step == n then error("interrupted!") end end end
+  local r, err = capture(function() return ex:pair{checkpoints = true, label = "tiny", on_point = stop_at(2)} end)
+  T.ok(not r[1] and tostring(r[2]):find("interrupted!", 1, true), tostring(r[2]))
+  T.ok(err:find("tiny: interrupted after 2 of 4 steps; results so far written to", 1, true), err)
+  local j = assert(xsa.json.read_file(f.state))
+  T.eq(j.state.completed_steps, 2)
+  T.eq(j.result.status, "interrupted")
+  T.eq(j.key, xsa.cache.key(ex:pair_config()))
+  -- resumed: the uninterrupted numbers and checkpoints, the state gone
+  r, err = capture(function() return tiny({"--no-cache"}):pair{checkpoints = true, label = "tiny", what = "tiny run"} end)
+  T.ok(r[1], tostring(r[2]))
+  T.ok(err:find("resume: tiny run from step 2 of 4", 1, true), err)
+  same_losses(r[2], full)
+  for _, k in ipairs{"init", "sa", "xsa"} do
+    T.ok(T.read(r[2].checkpoints[k]) == T.read(full.checkpoints[k]), k .. " checkpoint byte-identical")
+  end
+  for _, p in ipairs(f.state_files) do T.ok(not xsa.sys.exists(p), p .. " removed") end
+  -- --no-resume: a saved state is discarded, training starts at step 0
+  capture(function() return ex:pair{label = "tiny", on_point = stop_at(2)} end)
+  T.ok(xsa.sys.exists(f.state))
+  local seen = {}
+  r, err = capture(function() return tiny({"--no-cache", "--no-resume"}):pair{label = "tiny",
+    on_point = function(step) seen[#seen + 1] = step end} end)
+  T.ok(r[1] and err:find("--no-resume, starting tiny over", 1, true), err)
+  T.eq(table.concat(seen, ","), "0,2,4")
+  same_losses(r[2], full)
+  -- a state of another configuration under this name (a hash collision) or a
+  -- damaged one is never used
+  capture(function() return ex:pair{label = "tiny", on_point = stop_at(4)} end)
+  j = assert(xsa.json.read_file(f.state))
+  j.key = j.key:gsub('"seed":0', '"seed":1')
+  xsa.json.write_file(f.state, j)
+  r, err = capture(function() return tiny({"--no-cache"}):pair{label = "tiny"} end)
+  T.ok(err:find("is for another configuration; starting over", 1, true), err)
+  T.ok(not err:find("resume:", 1, true), err)
+  same_losses(r[2], full)
+  capture(function() return ex:pair{label = "tiny", on_point = stop_at(2)} end)
+  os.remove(assert(xsa.json.read_file(f.state)).models.xsa)
+  r, err = capture(function() return tiny({"--no-cache"}):pair{label = "tiny"} end)
+  T.ok(err:find("names a model that cannot be loaded", 1, true), err)
+  same_losses(r[2], full)
+  -- --save-every: states between steps while training, none left at the end
+  local saves = {}
+  r = capture(function() return tiny({"--no-cache", "--save-every", "1"}):pair{label = "tiny",
+    on_point = function() saves[#saves + 1] = (xsa.json.read_file(f.state) or {state = {}}).state.completed_steps end} end)
+  -- at point 2 the latest state is step 1's (step 2's follows its point), at 4 step 3's (the last step saves none)
+  T.eq(table.concat(saves, ","), "1,3")
+  T.ok(not xsa.sys.exists(f.state))
+end)
+
 T.case("a script built on it: --help, a bad flag", function()
   local exe = os.getenv("XSA_EXE")
   if not exe then print("skip: XSA_EXE not set") return end

@@ -20,8 +20,11 @@
 --   cache entries   ex:cached(compute, {name=, config=, check=, label=}) and
 --              ex:pair{...} (xsa.cache: OUT/NAME-HASH.json);
 --   checkpoints     ex:pair{checkpoints = true}: NAME-{init,sa,xsa}-...-HASH.safetensors;
---   partial saves   what an unfinished run leaves (a NaN loss, an error):
---              both models and the curves so far, as -atN files;
+--   resuming        a paired run saves its state next to the entry every
+--              --save-every steps and on Ctrl-C/SIGTERM, and continues from
+--              it when run again (--no-resume: start over); see below;
+--   partial saves   what a run stopped by a NaN loss or an error leaves for
+--              inspection: both models and the curves so far, as -atN files;
 --   the summary     ex:summary{...} (OUT/summary/NAME.json, for the report);
 --   figures         ex:save_figure(fig, "name") (--plots, --format);
 --   Ctrl-C          ex:main(fn): exit status 130 without a traceback.
@@ -80,8 +83,12 @@ local function files_of(dir, name, config)
     local stem = prefix and string.format("%s-%s-%s", prefix, kind, rest) or string.format("%s-%s", name, kind)
     return string.format("%s/%s-%s%s.safetensors", dir, stem, hash, suffix or "")
   end
+  local function state_model(kind, slot) return string.format("%s.resume-%s-%s.safetensors", base, kind, slot) end
   return {base = base, entry = base .. ".json", checkpoint = ck,
-    checkpoints = {init = ck("init"), sa = ck("sa"), xsa = ck("xsa")}}
+    checkpoints = {init = ck("init"), sa = ck("sa"), xsa = ck("xsa")},
+    state = base .. ".resume.json", state_model = state_model,
+    state_files = {base .. ".resume.json", state_model("sa", "a"), state_model("xsa", "a"),
+      state_model("sa", "b"), state_model("xsa", "b")}}
 end
 M.files = files_of
 
@@ -223,6 +230,78 @@ local function partial_save(f, config, res, ctx)
   return table.concat(files, ", ")
 end
 
+----------------------------------------------------------------------------
+-- saved states of a paired run (resuming)
+--
+-- NAME-HASH.resume.json next to the cache entry holds the key and the
+-- configuration (as the entry does), the state xsa.train.pair hands to its
+-- save hook (ctx.state: steps done by each model, the train loader's epoch
+-- and position, the global generator, the result so far) and the names of
+-- the two model files, NAME-HASH.resume-{sa,xsa}-{a,b}.safetensors (weights
+-- with AdamW moments and step counts). A save writes both models into the
+-- slot the JSON does not name, then replaces the JSON (atomically), so a
+-- process killed at any moment leaves a complete state: the previous one or
+-- the new one.
+
+local function remove_state(f)
+  for _, p in ipairs(f.state_files) do os.remove(p) end
+end
+
+-- The slot the state on disk names (nil when there is none).
+local function slot_on_disk(f)
+  local xsa = xsa_lib()
+  local j = xsa.json.read_file(f.state)
+  return type(j) == "table" and (j.slot == "a" or j.slot == "b") and j.slot or nil
+end
+
+local function write_state(f, config, ctx)
+  local xsa = xsa_lib()
+  local st = ctx.state
+  if not st then return nil end
+  local slot = slot_on_disk(f) == "a" and "b" or "a"
+  local models = {}
+  for _, k in ipairs{"sa", "xsa"} do
+    models[k] = f.state_model(k, slot)
+    ctx[k]:save(models[k], {optimizer = ctx[k .. "_opt"]})
+  end
+  xsa.json.write_file(f.state, {key = cache.key(config), config = config, slot = slot, models = models,
+    state = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng},
+    result = st.result, saved_at = os.date("!%Y-%m-%dT%H:%M:%SZ")})
+  return string.format("%s, %s, %s (the same command resumes from step %d; --no-resume starts over)",
+    models.sa, models.xsa, f.state, st.completed_steps)
+end
+
+-- The saved state for config: {resume = <xsa.train.pair's opts.resume>,
+-- sa, xsa (models), sa_opt, xsa_opt}, or nil (none, or unusable: said so
+-- and removed, the run starts over).
+local function load_state(f, config, say)
+  local xsa = xsa_lib()
+  local text = xsa.read_file(f.state)
+  if not text then return nil, "none" end
+  local function unusable(why)
+    say("warning: saved state %s %s; starting over", f.state, why)
+    remove_state(f)
+    return nil, why
+  end
+  local ok, j = pcall(xsa.json.decode, text)
+  if not ok or type(j) ~= "table" then return unusable("is not valid JSON") end
+  if j.key ~= cache.key(config) then return unusable("is for another configuration") end
+  local st = j.state
+  if type(st) ~= "table" or type(j.result) ~= "table" or type(j.models) ~= "table" or type(st.model_steps) ~= "table" then
+    return unusable("is incomplete")
+  end
+  local out = {}
+  for _, k in ipairs{"sa", "xsa"} do
+    local good, m, opt = pcall(xsa.gpt.load, tostring(j.models[k]))
+    if not good then return unusable("names a model that cannot be loaded (" .. tostring(m) .. ")") end
+    if not opt or opt.step_count ~= st.model_steps[k] then return unusable("does not match its " .. k .. " model") end
+    out[k], out[k .. "_opt"] = m, opt
+  end
+  out.resume = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng,
+    result = j.result}
+  return out
+end
+
 -- A paired SA/XSA run (xsa.train.pair) as a cache entry. o (all optional):
 --   name         the cache name (default NAME-<steps>steps)
 --   config       default ex.config, else ex:pair_config()
@@ -231,27 +310,57 @@ end
 --                AdamW) as safetensors next to the entry: r.checkpoints
 --   baseline     an earlier SA record to reuse (xsa.train.pair)
 --   on_start(sa_model, train_loader, val_loader)   before training
+--   on_point(step, vals, trains, result)   at each evaluation point (xsa.train.pair)
 --   after(r, {sa=, xsa=, train=, val=})   after training, before the entry
 --                is stored (probes, dropping step_loss, ...)
 --   check(r)     an extra cache check
 -- The models are fresh (study.new_pair: identical weights, XSA with
--- config.lambda). Returns result, status, entry path.
+-- config.lambda), or, when a saved state of this configuration exists and
+-- --no-resume was not given, those of the state: training continues where
+-- it stopped (--save-every N steps and on Ctrl-C/SIGTERM a state is saved;
+-- the finished entry replaces it). A NaN loss or an error leaves -atN files
+-- for inspection. Returns result, status, entry path.
 function Ex:pair(o)
   o = o or {}
   local xsa = xsa_lib()
   local config = o.config or self.config or self:pair_config()
   local name = o.name or M.pair_name(self.name, config)
-  local out = self.opts.out
-  local f = files_of(out, name, config)
+  local opts = self.opts
+  local f = files_of(opts.out, name, config)
   local label = o.label or self.name
-  local result, status, entry = cache.fetch(out, name, config, function()
+  local what = o.what or label
+  local function say(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
+  local result, status, entry = cache.fetch(opts.out, name, config, function()
     local tl, vl = study.loaders(config.data)
-    local sa_model, xsa_model = study.new_pair(config.model, config.lambda)
-    if o.checkpoints then sa_model:save(f.checkpoints.init) end
+    local saved, why
+    if opts.resume ~= false then
+      saved, why = load_state(f, config, say)
+      if saved then
+        say("resume: %s from step %d of %d (%s; --no-resume starts over)", what, saved.resume.completed_steps,
+          config.train.steps, f.state)
+      elseif why == "none" and opts.given and opts.given.resume then
+        say("resume: no saved state for %s (%s); starting from step 0", what, f.state)
+      end
+    elseif sys.exists(f.state) then
+      say("resume: --no-resume, starting %s over (discarding %s)", what, f.state)
+      remove_state(f)
+    end
+    local sa_model, xsa_model
+    if saved then
+      sa_model, xsa_model = saved.sa, saved.xsa
+    else
+      sa_model, xsa_model = study.new_pair(config.model, config.lambda)
+    end
+    if o.checkpoints and not (saved and sys.exists(f.checkpoints.init)) then
+      (saved and study.new_model(config.model) or sa_model):save(f.checkpoints.init)
+    end
     if o.on_start then o.on_start(sa_model, tl, vl) end
     local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
-      label = label, baseline = o.baseline,
+      label = label, baseline = o.baseline, save_every = opts.save_every or 0, on_point = o.on_point,
+      resume = saved and saved.resume, optimizers = saved and {saved.sa_opt, saved.xsa_opt},
       save = function(res, st, ctx)
+        if st == "checkpoint" or st == "interrupted" then return write_state(f, config, ctx) end
+        if st == "nan" then remove_state(f) end -- resuming would diverge again
         if st ~= "done" then return partial_save(f, config, res, ctx) end
         if not o.checkpoints then return nil end
         ctx.sa:save(f.checkpoints.sa, {optimizer = ctx.sa_opt})
@@ -264,7 +373,8 @@ function Ex:pair(o)
     sa_model:free()
     xsa_model:free()
     return r
-  end, {no_cache = self.opts.no_cache, check = pair_check(o.checkpoints, o.check), label = o.what or label})
+  end, {no_cache = opts.no_cache, check = pair_check(o.checkpoints, o.check), label = what})
+  remove_state(f) -- the finished entry replaces any saved state
   return result, status, entry
 end
 
