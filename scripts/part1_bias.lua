@@ -20,7 +20,7 @@ local ex = xsa.experiment{
   summary = "Bias probe of an untrained model (SA attention): per layer mean cos(v_i,v_j) (i != j),\n" ..
     "mean a_ii and mean cos(y_i,v_i); a three-panel figure with the values written on the bars.",
   options = study.options({max_tokens = 80000}, {{"probe-batches", "int", 8, "batches the probe averages over"}},
-    {"steps", "lr", "weight-decay", "eval-every", "eval-batches", "lambda", "resume", "save-every"}),
+    {"steps", "lr", "weight-decay", "eval-every", "eval-batches", "lambda"}), -- --resume, --save-every: unused
   quick = {max_tokens = 20000, batch = 4, probe_batches = 2},
   config = function(o)
     return {part = "part1", data = study.data_config(o), model = study.model_config(o), probe_batches = o.probe_batches}

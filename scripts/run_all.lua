@@ -20,6 +20,7 @@ local spec = {
     {"threads", "int", 0, "BLAS/engine threads for every part (0: leave as is)"},
     {"seed", "int", 0, "seed for every training part"},
     {"no-cache", "bool", false, "recompute cached results"},
+    {"resume", "bool", true, "let unfinished training runs continue from their saved state (--no-resume: start over)"},
     {"format", "string", "png", "figure format: png or svg"},
     {"skip", "string", "", "comma-separated parts to skip, e.g. part4,part6"},
   },
@@ -40,6 +41,7 @@ study.main(function()
     common[#common + 1] = tostring(opts.threads)
   end
   local seeded = {"--seed", tostring(opts.seed)}
+  if not opts.resume then seeded[#seeded + 1] = "--no-resume" end
   local steps = {
     {"part1", "part1_bias.lua", seeded},
     {"part2", "part2_geometry.lua", {"--animate"}},
