@@ -9,7 +9,8 @@
 -- entry), part3-{init,sa,xsa}-300steps-HASH.safetensors (the shared initial
 -- weights; trained SA and XSA with their AdamW state); and plots/part3_loss.png:
 -- train and val loss of both, the gap shaded. A second run with the same
--- flags is a cache hit (nothing retrained).
+-- flags is a cache hit (nothing retrained); a run stopped by Ctrl-C or kill
+-- continues from its saved state (every --save-every steps) when run again.
 local xsa = xsa or require "xsa"
 local study, plot = xsa.study, xsa.plot
 

@@ -164,9 +164,17 @@ T.case("a stopped paired run resumes from its saved state; --no-resume starts ov
   T.ok(err:find("names a model that cannot be loaded", 1, true), err)
   same_losses(r[2], full)
   -- --save-every: states between steps while training, none left at the end
-  local saves = {}
+  local saves, files = {}, {}
   r = capture(function() return tiny({"--no-cache", "--save-every", "1"}):pair{label = "tiny",
-    on_point = function() saves[#saves + 1] = (xsa.json.read_file(f.state) or {state = {}}).state.completed_steps end} end)
+    on_point = function()
+      local j = xsa.json.read_file(f.state)
+      if not j then return end
+      saves[#saves + 1] = j.state.completed_steps
+      local n = 0
+      for i = 2, #f.state_files do n = n + (xsa.sys.exists(f.state_files[i]) and 1 or 0) end
+      files[#files + 1] = n .. (xsa.sys.exists(j.models.sa) and xsa.sys.exists(j.models.xsa) and "" or " missing")
+    end} end)
+  T.eq(table.concat(files, ","), "2,2", "the two models the state names, the other slot removed")
   -- at point 2 the latest state is step 1's (step 2's follows its point), at 4 step 3's (the last step saves none)
   T.eq(table.concat(saves, ","), "1,3")
   T.ok(not xsa.sys.exists(f.state))

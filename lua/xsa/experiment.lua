@@ -239,9 +239,9 @@ end
 -- and position, the global generator, the result so far) and the names of
 -- the two model files, NAME-HASH.resume-{sa,xsa}-{a,b}.safetensors (weights
 -- with AdamW moments and step counts). A save writes both models into the
--- slot the JSON does not name, then replaces the JSON (atomically), so a
--- process killed at any moment leaves a complete state: the previous one or
--- the new one.
+-- slot the JSON does not name, then replaces the JSON (atomically), then
+-- removes the other slot's files, so a process killed at any moment leaves a
+-- complete state: the previous one or the new one.
 
 local function remove_state(f)
   for _, p in ipairs(f.state_files) do os.remove(p) end
@@ -267,6 +267,9 @@ local function write_state(f, config, ctx)
   xsa.json.write_file(f.state, {key = cache.key(config), config = config, slot = slot, models = models,
     state = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng},
     result = st.result, saved_at = os.date("!%Y-%m-%dT%H:%M:%SZ")})
+  local other = slot == "a" and "b" or "a" -- the previous state's models, no longer named
+  os.remove(f.state_model("sa", other))
+  os.remove(f.state_model("xsa", other))
   return string.format("%s, %s, %s (the same command resumes from step %d; --no-resume starts over)",
     models.sa, models.xsa, f.state, st.completed_steps)
 end
