@@ -414,6 +414,20 @@ void xsa_data_loader_reset(xsa_data_loader *l)
     }
 }
 
+int xsa_data_loader_seek(xsa_data_loader *l, int64_t epoch, int64_t position)
+{
+    int64_t nb = xsa_data_loader_num_batches(l);
+    if (epoch < 0 || position < 0 || position > nb)
+        return xsa_error("loader: cannot seek to epoch %lld, position %lld (%lld batches per epoch)",
+                         (long long)epoch + 1, (long long)position, (long long)nb);
+    if (epoch != l->epoch) {
+        l->epoch = epoch;
+        make_order(l);
+    }
+    l->pos = position;
+    return 0;
+}
+
 int64_t xsa_data_loader_epoch(const xsa_data_loader *l) { return l->epoch; }
 int64_t xsa_data_loader_position(const xsa_data_loader *l) { return l->pos; }
 

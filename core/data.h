@@ -102,6 +102,12 @@ int xsa_data_loader_next(xsa_data_loader *l, xsa_tensor **inputs, xsa_tensor **t
 void xsa_data_loader_reset(xsa_data_loader *l);
 int64_t xsa_data_loader_epoch(const xsa_data_loader *l);    /* 0-based */
 int64_t xsa_data_loader_position(const xsa_data_loader *l); /* batches taken this epoch */
+/* Puts the loader where it was after taking `position` batches of epoch
+ * `epoch` (0-based; 0 <= position <= num_batches), as epoch() and
+ * position() reported them: the next call to next() returns what it would
+ * have returned then (a resumed run sees the same batches). -1 + error on
+ * values out of range. */
+int xsa_data_loader_seek(xsa_data_loader *l, int64_t epoch, int64_t position);
 /* The window index (into the whole token tensor) at position k of the
  * current epoch's order (for tests and reports). -1 if out of range. */
 int64_t xsa_data_loader_window(const xsa_data_loader *l, int64_t k);

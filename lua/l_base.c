@@ -11,7 +11,8 @@
  *     xsa.tensor(data) zeros ones full(sizes..., v) arange([start,] stop [,step])
  *     rand randn randint(lo, hi, sizes...) ([g,] first: an xsa.generator(seed))
  *     zeros_like ones_like full_like rand_like randn_like  cat stack where
- *     matmul allclose generator manual_seed is_tensor live_bytes
+ *     matmul allclose generator manual_seed get_rng_state set_rng_state
+ *     (l_generator.c's) is_tensor live_bytes
  *
  * Owns the functions of the xsa table; the tables inside it (xsa.json,
  * xsa.nn, ...) belong to their own files and are set by l_init.c. Tensor
@@ -522,6 +523,7 @@ static const luaL_Reg base_funcs[] = {
     {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full},
     {"arange", l_arange}, {"rand", l_rand}, {"randn", l_randn}, {"randint", l_randint},
     {"generator", l_generator}, {"manual_seed", l_manual_seed},
+    {"get_rng_state", xsa_lua_get_rng_state}, {"set_rng_state", xsa_lua_set_rng_state},
     {"where", l_where}, {"matmul", xsa_lua_tensor_matmul}, {"allclose", xsa_lua_tensor_allclose},
     {"is_tensor", l_is_tensor}, {"live_bytes", l_live_bytes},
     {"cat", l_cat}, {"stack", l_stack},

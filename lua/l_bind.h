@@ -100,6 +100,9 @@ int xsa_lua_open_generator(lua_State *L);
 xsa_rng *xsa_lua_testgenerator(lua_State *L, int idx);
 /* Pushes a new generator seeded with seed. */
 void xsa_lua_pushgenerator(lua_State *L, uint64_t seed);
+/* xsa.get_rng_state() / xsa.set_rng_state(s): the global generator's state. */
+int xsa_lua_get_rng_state(lua_State *L);
+int xsa_lua_set_rng_state(lua_State *L);
 
 /* ---- the libraries: each pushes its table -------------------------------- */
 

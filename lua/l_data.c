@@ -8,7 +8,8 @@
  *   xsa._data.split(n_tokens, seq_len, val_fraction) -> n_windows, n_train
  *   xsa._data.loader(tokens, first_window, n_windows, seq_len, batch, shuffle, seed)
  *       -> userdata with :num_batches() :batch(i) :next() :reset() :epoch()
- *          :position() :window(k) (1-based i, k, epochs and window numbers)
+ *          :position() :seek(epoch, position) :window(k) (1-based i, k, epochs
+ *          and window numbers; position = batches taken this epoch)
  *
  * Owns the xsa._data table and the loader type ("xsa.data.loader") its
  * loader() constructs (as liolib.c owns io and its file handles).
@@ -165,6 +166,16 @@ static int ld_position(lua_State *L)
     return 1;
 }
 
+/* seek(epoch, position): epoch 1-based as epoch() reports it */
+static int ld_seek(lua_State *L)
+{
+    xsa_data_loader *l = check(L);
+    lua_Integer e = luaL_checkinteger(L, 2);
+    lua_Integer p = luaL_checkinteger(L, 3);
+    if (xsa_data_loader_seek(l, (int64_t)e - 1, p) != 0) return xsa_lua_corefail(L);
+    return 0;
+}
+
 static int ld_window(lua_State *L)
 {
     xsa_data_loader *l = check(L);
@@ -187,6 +198,7 @@ static const luaL_Reg loader_methods[] = {
     {"reset", ld_reset},
     {"epoch", ld_epoch},
     {"position", ld_position},
+    {"seek", ld_seek},
     {"window", ld_window},
     {"free", ld_gc},
     {NULL, NULL},

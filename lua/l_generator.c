@@ -6,13 +6,24 @@
  *   g:rand(sizes...) g:randn(sizes...) g:randint(lo, hi, sizes...)
  *                                 the same C code as xsa.rand(g, ...) ...
  *   g:manual_seed(seed) -> g
+ *   g:get_state() -> s, g:set_state(s) -> g   the whole state as a string
+ *   xsa.get_rng_state(), xsa.set_rng_state(s) the same for the global
+ *                                 generator (registered by l_base.c)
+ * A state string is "xoshiro256** S0 S1 S2 S3 SPARE" (the four words in
+ * hex; SPARE the kept Box-Muller normal as a C99 hex float, or "-"):
+ * setting it back continues the stream exactly where it was.
  *
  * Owns the generator type: its metatable and methods. Generators passed to
  * xsa.rand/randn/randint/rand_like/randn_like are found with
  * xsa_lua_testgenerator.
  *
- * Non-goals: the generator's algorithm (core/tensor.c); saving its state.
+ * Non-goals: the generator's algorithm (core/rng.c).
  */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "l_bind.h"
 
 #define GEN_MT "xsa.generator"
@@ -41,6 +52,54 @@ static int g_manual_seed(lua_State *L)
     return 1;
 }
 
+static int push_state(lua_State *L, const xsa_rng *g)
+{
+    char spare[64] = "-";
+    if (g->has_spare) snprintf(spare, sizeof spare, "%a", g->spare);
+    char buf[160];
+    snprintf(buf, sizeof buf, "xoshiro256** %016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %s",
+             g->s[0], g->s[1], g->s[2], g->s[3], spare);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
+static void set_state(lua_State *L, int arg, xsa_rng *g)
+{
+    const char *s = luaL_checkstring(L, arg);
+    xsa_rng r;
+    char spare[64];
+    int n = -1;
+    if (sscanf(s, "xoshiro256** %16" SCNx64 " %16" SCNx64 " %16" SCNx64 " %16" SCNx64 " %63s%n", &r.s[0],
+               &r.s[1], &r.s[2], &r.s[3], spare, &n) != 5 || s[n] != '\0' ||
+        (r.s[0] | r.s[1] | r.s[2] | r.s[3]) == 0)
+        luaL_argerror(L, arg, "not a generator state (from get_state / xsa.get_rng_state)");
+    r.has_spare = strcmp(spare, "-") != 0;
+    r.spare = 0.0;
+    if (r.has_spare) {
+        char *end;
+        r.spare = strtod(spare, &end);
+        if (*end) luaL_argerror(L, arg, "not a generator state (bad spare normal)");
+    }
+    *g = r;
+}
+
+static int g_get_state(lua_State *L) { return push_state(L, luaL_checkudata(L, 1, GEN_MT)); }
+
+static int g_set_state(lua_State *L)
+{
+    set_state(L, 2, luaL_checkudata(L, 1, GEN_MT));
+    lua_settop(L, 1);
+    return 1;
+}
+
+int xsa_lua_get_rng_state(lua_State *L) { return push_state(L, xsa_rng_global()); }
+
+int xsa_lua_set_rng_state(lua_State *L)
+{
+    set_state(L, 1, xsa_rng_global());
+    return 0;
+}
+
 static int g_tostring(lua_State *L)
 {
     luaL_checkudata(L, 1, GEN_MT);
@@ -56,6 +115,7 @@ static const luaL_Reg gen_meta[] = {
 static const luaL_Reg gen_methods[] = {
     {"rand", g_rand}, {"randn", g_randn}, {"randint", g_randint},
     {"manual_seed", g_manual_seed},
+    {"get_state", g_get_state}, {"set_state", g_set_state},
     {NULL, NULL},
 };
 

@@ -3,8 +3,9 @@
  * on a terminal with no script, an interactive REPL (libedit line editing
  * and history). Modelled on Lua's own lua.c (pmain, docall, msghandler,
  * laction): scripts run under lua_pcall with a traceback handler, errors go
- * to stderr with exit status 1, and Ctrl-C raises "interrupted!" inside the
- * running Lua code instead of killing the process.
+ * to stderr with exit status 1, and Ctrl-C (SIGINT) or SIGTERM raises
+ * "interrupted!" inside the running Lua code instead of killing the process
+ * (so a training script can save its state; a second signal kills).
  *
  * Before Lua starts, the OpenBLAS kernel is checked: when the user has not
  * chosen one (OPENBLAS_CORETYPE unset) and OpenBLAS fell back to a kernel
@@ -84,7 +85,9 @@ static void print_version(void)
            xsa_blas_is_fallback() ? " (OpenBLAS is running a slower fallback kernel)" : "");
 }
 
-/* ---- Ctrl-C: as lua.c, a signal sets a hook that raises in Lua ---------- */
+/* ---- Ctrl-C: as lua.c, a signal sets a hook that raises in Lua ----------
+ * SIGTERM (kill's default) is treated the same way, so that a stopped run
+ * saves what it has as after Ctrl-C. */
 
 static void lstop(lua_State *L, lua_Debug *ar)
 {
@@ -118,8 +121,10 @@ static int docall(lua_State *L, int narg, int nres)
     lua_insert(L, base);
     globalL = L;
     signal(SIGINT, laction);
+    signal(SIGTERM, laction);
     int status = lua_pcall(L, narg, nres, base);
     signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     lua_sethook(L, NULL, 0, 0);
     lua_remove(L, base);
     return status;

@@ -20,23 +20,14 @@ local spec = {
     {"threads", "int", 0, "BLAS/engine threads for every part (0: leave as is)"},
     {"seed", "int", 0, "seed for every training part"},
     {"no-cache", "bool", false, "recompute cached results"},
+    {"resume", "bool", true, "let unfinished training runs continue from their saved state (--no-resume: start over)"},
     {"format", "string", "png", "figure format: png or svg"},
     {"skip", "string", "", "comma-separated parts to skip, e.g. part4,part6"},
   },
 }
 
-local sys = xsa.sys
-local shq = sys.shell_quote
-
--- The xsa executable running us: $XSA_EXE, else arg[-1] (lua/xsa.c builds arg
--- as Lua's own lua.c does: the interpreter at -1).
-local function exe()
-  local e = sys.env("XSA_EXE")
-  if e then return sys.abspath(e) end
-  local a = arg and arg[-1]
-  if a and a:find("/", 1, true) then return sys.abspath(a) end
-  return a or "xsa"
-end
+local shq = xsa.sys.shell_quote
+local exe = xsa.experiment.exe -- $XSA_EXE, else the xsa running us (arg[-1])
 
 study.main(function()
   local opts = study.setup(xsa.args.parse(arg, spec))
@@ -50,6 +41,7 @@ study.main(function()
     common[#common + 1] = tostring(opts.threads)
   end
   local seeded = {"--seed", tostring(opts.seed)}
+  if not opts.resume then seeded[#seeded + 1] = "--no-resume" end
   local steps = {
     {"part1", "part1_bias.lua", seeded},
     {"part2", "part2_geometry.lua", {"--animate"}},

@@ -88,13 +88,25 @@ T.case("syntax error is reported", function()
   T.ok(out:find("unexpected symbol", 1, true), out)
 end)
 
-T.case("SIGINT interrupts a running loop with an error", function()
+for _, sig in ipairs{"INT", "TERM"} do
+  T.case("SIG" .. sig .. " interrupts a running loop with an error", function()
+    local f = assert(io.open(tmp, "w"))
+    f:write("io.stdout:write('started\\n') io.stdout:flush()\nwhile true do end\n")
+    f:close()
+    local out, code = run("sh -c '" .. exe .. " " .. tmp .. " & pid=$!; sleep 0.5; kill -" .. sig .. " $pid; wait $pid'")
+    T.eq(code, 1)
+    T.ok(out:find("interrupted!", 1, true), out)
+  end)
+end
+
+T.case("SIGTERM is an error a script can catch, like Ctrl-C", function()
   local f = assert(io.open(tmp, "w"))
-  f:write("io.stdout:write('started\\n') io.stdout:flush()\nwhile true do end\n")
+  f:write("local ok, e = pcall(function() io.stdout:write('started\\n') io.stdout:flush() while true do end end)\n" ..
+    "print('caught', e) os.exit(7)\n")
   f:close()
-  local out, code = run("sh -c '" .. exe .. " " .. tmp .. " & pid=$!; sleep 0.5; kill -INT $pid; wait $pid'")
-  T.eq(code, 1)
-  T.ok(out:find("interrupted!", 1, true), out)
+  local out, code = run("sh -c '" .. exe .. " " .. tmp .. " & pid=$!; sleep 0.5; kill -TERM $pid; wait $pid'")
+  T.eq(code, 7, out)
+  T.ok(out:find("caught\tinterrupted!", 1, true), out)
 end)
 
 os.remove(tmp)

@@ -105,6 +105,26 @@ static void test_loaders(void)
     int differs = 0;
     for (int k = 0; k < 83; k++) differs |= xsa_data_loader_window(tr, k) != xsa_data_loader_window(tr2, k);
     CHECK(differs || e2first != xsa_data_loader_window(tr, 0), "epochs differ");
+    /* seek: tr2 stands at epoch 2 (0-based), position 5 after its 25 batches; a
+     * loader put there by seek hands out the same batches from then on */
+    CHECK(xsa_data_loader_epoch(tr2) == 2 && xsa_data_loader_position(tr2) == 5, "tr2 after 25 batches");
+    CHECK(xsa_data_loader_seek(tr, 2, 5) == 0 && xsa_data_loader_epoch(tr) == 2 &&
+          xsa_data_loader_position(tr) == 5, "seek");
+    int same = 1;
+    for (int step = 0; step < 12; step++) { /* across the next epoch boundary */
+        CHECK(xsa_data_loader_next(tr, &x, &y) == 0 && xsa_data_loader_next(tr2, &x2, &y2) == 0, "next");
+        same &= memcmp(xsa_tensor_i32(x), xsa_tensor_i32(x2), 80 * sizeof(int32_t)) == 0;
+        xsa_tensor_free(x);
+        xsa_tensor_free(y);
+        xsa_tensor_free(x2);
+        xsa_tensor_free(y2);
+    }
+    CHECK(same, "after seek: the batches of the loader that got there by next()");
+    CHECK(xsa_data_loader_seek(tr, 0, 11) == -1 && strstr(xsa_last_error(), "cannot seek"),
+          "position past the epoch: %s", xsa_last_error());
+    CHECK(xsa_data_loader_seek(tr, -1, 0) == -1, "negative epoch");
+    CHECK(xsa_data_loader_seek(tr, 0, 10) == 0, "position = num_batches: the epoch is used up");
+    xsa_data_loader_reset(tr);
     /* validation: in order, remainder last */
     CHECK(xsa_data_loader_batch(va, 2, &x, &y) == 0 && x->shape[0] == 2 &&
           xsa_tensor_i32(x)[0] == 89 * 11 && xsa_tensor_i32(y)[10] == 90 * 11 + 1, "last val batch");

@@ -297,6 +297,14 @@ T.case("train order: a seeded permutation per epoch, the same on every machine",
   local differs = false
   for k = 1, 8 do differs = differs or train:window(k) ~= e1[k] end
   T.ok(differs, "epoch 2 is reshuffled")
+  -- seek puts a fresh loader where this one is: the same batches follow
+  for _ = 1, 6 do train:next() end
+  T.eq(train:position(), 7)
+  local fresh = data.tinystories(opts)
+  fresh:seek(train:epoch(), train:position())
+  T.eq(fresh:epoch(), 2)
+  for i = 1, 3 do T.ok(fresh:next():equal((train:next())), "after seek, batch " .. i) end
+  T.raises(function() fresh:seek(1, 433) end, "cannot seek to epoch 1, position 433")
   train:reset()
   T.eq(train:epoch(), 1)
   for k = 1, 8 do T.eq(train:window(k), e1[k], "reset restores epoch 1") end

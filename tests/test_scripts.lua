@@ -38,6 +38,7 @@ end
 local function q(extra) return "--quick --out " .. shq(OUT) .. " --plots " .. shq(PLOTS) .. " " .. (extra or "") end
 
 local function summary(part) return assert(xsa.json.read_file(OUT .. "/summary/" .. part .. ".json")) end
+local function summary_path(dir) return dir .. "/summary/part3.json" end
 
 local finite = xsa.numbers.finite
 
@@ -294,7 +295,7 @@ long_case("run_all: every part in order (cached), then the report", function()
   T.ok(count(err, "cache hit:") >= 4, err)
 end)
 
-long_case("Ctrl-C during training: partial results written, status 130", function()
+long_case("Ctrl-C during training: the state written, status 130", function()
   local dir = TMP .. "/intr"
   local o, e = TMP .. "/intr.out", TMP .. "/intr.err"
   local sh = string.format([[
@@ -307,13 +308,83 @@ sleep 2; kill -INT $pid; wait $pid; echo "status=$?"]], shq(EXE), shq(ROOT .. "/
   p:close()
   local err = read(e) or ""
   T.ok(res:find("status=130", 1, true), res .. err)
-  local partial = err:match("results so far written to .-([^%s,]+%-at%d+%.json)")
+  local partial = err:match("results so far written to .-([^%s,]+%.resume%.json)")
   T.ok(partial, err)
   local d = assert(xsa.json.read_file(partial))
   T.eq(d.result.status, "interrupted")
   T.ok(d.result.completed_steps < 100000)
+  T.eq(d.state.completed_steps, d.result.completed_steps)
   -- no finished cache entry for an interrupted run
   T.ok(not err:find("cache hit", 1, true))
+end)
+
+-- A small part-3 run stopped three times (SIGINT, SIGTERM, SIGKILL between
+-- saves) and resumed each time ends with the numbers and checkpoints of the
+-- same run left alone, to the bit.
+long_case("resume after SIGINT, SIGTERM and SIGKILL: bit-identical to an uninterrupted run", function()
+  local flags = "--quick --steps 48 --eval-every 3 --save-every 4 --eval-batches 1 --max-tokens 8000 " ..
+    "--seq-len 16 --batch 4 --d-model 32 --n-layer 1"
+  local ref, dir = TMP .. "/resume_ref", TMP .. "/resume"
+  local code, _, err = run("part3_train.lua", flags .. " --out " .. shq(ref) .. " --plots " .. shq(ref))
+  T.eq(code, 0, err)
+  local e = TMP .. "/resume.err"
+  -- one session of the run in `dir`, stopped with `sig` once the first logged
+  -- step >= n ("step N/", every 3 steps) is
+  local function session(n, sig)
+    n = (n + 2) // 3 * 3
+    local sh = string.format([[
+XSA_PROGRESS=log %s %s %s --out %s --plots %s >/dev/null 2>%s & pid=$!
+i=0; while ! grep -q "step %d/" %s 2>/dev/null; do sleep 0.05; i=$((i+1)); [ $i -gt 1200 ] && break; done
+kill -%s $pid; { wait $pid; } 2>/dev/null; echo "status=$?"]], shq(EXE), shq(ROOT .. "/scripts/part3_train.lua"), flags, shq(dir), shq(dir),
+      shq(e), n, shq(e), sig)
+    local p = io.popen("sh -c " .. shq(sh))
+    local res = p:read("a")
+    p:close()
+    local text = read(e) or ""
+    io.stdout:write(string.format("  %s after step %d: %s", sig, n, res))
+    return tonumber(res:match("status=(%d+)")), text
+  end
+  local function resumed_from(text) return tonumber(text:match("resume: part3 paired training from step (%d+) of 48")) end
+  local status, text = session(6, "INT")
+  T.eq(status, 130, text)
+  local at1 = tonumber(text:match("interrupted after (%d+) of 48 steps; results so far written to"))
+  T.ok(at1 and at1 >= 6 and at1 < 24, text)
+  T.ok(text:find("the same command resumes from step " .. at1, 1, true), text)
+  local state = assert(xsa.json.read_file(text:match("([^%s,]+%.resume%.json)")))
+  local ms = state.state.model_steps
+  T.ok((ms.sa == at1 or ms.sa == at1 + 1) and (ms.xsa == at1 or ms.xsa == at1 + 1), "each model at or one step past it")
+  io.stdout:write(string.format("  SIGINT's state: %d steps done, SA took %d, XSA %d\n", at1, ms.sa, ms.xsa))
+  status, text = session(at1 + 6, "TERM")
+  T.eq(status, 130, text)
+  T.eq(resumed_from(text), at1, "SIGINT's state: " .. text)
+  local at2 = tonumber(text:match("interrupted after (%d+) of 48 steps"))
+  T.ok(at2 and at2 >= at1 + 6 and at2 < 36, text)
+  status, text = session(at2 + 7, "KILL")
+  T.eq(status, 137, text)
+  T.eq(resumed_from(text), at2, "SIGTERM's state: " .. text)
+  code, _, err = run("part3_train.lua", flags .. " --out " .. shq(dir) .. " --plots " .. shq(dir))
+  T.eq(code, 0, err)
+  local at3 = resumed_from(err)
+  -- killed: from the last periodic save, a multiple of --save-every
+  T.ok(at3 and at3 % 4 == 0 and at3 > at2 and at3 < 48, "SIGKILL: " .. err)
+  io.stdout:write(string.format("  stopped at steps %d (SIGINT), %d (SIGTERM); resumed from %d after SIGKILL\n", at1, at2, at3))
+  local a = assert(xsa.json.read_file(summary_path(ref)))
+  local b = assert(xsa.json.read_file(summary_path(dir)))
+  T.eq(a.entry:match("[^/]+$"), b.entry:match("[^/]+$"))
+  local ra, rb = assert(xsa.json.read_file(a.entry)).result, assert(xsa.json.read_file(b.entry)).result
+  T.eq(#rb.sa.step_loss, 48)
+  for _, k in ipairs{"steps", "sa", "xsa", "improvement_pct", "completed_steps", "status", "tokens"} do
+    local x, y = ra[k], rb[k]
+    if type(x) == "table" then x, y = xsa.json.encode(x), xsa.json.encode(y) end
+    T.eq(y, x, "result." .. k .. " is the uninterrupted run's")
+  end
+  for _, k in ipairs{"init", "sa", "xsa"} do
+    local x, y = read(ra.checkpoints[k]), read(rb.checkpoints[k])
+    T.ok(x and y and x == y, k .. " checkpoint byte-identical")
+  end
+  -- the finished entry replaced the saved state
+  local left = io.popen("ls " .. shq(dir)):read("a")
+  T.ok(not left:find("resume", 1, true), left)
 end)
 
 os.execute("rm -rf " .. shq(TMP))

@@ -139,6 +139,124 @@ T.case("pair on Ctrl-C saves what it has and re-raises interrupted!", function()
   end)
 end)
 
+-- Resuming: a run stopped anywhere and continued from its saved state (through
+-- JSON, as on disk) gives the uninterrupted run's numbers and batches.
+local function resume_pair(k_sa, k_xsa)
+  return fake.model{name = "sa", losses = function(t, id) return 10 - 0.1 * t + (id % 1000) * 0.001 end, raise_at = k_sa},
+    fake.model{name = "xsa", losses = function(t, id) return 10 - 0.2 * t + (id % 1000) * 0.003 end, raise_at = k_xsa}
+end
+local ROPTS = {steps = 12, eval_every = 5, eval_batches = 2, progress = false, quiet = true}
+local function ropts(extra)
+  local o = {}
+  for k, v in pairs(ROPTS) do o[k] = v end
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o
+end
+local function same_numbers(a, b, what)
+  T.eq(table.concat(a.steps, ","), table.concat(b.steps, ","), what .. ": steps")
+  for _, m in ipairs{"sa", "xsa"} do
+    for _, k in ipairs{"train", "val", "step_loss"} do
+      T.eq(real.json.encode(a[m][k]), real.json.encode(b[m][k]), what .. ": " .. m .. "." .. k)
+    end
+    T.eq(a[m].final_val, b[m].final_val, what .. ": " .. m .. ".final_val")
+  end
+  T.eq(a.improvement_pct, b.improvement_pct, what .. ": improvement")
+  T.eq(a.completed_steps, b.completed_steps)
+end
+-- continues from `state` with fakes at the steps each model took; returns the
+-- result and the batches each model trained on in this session
+local function resume_from(state)
+  state = real.json.decode(real.json.encode(state))
+  local sa_model, xsa_model = resume_pair()
+  sa_model.t, xsa_model.t = state.model_steps.sa, state.model_steps.xsa
+  local r = train.pair(sa_model, xsa_model, fake.loader{batches = 5, shuffle = true}, fake.loader{batches = 3},
+    ropts{resume = state})
+  return r, sa_model.batches_seen, xsa_model.batches_seen
+end
+local function concat(a, b)
+  local out = {}
+  for _, x in ipairs(a) do out[#out + 1] = x end
+  for _, x in ipairs(b) do out[#out + 1] = x end
+  return table.concat(out, ",")
+end
+
+T.case("pair resumes from periodic saves and from an interrupt with one model a step ahead", function()
+  with_fake(function()
+    local states = {}
+    local sa_model, xsa_model = resume_pair()
+    local full = train.pair(sa_model, xsa_model, fake.loader{batches = 5, shuffle = true}, fake.loader{batches = 3},
+      ropts{save_every = 4, save = function(res, status, ctx)
+        if status == "checkpoint" then states[#states + 1] = ctx.state end
+      end})
+    T.eq(#states, 2, "saved after steps 4 and 8 (not after the last)")
+    T.eq(states[1].completed_steps, 4)
+    T.eq(states[2].loader.epoch, 2, "8 batches of 5: epoch 2")
+    T.eq(states[2].loader.position, 3)
+    T.eq(states[1].result.status, "running")
+    for i, st in ipairs(states) do
+      local r, sa_seen, xsa_seen = resume_from(st)
+      same_numbers(r, full, "from save " .. i)
+      T.eq(#sa_seen, 12 - st.completed_steps)
+      T.eq(sa_seen[1], sa_model.batches_seen[st.completed_steps + 1], "the batch after the save")
+    end
+    -- Ctrl-C inside XSA's step 8: SA has taken step 8, XSA has not
+    local a, b = resume_pair(nil, 8)
+    local state
+    T.raises(function()
+      train.pair(a, b, fake.loader{batches = 5, shuffle = true}, fake.loader{batches = 3},
+        ropts{save = function(_, status, ctx) if status == "interrupted" then state = ctx.state end end})
+    end, "interrupted!")
+    T.eq(state.result.status, "interrupted")
+    T.eq(state.completed_steps, 7)
+    T.eq(state.model_steps.sa, 8)
+    T.eq(state.model_steps.xsa, 7)
+    T.eq(#state.result.sa.step_loss, 8)
+    T.eq(#state.result.xsa.step_loss, 7)
+    local r, sa_seen, xsa_seen = resume_from(state)
+    same_numbers(r, full, "from the interrupt")
+    T.eq(concat(a.batches_seen, sa_seen), table.concat(sa_model.batches_seen, ","), "SA's batches over both sessions")
+    T.eq(concat(b.batches_seen, xsa_seen), table.concat(xsa_model.batches_seen, ","), "XSA's batches over both sessions")
+  end)
+end)
+
+T.case("pair resumes from an interrupt during an evaluation or the final val loss", function()
+  with_fake(function()
+    local full = train.pair(fake.model{losses = function(t, id) return 4 - 0.1 * t + id * 1e-4 end},
+      fake.model{losses = function(t, id) return 4 - 0.2 * t + id * 1e-4 end},
+      fake.loader{batches = 5, shuffle = true}, fake.loader{batches = 3}, ropts())
+    -- val batch calls: 2 per model at each point (0, 5, 10, 12: calls 1-16), then 3
+    -- per model for the final val loss; call 6 is SA's second at step 5, 17 and
+    -- 19 are in SA's final pass
+    for _, stop_at in ipairs{6, 17, 19} do
+      local vl = fake.loader{batches = 3}
+      local plain, calls = vl.batch, 0
+      function vl:batch(i)
+        calls = calls + 1
+        if calls == stop_at then error("fake.lua:1: interrupted!") end
+        return plain(self, i)
+      end
+      local a = fake.model{losses = function(t, id) return 4 - 0.1 * t + id * 1e-4 end}
+      local b = fake.model{losses = function(t, id) return 4 - 0.2 * t + id * 1e-4 end}
+      local state
+      T.raises(function()
+        train.pair(a, b, fake.loader{batches = 5, shuffle = true}, vl,
+          ropts{save = function(_, status, ctx) if status == "interrupted" then state = ctx.state end end})
+      end, "interrupted!")
+      state = real.json.decode(real.json.encode(state))
+      local c, d = fake.model{losses = function(t, id) return 4 - 0.1 * t + id * 1e-4 end},
+        fake.model{losses = function(t, id) return 4 - 0.2 * t + id * 1e-4 end}
+      c.t, d.t = state.model_steps.sa, state.model_steps.xsa
+      local r = train.pair(c, d, fake.loader{batches = 5, shuffle = true}, fake.loader{batches = 3}, ropts{resume = state})
+      same_numbers(r, full, "interrupted at val call " .. stop_at)
+    end
+    T.raises(function()
+      train.pair(fake.model{losses = function() return 1 end}, fake.model{losses = function() return 1 end},
+        fake.loader{batches = 5}, fake.loader{batches = 3}, ropts{steps = 13, resume = {model_steps = {sa = 0, xsa = 0},
+          result = full}})
+    end, "opts.resume was saved by another run (steps 12, not 13)")
+  end)
+end)
+
 T.case("pair: other errors propagate with a traceback, after saving", function()
   with_fake(function()
     local sa_model = fake.model{losses = function(t) if t == 2 then error("boom in model") end return 1 end}
@@ -180,6 +298,22 @@ T.case("args: values, defaults, --quick and explicit flags", function()
   T.eq(q.seq_len, 48) -- an explicit flag wins over --quick
   T.eq(math.type(q.steps), "integer")
   T.eq(table.concat(args.to_argv(q, spec, true), " "), "--seq-len 48 --quick")
+end)
+
+T.case("args: --no-NAME turns a bool flag off", function()
+  local sp = {name = "t", options = {{"resume", "bool", true, "resume"}, {"no-cache", "bool", false, "x"},
+    {"steps", "int", 3, "n"}}}
+  local o = assert(args.try_parse({}, sp))
+  T.eq(o.resume, true)
+  o = assert(args.try_parse({"--no-resume", "--no-cache"}, sp))
+  T.eq(o.resume, false)
+  T.eq(o.no_cache, true, "a declared --no-X flag is itself")
+  T.eq(o.given.resume, true)
+  T.eq(table.concat(args.to_argv(o, sp, true), " "), "--no-resume --no-cache")
+  T.eq(assert(args.try_parse({"--resume"}, sp)).resume, true)
+  T.ok(select(2, args.try_parse({"--no-steps"}, sp)):find("unknown option '--no-steps'", 1, true))
+  T.ok(select(2, args.try_parse({"--no-resume=1"}, sp)):find("unknown option '--no-resume'", 1, true))
+  T.ok(args.help(sp):find("--resume, --no-resume", 1, true), args.help(sp))
 end)
 
 T.case("args: errors and help", function()

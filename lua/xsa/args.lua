@@ -16,7 +16,8 @@
 --   })
 --   opts.steps, opts.seq_lens, opts.quick, opts.given.steps
 --
--- Types: "int", "number", "string", "bool" (a bare --flag), "numbers"
+-- Types: "int", "number", "string", "bool" (a bare --flag; --no-flag sets
+-- it to false unless a flag of that name is declared), "numbers"
 -- (comma-separated). "--name value" and "--name=value" both work. Flag names
 -- use dashes; the table keys use underscores.
 -- Non-goals: short options, positional arguments, sub-commands.
@@ -84,6 +85,7 @@ function M.help(spec)
   for i, o in ipairs(spec.options) do
     local head = "--" .. o[1]
     if o[2] ~= "bool" then head = head .. " " .. (o[2] == "numbers" and "A,B,.." or o[2]:upper()) end
+    if o[2] == "bool" and o[3] then head = head .. ", --no-" .. o[1] end
     heads[i] = head
     width = math.max(width, #head)
   end
@@ -119,6 +121,10 @@ function M.try_parse(argv, spec)
     end
     name = name:gsub("_", "-")
     local o = by_name[name]
+    local negated = by_name[name:match("^no%-(.+)$") or ""]
+    if not o and negated and negated[2] == "bool" and value == nil then
+      o, name, value = negated, negated[1], "false"
+    end
     if not o then return nil, string.format("unknown option '--%s' (see --help)", name) end
     local t = o[2]
     if value == nil then
@@ -178,7 +184,7 @@ function M.to_argv(opts, spec, only_given)
     local v = opts[k]
     if v ~= nil and (not only_given or (opts.given and opts.given[k])) then
       if o[2] == "bool" then
-        if v then out[#out + 1] = "--" .. o[1] end
+        if v then out[#out + 1] = "--" .. o[1] elseif o[3] then out[#out + 1] = "--no-" .. o[1] end
       else
         out[#out + 1] = "--" .. o[1]
         out[#out + 1] = fmt_default(o[2], v)

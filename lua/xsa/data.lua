@@ -16,7 +16,8 @@
 --
 -- Loader protocol (any table with these methods works where a loader is expected):
 --   loader:num_batches(), loader:batch(i) -> inputs, targets, loader:next(), loader:reset(),
---   fields loader.batch_size, loader.seq_len, loader.num_windows.
+--   fields loader.batch_size, loader.seq_len, loader.num_windows; optionally
+--   loader:seek(epoch, position) (xsa.train resumes with it, else with reset + next()).
 -- Non-goals: datasets other than story files, streaming, multi-process loading.
 local xsa = require "xsa"
 local sys = require "xsa.sys"
@@ -109,6 +110,10 @@ function Loader:next() return self._c:next() end
 function Loader:reset() self._c:reset() end
 -- 1-based epoch of the batches next() is handing out
 function Loader:epoch() return self._c:epoch() end
+-- batches next() has handed out in this epoch
+function Loader:position() return self._c:position() end
+-- back to where epoch() and position() were (a resumed run: the same batches follow)
+function Loader:seek(epoch, position) self._c:seek(epoch, position) end
 -- the 1-based window number (in the token list) at position k of this epoch's order
 function Loader:window(k) return self._c:window(k) end
 function Loader:free() self._c:free() end

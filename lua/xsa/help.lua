@@ -33,8 +33,8 @@ M.RECEIVERS = {
 }
 
 -- The pure-Lua modules of lua/xsa/ (xsa.NAME loads them on first use).
-M.MODULES = {"args", "cache", "data", "generate", "help", "numbers", "plot", "progress", "report",
-  "samples", "stats", "study", "sys", "tokenizer", "train"}
+M.MODULES = {"args", "cache", "data", "experiment", "generate", "geometry", "help", "numbers", "plot",
+  "progress", "report", "samples", "stats", "study", "sys", "tokenizer", "train"}
 
 local function db() return require("xsa.help_db") end
 

@@ -15,7 +15,8 @@ end
 
 D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.tokenizer",
   "xsa.data", "xsa.train", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
-  "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers"}
+  "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
+  "xsa.geometry"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -550,8 +551,6 @@ add("xsa.study.save_figure", "xsa.study.save_figure(fig, opts, name) -> entry", 
 add("xsa.study.write_summary", "xsa.study.write_summary(opts, part, summary)", "The summary of a part's latest run (what the report reads).",
   "xsa.study.write_summary(opts, \"part3\", {result = r})")
 add("xsa.study.command_line", "xsa.study.command_line() -> string", "The command that ran the script.", "print(xsa.study.command_line())")
-add("xsa.study.partial_saver", "xsa.study.partial_saver(opts, name, config) -> function", "What an interrupted training leaves behind.",
-  "local save = xsa.study.partial_saver(opts, \"part4\", config)")
 add("xsa.study.main", "xsa.study.main(fn)", "Runs fn; Ctrl-C ends with status 130 and no traceback.", "xsa.study.main(function() end)")
 add("xsa.study.improvement_bars", "xsa.study.improvement_bars(panel, xs, vals [, width])", "Bars coloured by which model is ahead.",
   "xsa.study.improvement_bars(p, {1, 2}, {0.5, -0.3})")
@@ -585,5 +584,63 @@ add("xsa.sys.traceback_unless_interrupted", "xsa.sys.traceback_unless_interrupte
 add("xsa.numbers.finite", "xsa.numbers.finite(x) -> boolean", "x is a number, not NaN nor infinite.", "print(xsa.numbers.finite(1 / 0))")
 add("xsa.numbers.all_finite", "xsa.numbers.all_finite(t [, path]) -> true | false, where",
   "Whether every number in a nested table is finite; else the path to the first that is not.", "print(xsa.numbers.all_finite({a = {1, 0 / 0}}))")
+
+----------------------------------------------------------------------------
+-- random-number states, loader positions (resumable runs)
+
+add("xsa.get_rng_state", "xsa.get_rng_state() -> string",
+  "The whole state of the global generator as a string; xsa.set_rng_state(s) puts it back, so a resumed run draws what the uninterrupted one would have.",
+  "local s = xsa.get_rng_state(); local a = xsa.rand(3); xsa.set_rng_state(s); print(xsa.rand(3):equal(a))")
+add("xsa.set_rng_state", "xsa.set_rng_state(s)",
+  "Restores the global generator from a string of xsa.get_rng_state (anything else is an error).",
+  "xsa.set_rng_state(xsa.get_rng_state())")
+add("generator:get_state", "generator:get_state() -> string",
+  "The generator's whole state as a string, for g:set_state.", "local g = xsa.generator(1); local s = g:get_state()")
+add("generator:set_state", "generator:set_state(s) -> generator",
+  "Restores a state from g:get_state (or xsa.get_rng_state).", "g:set_state(s)")
+add("loader:seek", "loader:seek(epoch, position)",
+  "Puts the loader where it was after `position` batches of 1-based `epoch` (that epoch's shuffled order), as a resumed run needs.",
+  "train:seek(2, 10); local x, y = train:next()")
+add("xsa.train.loader_position", "xsa.train.loader_position(loader, taken) -> {epoch, position}",
+  "Where a loader stands after `taken` calls of next() from reset(): the arguments of loader:seek.",
+  "print(xsa.train.loader_position(train, 25).epoch)")
+
+----------------------------------------------------------------------------
+-- experiments
+
+group("xsa.experiment", "an experiment script's plumbing: flags, cache, checkpoints, resume, figures",
+  "xsa.experiment{name = ..., options = ..., config = ...} parses the flags and settles the folders; ex:pair{...} runs a cached, resumable paired SA/XSA training; ex:results(\"part3\") gives another experiment's finished run. Each part script of the study is built on it (doc/study.md).",
+  "local ex = xsa.experiment{name = \"mine\", summary = \"my experiment\"}")
+add("xsa.experiment.new", "xsa.experiment.new(spec) -> experiment",
+  "The same as calling xsa.experiment(spec): spec has name, title, summary, options, quick, config (a table or fn(opts)), script, argv.",
+  "local ex = xsa.experiment.new{name = \"mine\"}")
+add("xsa.experiment.results", "xsa.experiment.results(name, opts [, {train=, script=, by=}]) -> result, config | nil, message",
+  "The finished paired run of experiment `name` for the flags opts, from the cache, or (train = true) computed first by running its script with the same flags.",
+  "local r = xsa.experiment.results(\"part3\", ex.opts)")
+add("xsa.experiment.pair_config", "xsa.experiment.pair_config(opts, name [, {seq_len=, lambda=, probe_batches=}]) -> config",
+  "The configuration (the cache key) of a paired run: data, model, training and lambda settings from the flags.",
+  "local c = xsa.experiment.pair_config(ex.opts, \"part3\")")
+add("xsa.experiment.pair_name", "xsa.experiment.pair_name(name, config) -> string",
+  "The cache name of a paired run: NAME-<steps>steps.", "print(xsa.experiment.pair_name(\"part3\", c))")
+add("xsa.experiment.pair_quick", "xsa.experiment.pair_quick([extra]) -> table",
+  "The --quick settings of a paired run (10 steps, 10k tokens, batch 4), with extra merged in.",
+  "local q = xsa.experiment.pair_quick{steps = 20}")
+add("xsa.experiment.files", "xsa.experiment.files(dir, name, config) -> table",
+  "The files of a cached paired run: entry, checkpoints (init, sa, xsa), the resume state and its model slots.",
+  "local f = xsa.experiment.files(\"cache\", \"part3-300steps\", c)")
+add("xsa.experiment.exe", "xsa.experiment.exe() -> path",
+  "The xsa executable running this script (to start another part as a child process).", "print(xsa.experiment.exe())")
+
+group("xsa.geometry", "part 2's picture of the XSA projection in two dimensions",
+  "Computes and draws Y, V, the projection of Y on V and Z = Y - lambda (Y.Vn) Vn for 2-D vectors.",
+  "local g = xsa.geometry.project({1, 0}, {0.8, 0.6}, 1); print(g.cos_zv)")
+add("xsa.geometry.project", "xsa.geometry.project(V, Y, lambda) -> {vn, alpha, proj, Z, cos_yv, cos_zv}",
+  "The projection of 2-D Y on 2-D V for lambda.", "print(xsa.geometry.project({1, 0}, {1, 1}, 0.5).Z[2])")
+add("xsa.geometry.bounds", "xsa.geometry.bounds(V, Y) -> xrange, yrange",
+  "Axis ranges holding the origin, V, Y and Z at lambda 1, padded.", "local xr, yr = xsa.geometry.bounds({1, 0}, {1, 1})")
+add("xsa.geometry.draw", "xsa.geometry.draw(panel, V, Y, lambda [, zcolor, zname]) -> project(V, Y, lambda)",
+  "Draws V, Y, the projection, the removed part and Z into a figure panel.", "xsa.geometry.draw(p, {1, 0}, {1, 1}, 1)")
+add("xsa.geometry.panel", "xsa.geometry.panel(fig, V, Y, lambda, title [, zcolor, zname]) -> panel",
+  "A new panel of fig with the drawing and axes set by bounds().", "xsa.geometry.panel(fig, {1, 0}, {1, 1}, 1, \"lambda = 1\")")
 
 return D

@@ -38,6 +38,8 @@ function M.options(d, extra, skip)
     {"plots", "string", "plots", "figures folder"},
     {"format", "string", "png", "figure format: png or svg"},
     {"no-cache", "bool", false, "recompute even when a cached result exists"},
+    {"resume", "bool", true, "continue an unfinished run from its saved state (--no-resume: start over)"},
+    {"save-every", "int", d.save_every or 50, "steps between saved states of a training run (0: only when stopped)"},
     {"quick", "bool", false, "a fast small run (seconds), for trying things out and tests"},
   }
   for _, e in ipairs(extra or {}) do o[#o + 1] = e end
@@ -218,30 +220,6 @@ function M.command_line()
   local parts = {"xsa", arg and arg[0] or "?"}
   for i = 1, #(arg or {}) do parts[#parts + 1] = arg[i] end
   return table.concat(parts, " ")
-end
-
--- A save hook for xsa.train.pair that keeps only what an unfinished run
--- leaves behind (a finished one goes to the cache): the result so far as
--- NAME-HASH-atN.json and both models (with their AdamW) as checkpoints.
-function M.partial_saver(opts, name, config)
-  local xsa = xsa_lib()
-  return function(res, status, ctx)
-    if status == "done" then return nil end
-    local base = xsa.cache.path(opts.out, name, config, "")
-    local at = string.format("-at%d", res.completed_steps)
-    local files = {}
-    if res.completed_steps > 0 then
-      for _, k in ipairs{"sa", "xsa"} do
-        local p = string.format("%s-%s%s.safetensors", base, k, at)
-        ctx[k]:save(p, {optimizer = ctx[k .. "_opt"]})
-        files[#files + 1] = p
-      end
-    end
-    local rp = base .. at .. ".json"
-    xsa.json.write_file(rp, {config = config, result = res}, {indent = true})
-    files[#files + 1] = rp
-    return table.concat(files, ", ")
-  end
 end
 
 -- Runs main(); "interrupted!" (Ctrl-C) ends the script with status 130 and no

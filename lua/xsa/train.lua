@@ -28,11 +28,27 @@
 -- Positive improvement_pct means XSA's final val loss is lower.
 --
 -- Stopping: opts.save(result, status, ctx) is called when training ends, when a
--- loss becomes NaN/inf, and on Ctrl-C (the "interrupted!" error); it writes
+-- loss becomes NaN/inf, and on Ctrl-C or SIGTERM (the "interrupted!" error); it writes
 -- whatever the caller keeps (results; checkpoints from ctx = {sa=, xsa=,
 -- sa_opt=, xsa_opt=}, the models and their AdamW) and returns a short text
 -- saying where, which is printed. A NaN/inf loss then raises an error naming
 -- the step and the model; an interrupt is re-raised as "interrupted!".
+--
+-- Resuming: with opts.save_every = N the save hook is also called with status
+-- "checkpoint" after every N-th step (not the last), and on Ctrl-C; then
+-- ctx.state is the plain-data state the run can continue from: the result so
+-- far (status "running" / "interrupted"), completed_steps, model_steps =
+-- {sa=, xsa=} (the optimizer steps each model took: after an interrupt one
+-- model may be one step past completed_steps, its loss for that step
+-- recorded), loader = {epoch=, position=} (the train loader after
+-- completed_steps batches) and rng (xsa.get_rng_state() at that step).
+-- pair(..., {resume = state, optimizers = {sa_opt, xsa_opt}}) with the
+-- models and AdamW saved with it (model:save{optimizer=}, xsa.gpt.load)
+-- continues the run: the loader is put back (loader:seek, else reset and
+-- next() again), the steps a model already took are skipped, a point that
+-- was being evaluated is evaluated again; the numbers are those of a run
+-- never stopped, to the bit. Timings add up over the sessions. The
+-- optimizers passed in are not freed here.
 --
 -- Reusing a baseline: opts.baseline = the `sa` record of an earlier result
 -- with the same data, initial weights, optimizer settings, steps and eval
@@ -109,14 +125,42 @@ local function model_config(m)
   return nil
 end
 
+-- A deep copy of plain data (lists and records of numbers, strings, booleans).
+local function copy(v)
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = copy(x) end
+  return out
+end
+
+local function truncate(list, n)
+  for i = #list, n + 1, -1 do list[i] = nil end
+  return list
+end
+
+-- The loader's epoch (1-based) and position (batches taken in that epoch)
+-- after `taken` calls of next() from reset().
+local function loader_position(loader, taken)
+  if taken == 0 then return {epoch = 1, position = 0} end
+  local nb = loader:num_batches()
+  return {epoch = (taken - 1) // nb + 1, position = (taken - 1) % nb + 1}
+end
+M.loader_position = loader_position
+
+-- What must agree between a saved state and the run resuming it.
+local SAME = {"steps", "lr", "eval_every", "eval_batches", "val_batches", "train_batches", "batch_size", "seq_len",
+  "weight_decay", "eps"}
+
 function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   local xsa = xsa_lib()
   opts = opts or {}
   local steps = opts.steps or 300
   local eval_every = opts.eval_every or 20
   local lr = opts.lr or 1e-3
+  local save_every = opts.save_every or 0
   if math.type(steps) ~= "integer" or steps < 1 then error("train.pair: steps must be a positive integer", 2) end
   if math.type(eval_every) ~= "integer" or eval_every < 1 then error("train.pair: eval_every must be a positive integer", 2) end
+  if math.type(save_every) ~= "integer" or save_every < 0 then error("train.pair: save_every must be an integer >= 0", 2) end
   local nval = val_loader:num_batches()
   if nval < 1 then error("train.pair: the val loader has no batches", 2) end
   local eval_batches = math.min(opts.eval_batches or 10, nval)
@@ -143,6 +187,7 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   }
   local models = {sa_model, xsa_model}
   local recs = {result.sa, result.xsa}
+  local keys = {"sa", "xsa"}
   local base = opts.baseline
   local active = {base == nil, true}
   if base then
@@ -152,15 +197,62 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
     for i = 1, steps do recs[1].step_loss[i] = base.step_loss[i] end
     result.sa.reused = true
   end
-  local sa_opt = xsa.optim.adamw(sa_model:parameters(), adam)
-  local xsa_opt = xsa.optim.adamw(xsa_model:parameters(), adam)
+
+  -- a saved state to continue from: the result so far and how far each model got
+  local resume = opts.resume
+  local prior = {elapsed = 0, train = 0, eval = 0}
+  local model_steps0 = {0, 0}
+  if resume then
+    local rr = type(resume) == "table" and resume.result
+    if type(rr) ~= "table" or type(rr.config) ~= "table" or type(resume.model_steps) ~= "table" then
+      error("train.pair: opts.resume must be a state saved by train.pair (ctx.state)", 2)
+    end
+    for _, k in ipairs(SAME) do
+      if rr.config[k] ~= result.config[k] then
+        error(string.format("train.pair: opts.resume was saved by another run (%s %s, not %s)", k,
+          tostring(rr.config[k]), tostring(result.config[k])), 2)
+      end
+    end
+    result.steps = copy(rr.steps)
+    result.completed_steps = rr.completed_steps
+    for k = 1, 2 do
+      recs[k].train, recs[k].val = copy(rr[keys[k]].train), copy(rr[keys[k]].val)
+      if active[k] then recs[k].step_loss = copy(rr[keys[k]].step_loss) end
+      model_steps0[k] = resume.model_steps[keys[k]]
+    end
+    prior = {elapsed = rr.elapsed_s or 0, train = rr.train_s or 0, eval = rr.eval_s or 0}
+  end
+
+  local sa_opt, xsa_opt
+  if opts.optimizers then
+    sa_opt, xsa_opt = opts.optimizers[1], opts.optimizers[2]
+    for _, o in ipairs{sa_opt, xsa_opt} do
+      if o.weight_decay and (o.weight_decay ~= adam.weight_decay or o.eps ~= adam.eps) then
+        error("train.pair: opts.optimizers have other settings than the run", 2)
+      end
+      o.lr = lr
+    end
+  else
+    sa_opt = xsa.optim.adamw(sa_model:parameters(), adam)
+    xsa_opt = xsa.optim.adamw(xsa_model:parameters(), adam)
+  end
   local opt = {sa_opt, xsa_opt}
+  -- optimizer steps each model has taken: AdamW's own count when it has one
+  -- (right even when an interrupt lands between opt:step() and the next line)
+  local done = {model_steps0[1], model_steps0[2]}
+  local count0 = {sa_opt.step_count, xsa_opt.step_count}
+  local function taken(k)
+    local c = opt[k].step_count
+    if math.type(c) == "integer" and math.type(count0[k]) == "integer" then return model_steps0[k] + c - count0[k] end
+    return done[k]
+  end
 
   local bar = opts.progress_bar or progress.new{label = label, total = steps,
     mode = opts.progress == false and "off" or nil}
   local t0 = progress.now()
-  local train_time, eval_time = 0, 0
-  local last_point = 0
+  local train_time, eval_time = prior.train, prior.eval
+  local start = result.completed_steps
+  local rng_mark -- {steps completed, global generator state} at the top of each step
 
   local function rate()
     local n = (active[1] and 1 or 0) + 1
@@ -182,27 +274,56 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
     end
     local line = string.format("%s step %d/%d  train %s %.4f %s %.4f  val %s %.4f %s %.4f  %s tok/s  ETA %s",
       label, step, steps, names[1], trains[1], names[2], trains[2], names[1], vals[1], names[2], vals[2],
-      progress.rate(rate()), progress.duration(step > 0 and (progress.now() - t0) / step * (steps - step) or nil))
+      progress.rate(rate()), progress.duration(step > start and (progress.now() - t0) / (step - start) * (steps - step) or nil))
     if bar.mode == "log" then bar:log(line) end
     bar.val_text = string.format("val %s %.3f %s %.3f", names[1], vals[1], names[2], vals[2])
     if opts.on_point then opts.on_point(step, vals, trains, result) end
   end
 
   local function finish_times()
-    result.elapsed_s = progress.now() - t0
+    result.elapsed_s = prior.elapsed + (progress.now() - t0)
     result.train_s = train_time
     result.eval_s = eval_time
     result.tokens = result.completed_steps * bs * T
     result.tokens_per_s = train_time > 0 and rate() or 0
   end
 
+  -- The state a run can resume from, whatever line an interrupt landed on:
+  -- the points recorded in full, each model's step losses up to the steps it
+  -- took (one model may be a step ahead of completed_steps), where the train
+  -- loader stands after completed_steps batches, the global generator.
+  -- nil before the step-0 point exists.
+  local function snapshot(status)
+    local c = result.completed_steps
+    local n = math.min(#result.steps, #recs[1].val, #recs[1].train, #recs[2].val, #recs[2].train)
+    if n == 0 then return nil end
+    local r = copy(result)
+    r.status = status
+    truncate(r.steps, n)
+    local ms = {}
+    for k = 1, 2 do
+      truncate(r[keys[k]].val, n)
+      truncate(r[keys[k]].train, n)
+      ms[keys[k]] = taken(k)
+      if active[k] then truncate(r[keys[k]].step_loss, ms[keys[k]]) end
+    end
+    local rng = (rng_mark and rng_mark[1] == c) and rng_mark[2] or (xsa.get_rng_state and xsa.get_rng_state())
+    return {completed_steps = c, model_steps = ms, loader = loader_position(train_loader, c), rng = rng, result = r}
+  end
+
   local function save(status)
     result.status = status
     finish_times()
     if opts.save then
-      local ok, where = pcall(opts.save, result, status,
-        {sa = sa_model, xsa = xsa_model, sa_opt = sa_opt, xsa_opt = xsa_opt})
+      local ctx = {sa = sa_model, xsa = xsa_model, sa_opt = sa_opt, xsa_opt = xsa_opt}
+      if status == "checkpoint" or status == "interrupted" then
+        ctx.state = snapshot(status == "checkpoint" and "running" or status)
+      end
+      local ok, where = pcall(opts.save, result, status, ctx)
+      if status == "checkpoint" then result.status = "running" end
       if not ok then
+        -- Ctrl-C while saving is still Ctrl-C (the interrupted save follows)
+        if status ~= "interrupted" and sys.interrupted(where) then error(where, 0) end
         io.stderr:write("train.pair: saving failed: ", tostring(where), "\n")
         return nil
       end
@@ -211,25 +332,46 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
     return nil
   end
 
+  local function is_point(step) return step % eval_every == 0 or step == steps end
+
   local nan_error
   local function loop()
-    -- step 0: the loss of the first training batch before any update
-    train_loader:reset()
-    local x0, y0 = train_loader:batch(1)
-    local l0 = {}
-    for k = 1, 2 do l0[k] = active[k] and xsa.no_grad(function()
-      local l = models[k]:loss(x0, y0)
-      local v = l:item()
-      free(l)
-      return v
-    end) or base.train[1] end
-    point(0, l0[1], l0[2])
-    for step = 1, steps do
+    if resume then
+      -- the train loader where it stood after `start` steps, the generator as then
+      local p = loader_position(train_loader, start)
+      if train_loader.seek then
+        train_loader:seek(p.epoch, p.position)
+      else
+        train_loader:reset()
+        for _ = 1, start do train_loader:next() end
+      end
+      if resume.rng and xsa.set_rng_state then xsa.set_rng_state(resume.rng) end
+    else
+      -- step 0: the loss of the first training batch before any update
+      train_loader:reset()
+      local x0, y0 = train_loader:batch(1)
+      local l0 = {}
+      for k = 1, 2 do l0[k] = active[k] and xsa.no_grad(function()
+        local l = models[k]:loss(x0, y0)
+        local v = l:item()
+        free(l)
+        return v
+      end) or base.train[1] end
+      point(0, l0[1], l0[2])
+    end
+    local last_point = result.steps[#result.steps]
+    if last_point < start and is_point(start) then -- stopped while evaluating
+      point(start, mean(recs[1].step_loss, last_point + 1, start), mean(recs[2].step_loss, last_point + 1, start))
+      last_point = start
+    end
+    for step = start + 1, steps do
+      rng_mark = {step - 1, xsa.get_rng_state and xsa.get_rng_state()}
       local ts = progress.now()
       local x, y = train_loader:next()
       local cur = {}
       for k = 1, 2 do
-        if not active[k] then
+        if not active[k] or taken(k) >= step then
+          -- a reused baseline, or a model that took this step before the run was stopped
           cur[k] = recs[k].step_loss[step]
           goto next_model
         end
@@ -241,22 +383,24 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
           free(loss)
           return
         end
+        recs[k].step_loss[step] = v -- before the update: a state saved after it has this step's loss
         loss:backward()
         free(loss)
         opt[k]:step()
+        done[k] = step
         cur[k] = v
-        recs[k].step_loss[step] = v
         ::next_model::
       end
       train_time = train_time + (progress.now() - ts)
       result.completed_steps = step
       -- evaluate first, so the bar shows this point's val loss, not the last one
-      if step % eval_every == 0 or step == steps then
+      if is_point(step) then
         point(step, mean(recs[1].step_loss, last_point + 1, step), mean(recs[2].step_loss, last_point + 1, step))
         last_point = step
       end
       bar:update(step, string.format("loss %s %.3f %s %.3f%s", names[1], cur[1], names[2], cur[2],
         bar.val_text and ("  " .. bar.val_text) or ""), rate())
+      if save_every > 0 and step % save_every == 0 and step < steps then save("checkpoint") end
     end
     -- the final number: the whole val set
     local te = progress.now()
@@ -273,9 +417,10 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
     result.improvement_pct = improvement(result.sa.final_val, result.xsa.final_val)
   end
 
-  -- the optimizers are internal: their state (2 x parameters each) goes as
-  -- soon as the run has been saved, not whenever the GC gets to it
+  -- the optimizers made here are internal: their state (2 x parameters each)
+  -- goes as soon as the run has been saved, not whenever the GC gets to it
   local function free_opts()
+    if opts.optimizers then return end
     free(sa_opt)
     free(xsa_opt)
   end

@@ -1,0 +1,416 @@
+-- xsa.experiment: the plumbing of an experiment script in one object, so
+-- that the script itself reads as the experiment: data, models, training,
+-- figure, table, verdict.
+--
+--   local ex = xsa.experiment{name = "mine", title = "My experiment",
+--     summary = "what --help says", options = xsa.study.options({steps = 100}),
+--     quick = xsa.experiment.pair_quick()}
+--   ex:main(function()
+--     local r, status, entry = ex:pair{}        -- cached, resumable SA/XSA training
+--     local fig = xsa.plot.figure{...}; ex:save_figure(fig, "mine")
+--     local tbl = ex:table({"model", "val loss"}, {{"SA", r.sa.final_val}, {"XSA", r.xsa.final_val}})
+--     ex:summary{cache = status, entry = entry, result = r, table = tbl}
+--   end)
+--
+-- The object owns:
+--   flags      parsed from `arg` when it is made (xsa.args: --help, errors,
+--              --quick), folders settled (xsa.study.setup): ex.opts;
+--   the configuration   ex.config (spec.config: a table or function(opts));
+--              for paired runs ex:pair_config{seq_len=, lambda=, ...};
+--   cache entries   ex:cached(compute, {name=, config=, check=, label=}) and
+--              ex:pair{...} (xsa.cache: OUT/NAME-HASH.json);
+--   checkpoints     ex:pair{checkpoints = true}: NAME-{init,sa,xsa}-...-HASH.safetensors;
+--   resuming        a paired run saves its state next to the entry every
+--              --save-every steps and on Ctrl-C/SIGTERM, and continues from
+--              it when run again (--no-resume: start over); see below;
+--   partial saves   what a run stopped by a NaN loss or an error leaves for
+--              inspection: both models and the curves so far, as -atN files;
+--   the summary     ex:summary{...} (OUT/summary/NAME.json, for the report);
+--   figures         ex:save_figure(fig, "name") (--plots, --format);
+--   Ctrl-C          ex:main(fn): exit status 130 without a traceback.
+-- Results of another experiment: xsa.experiment.results("part3", opts)
+-- loads them from the cache, or (train = true) runs that script first.
+-- Non-goals: experiments other than "probe something" and "train SA/XSA pairs"
+-- get only ex:cached; several processes writing the same entry.
+local sys = require "xsa.sys"
+local study = require "xsa.study"
+local args = require "xsa.args"
+local cache = require "xsa.cache"
+
+local M = {}
+
+local function xsa_lib() return package.loaded.xsa or require("xsa") end
+
+local Ex = {}
+Ex.__index = Ex
+
+-- The --quick settings of a paired run (part 3's; part 5 probes that run,
+-- so it uses the same), plus `extra`.
+function M.pair_quick(extra)
+  local q = {steps = 10, max_tokens = 10000, batch = 4, eval_every = 5, eval_batches = 2}
+  for k, v in pairs(extra or {}) do q[k] = v end
+  return q
+end
+
+-- The scripts of the study by experiment name (results() runs them).
+M.scripts = {part1 = "part1_bias.lua", part2 = "part2_geometry.lua", part3 = "part3_train.lua",
+  part4 = "part4_seqlen.lua", part5 = "part5_bias_trained.lua", part6 = "part6_lambda_sweep.lua"}
+
+-- The configuration of a paired run of experiment `name` given the flags:
+-- what defines the data, the initial weights and the training (the cache
+-- key). over: seq_len (part 4's lengths), lambda (part 6's), probe_batches.
+function M.pair_config(opts, name, over)
+  over = over or {}
+  return {
+    part = name, data = study.data_config(opts, over.seq_len), model = study.model_config(opts, over.seq_len),
+    train = study.adam_config(opts), lambda = over.lambda or opts.lambda, probe_batches = over.probe_batches,
+  }
+end
+
+-- The cache name of a paired run: NAME-<steps>steps.
+function M.pair_name(name, config)
+  return string.format("%s-%dsteps", name, config.train.steps)
+end
+
+-- Files of a cached paired run: the entry DIR/NAME-HASH.json; checkpoints
+-- DIR/PREFIX-KIND-REST-HASH<suffix>.safetensors where NAME = PREFIX-REST
+-- ("part3-300steps" -> part3-sa-300steps-HASH.safetensors).
+local function files_of(dir, name, config)
+  local base = cache.path(dir, name, config, "")
+  local hash = base:match("%-(%x+)$")
+  local prefix, rest = name:match("^([^-]+)%-(.+)$")
+  local function ck(kind, suffix)
+    local stem = prefix and string.format("%s-%s-%s", prefix, kind, rest) or string.format("%s-%s", name, kind)
+    return string.format("%s/%s-%s%s.safetensors", dir, stem, hash, suffix or "")
+  end
+  local function state_model(kind, slot) return string.format("%s.resume-%s-%s.safetensors", base, kind, slot) end
+  return {base = base, entry = base .. ".json", checkpoint = ck,
+    checkpoints = {init = ck("init"), sa = ck("sa"), xsa = ck("xsa")},
+    state = base .. ".resume.json", state_model = state_model,
+    state_files = {base .. ".resume.json", state_model("sa", "a"), state_model("xsa", "a"),
+      state_model("sa", "b"), state_model("xsa", "b")}}
+end
+M.files = files_of
+
+-- The cache check of a paired run (with its checkpoints when `checkpoints`).
+local function pair_check(checkpoints, extra)
+  return function(r)
+    local ok, why = study.check_pair(r)
+    if not ok then return false, why end
+    if checkpoints then
+      for _, k in ipairs{"init", "sa", "xsa"} do
+        local f = r.checkpoints and r.checkpoints[k]
+        if not (f and sys.exists(f)) then return false, "checkpoint " .. tostring(f) .. " is missing" end
+      end
+    end
+    if extra then return extra(r) end
+    return true
+  end
+end
+
+-- The xsa executable running this script: arg[-1] when it is a path (the
+-- interpreter, as Lua's lua.c puts it there), else $XSA_EXE, else "xsa".
+function M.exe()
+  local a = arg and arg[-1]
+  if a and a:find("/", 1, true) then return sys.abspath(a) end
+  local e = sys.env("XSA_EXE")
+  if e then return sys.abspath(e) end
+  return a or "xsa"
+end
+
+-- The finished paired run of experiment `name` for the flags `opts` (its
+-- training flags select it), with its checkpoints: from the cache, or, with
+-- o.train, computed first by running its script (scripts/M.scripts[name] or
+-- o.script) with the same flags. Returns result, config; or nil and a
+-- message naming the command to run. o.by names the asking script.
+function M.results(name, opts, o)
+  o = o or {}
+  local config = M.pair_config(opts, name)
+  local cname = M.pair_name(name, config)
+  local check = pair_check(true)
+  local r, why = cache.load(opts.out, cname, config, check)
+  if r then return r, config end
+  local script = o.script or M.scripts[name] or (name .. ".lua")
+  local given = {}
+  for k, v in pairs(opts.given or {}) do given[k] = v end
+  given.no_cache = nil -- the entry is missing: nothing to refresh
+  local argv = args.to_argv(setmetatable({given = given}, {__index = opts}), {options = study.options({})}, true)
+  local words = (name:gsub("^part(%d)", "part %1"))
+  local by = o.by and (o.by .. ": ") or ""
+  if not o.train then
+    return nil, string.format("%sno finished %s run for this configuration (%s: %s).\n" ..
+      "Run %s first with the same flags:\n  xsa scripts/%s %s\nor add --train to this command.\n",
+      by, (words:gsub(" ", "-")), cname, why, words, script, table.concat(argv, " "))
+  end
+  print(string.format("%s%s has not been run with this configuration; running it now (--train)", by, words))
+  io.stdout:flush()
+  local cmd = {sys.shell_quote(M.exe()), sys.shell_quote(sys.root() .. "/scripts/" .. script)}
+  for _, a in ipairs(argv) do cmd[#cmd + 1] = sys.shell_quote(a) end
+  local ok, how, code = os.execute(table.concat(cmd, " "))
+  if not ok then
+    if (how == "exit" and code == 130) or how == "signal" then error("interrupted!", 0) end
+    error(string.format("%s failed (%s %s): %s", script, how, tostring(code), table.concat(cmd, " ")), 0)
+  end
+  r, why = cache.load(opts.out, cname, config, check)
+  if not r then error(string.format("%s ran but left no result for this configuration (%s)", script, why), 0) end
+  return r, config
+end
+
+-- A new experiment: parses the flags (spec.argv, default the global arg).
+-- spec: name (required: cache names, summary/NAME.json), title (the
+-- report's heading), script (the usage line; default arg[0]'s file name),
+-- summary / description / epilog (--help), options, quick (xsa.args),
+-- config (a table, or function(opts, ex) -> table).
+function M.new(spec)
+  assert(type(spec) == "table" and type(spec.name) == "string", "xsa.experiment: a spec with a name is needed")
+  local script = spec.script or ((arg and arg[0] or spec.name):match("([^/]+)$"))
+  local self = setmetatable({name = spec.name, title = spec.title or spec.name, figures = {}, t0 = os.time(),
+    spec = {name = script, summary = spec.summary, description = spec.description, epilog = spec.epilog,
+      options = spec.options or study.options({}), quick = spec.quick}}, Ex)
+  self.opts = study.setup(args.parse(spec.argv or arg or {}, self.spec))
+  local c = spec.config
+  if type(c) == "function" then c = c(self.opts, self) end
+  self.config = c
+  return self
+end
+
+setmetatable(M, {__call = function(_, spec) return M.new(spec) end})
+
+-- Runs fn(ex): Ctrl-C (or SIGTERM) ends with status 130, a diverging loss
+-- with status 1, both without a traceback (xsa.study.main).
+function Ex:main(fn)
+  study.main(function() return fn(self) end)
+end
+
+-- Prints msg on stderr and exits (status 1 unless given).
+function Ex:fail(msg, status)
+  io.stderr:write(msg, msg:sub(-1) == "\n" and "" or "\n")
+  os.exit(status or 1)
+end
+
+-- Another experiment's finished paired run for these flags (M.results);
+-- when it is missing (and o.train is not set) prints what to run and exits 1.
+function Ex:results(name, o)
+  o = o or {}
+  local r, config = M.results(name, self.opts, {train = o.train, script = o.script, by = self.name})
+  if not r then self:fail(config) end
+  return r, config
+end
+
+function Ex:pair_config(over)
+  return M.pair_config(self.opts, self.name, over)
+end
+
+-- A cached result: compute(config) on a miss (--no-cache: always). o: name
+-- (default NAME), config (default ex.config), check(r), label (messages).
+-- Returns result, status ("hit", "miss", "refresh", "corrupt"), entry path.
+function Ex:cached(compute, o)
+  o = o or {}
+  local name = o.name or self.name
+  return cache.fetch(self.opts.out, name, o.config or self.config, compute,
+    {no_cache = self.opts.no_cache, check = o.check, label = o.label or name})
+end
+
+-- What an unfinished run leaves for inspection: both models (with AdamW)
+-- and the result so far, as -atN files. Returns the paths as text.
+local function partial_save(f, config, res, ctx)
+  local xsa = xsa_lib()
+  local at = string.format("-at%d", res.completed_steps)
+  local files = {}
+  if res.completed_steps > 0 then
+    for _, k in ipairs{"sa", "xsa"} do
+      local p = f.checkpoint(k, at)
+      ctx[k]:save(p, {optimizer = ctx[k .. "_opt"]})
+      files[#files + 1] = p
+    end
+  end
+  local rp = f.base .. at .. ".json"
+  xsa.json.write_file(rp, {config = config, result = res}, {indent = true})
+  files[#files + 1] = rp
+  return table.concat(files, ", ")
+end
+
+----------------------------------------------------------------------------
+-- saved states of a paired run (resuming)
+--
+-- NAME-HASH.resume.json next to the cache entry holds the key and the
+-- configuration (as the entry does), the state xsa.train.pair hands to its
+-- save hook (ctx.state: steps done by each model, the train loader's epoch
+-- and position, the global generator, the result so far) and the names of
+-- the two model files, NAME-HASH.resume-{sa,xsa}-{a,b}.safetensors (weights
+-- with AdamW moments and step counts). A save writes both models into the
+-- slot the JSON does not name, then replaces the JSON (atomically), then
+-- removes the other slot's files, so a process killed at any moment leaves a
+-- complete state: the previous one or the new one.
+
+-- Also the temporary files of an atomic write that a SIGKILL interrupted
+-- (NAME.tmp.PID, see core/fileio.h): nothing else will ever rename them.
+local function remove_stale_temps(f)
+  os.execute("rm -f " .. sys.shell_quote(f.base) .. ".resume*.tmp.* 2>/dev/null")
+end
+
+local function remove_state(f)
+  for _, p in ipairs(f.state_files) do os.remove(p) end
+  remove_stale_temps(f)
+end
+
+-- The slot the state on disk names (nil when there is none).
+local function slot_on_disk(f)
+  local xsa = xsa_lib()
+  local j = xsa.json.read_file(f.state)
+  return type(j) == "table" and (j.slot == "a" or j.slot == "b") and j.slot or nil
+end
+
+local function write_state(f, config, ctx)
+  local xsa = xsa_lib()
+  local st = ctx.state
+  if not st then return nil end
+  local slot = slot_on_disk(f) == "a" and "b" or "a"
+  remove_stale_temps(f)
+  local models = {}
+  for _, k in ipairs{"sa", "xsa"} do
+    models[k] = f.state_model(k, slot)
+    ctx[k]:save(models[k], {optimizer = ctx[k .. "_opt"]})
+  end
+  xsa.json.write_file(f.state, {key = cache.key(config), config = config, slot = slot, models = models,
+    state = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng},
+    result = st.result, saved_at = os.date("!%Y-%m-%dT%H:%M:%SZ")})
+  local other = slot == "a" and "b" or "a" -- the previous state's models, no longer named
+  os.remove(f.state_model("sa", other))
+  os.remove(f.state_model("xsa", other))
+  return string.format("%s, %s, %s (the same command resumes from step %d; --no-resume starts over)",
+    models.sa, models.xsa, f.state, st.completed_steps)
+end
+
+-- The saved state for config: {resume = <xsa.train.pair's opts.resume>,
+-- sa, xsa (models), sa_opt, xsa_opt}, or nil (none, or unusable: said so
+-- and removed, the run starts over).
+local function load_state(f, config, say)
+  local xsa = xsa_lib()
+  local text = xsa.read_file(f.state)
+  if not text then return nil, "none" end
+  local function unusable(why)
+    say("warning: saved state %s %s; starting over", f.state, why)
+    remove_state(f)
+    return nil, why
+  end
+  local ok, j = pcall(xsa.json.decode, text)
+  if not ok or type(j) ~= "table" then return unusable("is not valid JSON") end
+  if j.key ~= cache.key(config) then return unusable("is for another configuration") end
+  local st = j.state
+  if type(st) ~= "table" or type(j.result) ~= "table" or type(j.models) ~= "table" or type(st.model_steps) ~= "table" then
+    return unusable("is incomplete")
+  end
+  local out = {}
+  for _, k in ipairs{"sa", "xsa"} do
+    local good, m, opt = pcall(xsa.gpt.load, tostring(j.models[k]))
+    if not good then return unusable("names a model that cannot be loaded (" .. tostring(m) .. ")") end
+    if not opt or opt.step_count ~= st.model_steps[k] then return unusable("does not match its " .. k .. " model") end
+    out[k], out[k .. "_opt"] = m, opt
+  end
+  out.resume = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng,
+    result = j.result}
+  return out
+end
+
+-- A paired SA/XSA run (xsa.train.pair) as a cache entry. o (all optional):
+--   name         the cache name (default NAME-<steps>steps)
+--   config       default ex.config, else ex:pair_config()
+--   label        progress label (default NAME); what: for cache messages
+--   checkpoints  keep the initial weights and both trained models (with
+--                AdamW) as safetensors next to the entry: r.checkpoints
+--   baseline     an earlier SA record to reuse (xsa.train.pair)
+--   on_start(sa_model, train_loader, val_loader)   before training
+--   on_point(step, vals, trains, result)   at each evaluation point (xsa.train.pair)
+--   after(r, {sa=, xsa=, train=, val=})   after training, before the entry
+--                is stored (probes, dropping step_loss, ...)
+--   check(r)     an extra cache check
+-- The models are fresh (study.new_pair: identical weights, XSA with
+-- config.lambda), or, when a saved state of this configuration exists and
+-- --no-resume was not given, those of the state: training continues where
+-- it stopped (--save-every N steps and on Ctrl-C/SIGTERM a state is saved;
+-- the finished entry replaces it). A NaN loss or an error leaves -atN files
+-- for inspection. Returns result, status, entry path.
+function Ex:pair(o)
+  o = o or {}
+  local xsa = xsa_lib()
+  local config = o.config or self.config or self:pair_config()
+  local name = o.name or M.pair_name(self.name, config)
+  local opts = self.opts
+  local f = files_of(opts.out, name, config)
+  local label = o.label or self.name
+  local what = o.what or label
+  local function say(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
+  local result, status, entry = cache.fetch(opts.out, name, config, function()
+    local tl, vl = study.loaders(config.data)
+    local saved, why
+    if opts.resume ~= false then
+      saved, why = load_state(f, config, say)
+      if saved then
+        say("resume: %s from step %d of %d (%s; --no-resume starts over)", what, saved.resume.completed_steps,
+          config.train.steps, f.state)
+      elseif why == "none" and opts.given and opts.given.resume then
+        say("resume: no saved state for %s (%s); starting from step 0", what, f.state)
+      end
+    elseif sys.exists(f.state) then
+      say("resume: --no-resume, starting %s over (discarding %s)", what, f.state)
+      remove_state(f)
+    end
+    local sa_model, xsa_model
+    if saved then
+      sa_model, xsa_model = saved.sa, saved.xsa
+    else
+      sa_model, xsa_model = study.new_pair(config.model, config.lambda)
+    end
+    if o.checkpoints and not (saved and sys.exists(f.checkpoints.init)) then
+      (saved and study.new_model(config.model) or sa_model):save(f.checkpoints.init)
+    end
+    if o.on_start then o.on_start(sa_model, tl, vl) end
+    local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
+      label = label, baseline = o.baseline, save_every = opts.save_every or 0, on_point = o.on_point,
+      resume = saved and saved.resume, optimizers = saved and {saved.sa_opt, saved.xsa_opt},
+      save = function(res, st, ctx)
+        if st == "checkpoint" or st == "interrupted" then return write_state(f, config, ctx) end
+        if st == "nan" then remove_state(f) end -- resuming would diverge again
+        if st ~= "done" then return partial_save(f, config, res, ctx) end
+        if not o.checkpoints then return nil end
+        ctx.sa:save(f.checkpoints.sa, {optimizer = ctx.sa_opt})
+        ctx.xsa:save(f.checkpoints.xsa, {optimizer = ctx.xsa_opt})
+        return f.checkpoints.sa .. ", " .. f.checkpoints.xsa
+      end,
+    }))
+    if o.checkpoints then r.checkpoints = f.checkpoints end
+    if o.after then o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
+    sa_model:free()
+    xsa_model:free()
+    return r
+  end, {no_cache = opts.no_cache, check = pair_check(o.checkpoints, o.check), label = what})
+  remove_state(f) -- the finished entry replaces any saved state
+  return result, status, entry
+end
+
+-- Saves a figure under --plots in --format; returns its summary record.
+function Ex:save_figure(fig, name)
+  local info = study.save_figure(fig, self.opts, name)
+  self.figures[#self.figures + 1] = info
+  return info
+end
+
+-- Prints a markdown table after a blank line; returns its text.
+function Ex:table(headers, rows)
+  local tbl = study.md_table(headers, rows)
+  io.stdout:write("\n", tbl)
+  return tbl
+end
+
+-- Writes OUT/summary/NAME.json for the report. Defaults: title, config
+-- (ex.config), wall_s (since the experiment was made), figures (saved so far).
+function Ex:summary(s)
+  if s.title == nil then s.title = self.title end
+  if s.config == nil then s.config = self.config end
+  if s.wall_s == nil then s.wall_s = os.time() - self.t0 end
+  if s.figures == nil then s.figures = self.figures end
+  return study.write_summary(self.opts, self.name, s)
+end
+
+return M

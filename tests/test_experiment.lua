@@ -1,0 +1,203 @@
+-- test_experiment.lua: xsa.experiment, the object the part scripts are built
+-- on: flags, configuration, file names next to the cache entry, cached
+-- results, the summary, and asking for another experiment's results. The
+-- scripts themselves run end to end in test_scripts.lua.
+local T = require "testing"
+local xsa = xsa or require "xsa"
+local experiment = xsa.experiment
+
+local TMP = T.tmpdir()
+local shq = xsa.sys.shell_quote
+
+local function new(argv, extra)
+  local spec = {name = "mine", script = "mine.lua", title = "Mine", summary = "a test experiment",
+    options = xsa.study.options({steps = 100}), quick = experiment.pair_quick(),
+    argv = argv or {"--out", TMP .. "/out", "--plots", TMP .. "/plots"}}
+  for k, v in pairs(extra or {}) do spec[k] = v end
+  return experiment(spec)
+end
+
+T.case("flags, folders and the configuration", function()
+  local ex = new({"--out", TMP .. "/out", "--plots", TMP .. "/plots", "--quick", "--steps", "7"},
+    {config = function(o) return {steps = o.steps} end})
+  T.eq(ex.opts.steps, 7, "a given flag beats --quick")
+  T.eq(ex.opts.batch, 4, "--quick")
+  T.eq(ex.opts.out, TMP .. "/out")
+  T.eq(ex.config.steps, 7, "config from the flags")
+  local c = ex:pair_config{seq_len = 16, lambda = 0.5}
+  T.eq(c.part, "mine")
+  T.eq(c.data.seq_len, 16)
+  T.eq(c.model.seq_len, 16)
+  T.eq(c.train.steps, 7)
+  T.eq(c.lambda, 0.5)
+  T.eq(c.probe_batches, nil)
+  -- the configuration of part 3 is the key its cache entries already have
+  T.eq(xsa.cache.key(experiment.pair_config(ex.opts, "part3")), xsa.cache.key({part = "part3",
+    data = xsa.study.data_config(ex.opts), model = xsa.study.model_config(ex.opts),
+    train = xsa.study.adam_config(ex.opts), lambda = ex.opts.lambda}))
+end)
+
+T.case("file names: entry, checkpoints, partial saves", function()
+  local config = {a = 1}
+  local f = experiment.files("/d", "part3-300steps", config)
+  local hash = xsa.cache.path("/d", "part3-300steps", config):match("%-(%x+)%.json$")
+  T.eq(f.entry, "/d/part3-300steps-" .. hash .. ".json")
+  T.eq(f.checkpoints.sa, "/d/part3-sa-300steps-" .. hash .. ".safetensors")
+  T.eq(f.checkpoint("xsa", "-at5"), "/d/part3-xsa-300steps-" .. hash .. "-at5.safetensors")
+  T.eq(experiment.files("/d", "mine", config).checkpoints.init, "/d/mine-init-" ..
+    xsa.cache.path("/d", "mine", config):match("%-(%x+)%.json$") .. ".safetensors")
+  T.eq(experiment.pair_name("part3", {train = {steps = 300}}), "part3-300steps")
+end)
+
+T.case("cached results and the summary", function()
+  local ex = new(nil, {config = {k = 1}})
+  local calls = 0
+  local function compute() calls = calls + 1; return {value = 3} end
+  local r, status, entry = ex:cached(compute, {label = "mine thing"})
+  T.eq(r.value, 3)
+  T.eq(status, "miss")
+  T.eq(entry, xsa.cache.path(TMP .. "/out", "mine", {k = 1}))
+  r, status = ex:cached(compute)
+  T.eq(status, "hit")
+  T.eq(calls, 1)
+  r, status = ex:cached(compute, {name = "other", config = {k = 2}, check = function() return false, "no" end})
+  T.eq(status, "miss")
+  T.eq(calls, 2)
+  local path = ex:summary{cache = status, result = r, table = "| x |"}
+  local s = assert(xsa.json.read_file(path))
+  T.eq(path, TMP .. "/out/summary/mine.json")
+  T.eq(s.part, "mine")
+  T.eq(s.title, "Mine")
+  T.eq(s.config.k, 1)
+  T.ok(s.wall_s >= 0 and s.command and s.finished_at)
+  T.eq(#s.figures, 0)
+end)
+
+T.case("results of another experiment: missing, with the command to run", function()
+  local ex = new({"--out", TMP .. "/empty", "--plots", TMP .. "/plots", "--quick", "--seed", "3"})
+  local r, msg = experiment.results("part3", ex.opts, {by = "mine"})
+  T.eq(r, nil)
+  T.ok(msg:find("mine: no finished part-3 run for this configuration (part3-10steps: missing)", 1, true), msg)
+  T.ok(msg:find("Run part 3 first with the same flags:\n  xsa scripts/part3_train.lua --seed 3 --out " ..
+    TMP .. "/empty --plots " .. TMP .. "/plots --quick\n", 1, true), msg)
+  -- a finished entry (checkpoints present) is loaded, not recomputed
+  local config = experiment.pair_config(ex.opts, "part3")
+  local f = experiment.files(ex.opts.out, "part3-10steps", config)
+  for _, p in pairs(f.checkpoints) do xsa.write_file_atomic(p, "x") end
+  local fake = {status = "done", sa = {final_val = 3.5}, xsa = {final_val = 3.25}, checkpoints = f.checkpoints}
+  xsa.cache.store(ex.opts.out, "part3-10steps", config, fake)
+  local got, c = experiment.results("part3", ex.opts)
+  T.eq(got.xsa.final_val, 3.25)
+  T.eq(xsa.cache.key(c), xsa.cache.key(config))
+  os.remove(f.checkpoints.sa)
+  T.eq(experiment.results("part3", ex.opts), nil, "a missing checkpoint is no result")
+end)
+
+-- A tiny paired run (real data and models, well under a second per run).
+local TINY = {"--quick", "--steps", "4", "--eval-every", "2", "--eval-batches", "1", "--max-tokens", "6000",
+  "--seq-len", "16", "--batch", "2", "--d-model", "32", "--n-layer", "1"}
+local function tiny(extra)
+  local argv = {"--out", TMP .. "/tiny", "--plots", TMP .. "/tiny"}
+  for _, a in ipairs(TINY) do argv[#argv + 1] = a end
+  for _, a in ipairs(extra or {}) do argv[#argv + 1] = a end
+  return new(argv)
+end
+-- runs fn with stderr captured; returns fn's results (or its error) and the text
+local function capture(fn)
+  local old, text = io.stderr, {}
+  io.stderr = {write = function(self, ...) for _, x in ipairs{...} do text[#text + 1] = tostring(x) end return self end,
+    flush = function(self) return self end}
+  local r = table.pack(pcall(fn))
+  io.stderr = old
+  return r, table.concat(text)
+end
+local function same_losses(a, b)
+  T.eq(xsa.json.encode({a.steps, a.sa.train, a.sa.val, a.sa.step_loss, a.sa.final_val, a.xsa.train, a.xsa.val,
+    a.xsa.step_loss, a.xsa.final_val}), xsa.json.encode({b.steps, b.sa.train, b.sa.val, b.sa.step_loss,
+    b.sa.final_val, b.xsa.train, b.xsa.val, b.xsa.step_loss, b.xsa.final_val}))
+end
+
+T.case("a stopped paired run resumes from its saved state; --no-resume starts over", function()
+  if not xsa.data.find(xsa.data.TEXT_NAMES) then error("the TinyStories corpus is missing") end
+  local full = tiny():pair{checkpoints = true, label = "tiny"}
+  local ex = tiny({"--no-cache"})
+  local f = experiment.files(ex.opts.out, "mine-4steps", ex:pair_config())
+  local function stop_at(n) return function(step) if step == n then error("interrupted!") end end end
+  local r, err = capture(function() return ex:pair{checkpoints = true, label = "tiny", on_point = stop_at(2)} end)
+  T.ok(not r[1] and tostring(r[2]):find("interrupted!", 1, true), tostring(r[2]))
+  T.ok(err:find("tiny: interrupted after 2 of 4 steps; results so far written to", 1, true), err)
+  local j = assert(xsa.json.read_file(f.state))
+  T.eq(j.state.completed_steps, 2)
+  T.eq(j.result.status, "interrupted")
+  T.eq(j.key, xsa.cache.key(ex:pair_config()))
+  -- resumed: the uninterrupted numbers and checkpoints, the state gone
+  r, err = capture(function() return tiny({"--no-cache"}):pair{checkpoints = true, label = "tiny", what = "tiny run"} end)
+  T.ok(r[1], tostring(r[2]))
+  T.ok(err:find("resume: tiny run from step 2 of 4", 1, true), err)
+  same_losses(r[2], full)
+  for _, k in ipairs{"init", "sa", "xsa"} do
+    T.ok(T.read(r[2].checkpoints[k]) == T.read(full.checkpoints[k]), k .. " checkpoint byte-identical")
+  end
+  for _, p in ipairs(f.state_files) do T.ok(not xsa.sys.exists(p), p .. " removed") end
+  -- --no-resume: a saved state is discarded, training starts at step 0
+  capture(function() return ex:pair{label = "tiny", on_point = stop_at(2)} end)
+  T.ok(xsa.sys.exists(f.state))
+  local seen = {}
+  r, err = capture(function() return tiny({"--no-cache", "--no-resume"}):pair{label = "tiny",
+    on_point = function(step) seen[#seen + 1] = step end} end)
+  T.ok(r[1] and err:find("--no-resume, starting tiny over", 1, true), err)
+  T.eq(table.concat(seen, ","), "0,2,4")
+  same_losses(r[2], full)
+  -- a state of another configuration under this name (a hash collision) or a
+  -- damaged one is never used
+  capture(function() return ex:pair{label = "tiny", on_point = stop_at(4)} end)
+  j = assert(xsa.json.read_file(f.state))
+  j.key = j.key:gsub('"seed":0', '"seed":1')
+  xsa.json.write_file(f.state, j)
+  r, err = capture(function() return tiny({"--no-cache"}):pair{label = "tiny"} end)
+  T.ok(err:find("is for another configuration; starting over", 1, true), err)
+  T.ok(not err:find("resume:", 1, true), err)
+  same_losses(r[2], full)
+  capture(function() return ex:pair{label = "tiny", on_point = stop_at(2)} end)
+  os.remove(assert(xsa.json.read_file(f.state)).models.xsa)
+  r, err = capture(function() return tiny({"--no-cache"}):pair{label = "tiny"} end)
+  T.ok(err:find("names a model that cannot be loaded", 1, true), err)
+  same_losses(r[2], full)
+  -- --save-every: states between steps while training, none left at the end
+  local saves, files = {}, {}
+  r = capture(function() return tiny({"--no-cache", "--save-every", "1"}):pair{label = "tiny",
+    on_point = function()
+      local j = xsa.json.read_file(f.state)
+      if not j then return end
+      saves[#saves + 1] = j.state.completed_steps
+      local n = 0
+      for i = 2, #f.state_files do n = n + (xsa.sys.exists(f.state_files[i]) and 1 or 0) end
+      files[#files + 1] = n .. (xsa.sys.exists(j.models.sa) and xsa.sys.exists(j.models.xsa) and "" or " missing")
+    end} end)
+  T.eq(table.concat(files, ","), "2,2", "the two models the state names, the other slot removed")
+  -- at point 2 the latest state is step 1's (step 2's follows its point), at 4 step 3's (the last step saves none)
+  T.eq(table.concat(saves, ","), "1,3")
+  T.ok(not xsa.sys.exists(f.state))
+end)
+
+T.case("a script built on it: --help, a bad flag", function()
+  local exe = os.getenv("XSA_EXE")
+  if not exe then print("skip: XSA_EXE not set") return end
+  if exe:sub(1, 1) ~= "/" then exe = (os.getenv("XSA_ROOT") or ".") .. "/" .. exe end
+  local script = TMP .. "/mine.lua"
+  T.writefile(script, [[
+local ex = xsa.experiment{name = "mine", summary = "mine!", options = xsa.study.options({steps = 5})}
+ex:main(function() print("steps", ex.opts.steps) error("interrupted!") end)]])
+  local p = io.popen(shq(exe) .. " " .. shq(script) .. " --help 2>&1")
+  local out = p:read("a")
+  p:close()
+  T.ok(out:find("usage: xsa scripts/mine.lua", 1, true) and out:find("mine!", 1, true), out)
+  p = io.popen(shq(exe) .. " " .. shq(script) .. " --out " .. shq(TMP .. "/o") .. " --plots " .. shq(TMP .. "/o") ..
+    " --steps 9 2>&1; echo status=$?")
+  out = p:read("a")
+  p:close()
+  T.ok(out:find("steps\t9", 1, true) and out:find("status=130", 1, true), out)
+end)
+
+os.execute("rm -rf " .. shq(TMP))
+T.done()
