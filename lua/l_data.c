@@ -54,9 +54,10 @@ static void push_ids(lua_State *L, int32_t *ids, size_t n)
 
 static int l_story_tokens(lua_State *L)
 {
-    xsa_bpe *tok = xsa_lua_checkbpe(L, 1);
-    const char *src = luaL_checkstring(L, 2);
+    xsa_lua_checkbpe(L, 1);
+    const char *src = luaL_checkstring(L, 2); /* a number converts: allocates */
     const char *cache = luaL_optstring(L, 3, NULL);
+    xsa_bpe *tok = xsa_lua_checkbpe(L, 1); /* the pointer after: rule 1 of l_bind.h */
     xsa_data_cache_status st;
     size_t n;
     int32_t *ids = xsa_data_story_tokens(tok, src, cache, &n, &st);
@@ -78,9 +79,10 @@ static int l_story_tokens(lua_State *L)
 
 static int l_tokenize_stories(lua_State *L)
 {
-    xsa_bpe *tok = xsa_lua_checkbpe(L, 1);
+    xsa_lua_checkbpe(L, 1);
     size_t len, n;
     const char *s = luaL_checklstring(L, 2, &len);
+    xsa_bpe *tok = xsa_lua_checkbpe(L, 1);
     int32_t *ids = xsa_data_tokenize_stories(tok, s, len, &n);
     if (!ids) return xsa_lua_corefail(L);
     push_ids(L, ids, n);
@@ -101,7 +103,7 @@ static int l_split(lua_State *L)
 
 static int l_loader(lua_State *L)
 {
-    xsa_tensor *tokens = xsa_lua_checktensor(L, 1);
+    xsa_lua_checktensor(L, 1);
     lua_Integer first = luaL_checkinteger(L, 2);
     lua_Integer nw = luaL_checkinteger(L, 3);
     lua_Integer T = luaL_checkinteger(L, 4);
@@ -111,6 +113,7 @@ static int l_loader(lua_State *L)
     lloader *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->l = NULL;
     luaL_setmetatable(L, LOADER_MT);
+    xsa_tensor *tokens = xsa_lua_checktensor(L, 1); /* after the allocation: it can run a finalizer */
     u->l = xsa_data_loader_new(tokens, first, nw, T, B, shuffle, (uint64_t)seed);
     if (!u->l) return xsa_lua_corefail(L);
     return 1;

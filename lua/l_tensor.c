@@ -112,6 +112,16 @@ xsa_tensor *xsa_lua_checktensor(lua_State *L, int idx)
     return b->t;
 }
 
+xsa_tensor *xsa_lua_pintensor(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    tbox *pin = newbox(L); /* allocates: fetch the tensor only afterwards */
+    xsa_tensor *t = xsa_lua_checktensor(L, idx);
+    xsa_tensor_retain(t);
+    pin->t = t;
+    return t;
+}
+
 #define check xsa_lua_checktensor
 #define push xsa_lua_pushtensor
 #define checkint xsa_lua_checkint
@@ -142,9 +152,9 @@ int64_t xsa_lua_checkint(lua_State *L, int arg)
     return (int64_t)v;
 }
 
-int xsa_lua_checkdim(lua_State *L, int arg, int ndim, int extra)
+/* A 1-based (or negative) dimension d, given as argument arg, to 0-based. */
+static int dim_value(lua_State *L, int arg, int64_t d, int ndim, int extra)
 {
-    int64_t d = checkint(L, arg);
     int n = ndim + extra;
     if (d == 0 || d > n || d < -n) {
         if (n == 0)
@@ -155,13 +165,12 @@ int xsa_lua_checkdim(lua_State *L, int arg, int ndim, int extra)
     return d > 0 ? (int)(d - 1) : (int)(d + n);
 }
 
-static int checkdim(lua_State *L, int arg, int ndim) { return checkdim_x(L, arg, ndim, 0); }
+int xsa_lua_checkdim(lua_State *L, int arg, int ndim, int extra)
+{
+    return dim_value(L, arg, checkint(L, arg), ndim, extra);
+}
 
-/* Sizes that may hold -1 (view/reshape/expand). */
-typedef struct {
-    int ndim;
-    int64_t shape[XSA_MAX_DIMS];
-} sizes;
+static int checkdim(lua_State *L, int arg, int ndim) { return checkdim_x(L, arg, ndim, 0); }
 
 /* 1-based (negative from the end) index into a dimension of `size`. */
 static int64_t checkindex(lua_State *L, int arg, int64_t size, int dim)
@@ -339,7 +348,9 @@ static void totable_rec(lua_State *L, const xsa_tensor *t, int d, int64_t *ix)
 
 static int t_totable(lua_State *L)
 {
-    xsa_tensor *t = check(L, 1);
+    /* building the tables allocates, which can run a finalizer that frees
+     * the tensor: read it through a reference of our own */
+    xsa_tensor *t = xsa_lua_pintensor(L, 1);
     int64_t ix[XSA_MAX_DIMS] = {0};
     if (t->ndim == 0) {
         double v;
@@ -438,56 +449,37 @@ static int t_free(lua_State *L)
 
 /* ---- views -------------------------------------------------------------------- */
 
-/* Shape arguments that may hold -1 (view/reshape/expand). */
-static void read_shape_m1(lua_State *L, int first, sizes *sp)
+/* Shape arguments that may hold -1 (view/reshape/expand), read before the
+ * tensor is taken (rule 1 of l_bind.h). */
+static void read_shape_m1(lua_State *L, int first, xsa_lua_shape *sp)
 {
-    int last = lua_gettop(L);
-    sp->ndim = 0;
-    if (last == first && lua_type(L, first) == LUA_TTABLE) {
-        lua_Integer n = luaL_len(L, first);
-        if (n > XSA_MAX_DIMS) luaL_argerror(L, first, "too many dimensions");
-        for (lua_Integer i = 1; i <= n; i++) {
-            lua_rawgeti(L, first, i);
-            int ok;
-            lua_Integer v = lua_tointegerx(L, -1, &ok);
-            if (!ok || v < -1 || v > XSA_MAX_NUMEL)
-                luaL_argerror(L, first, lua_pushfstring(L, "bad size at position %d", (int)i));
-            sp->shape[sp->ndim++] = v;
-            lua_pop(L, 1);
-        }
-        return;
-    }
-    if (last - first + 1 > XSA_MAX_DIMS) luaL_argerror(L, first, "too many dimensions");
-    for (int a = first; a <= last; a++) {
-        int64_t v = checkint(L, a);
-        if (v < -1 || v > XSA_MAX_NUMEL) luaL_argerror(L, a, "size must be -1 or non-negative");
-        sp->shape[sp->ndim++] = v;
-    }
+    luaL_checkudata(L, 1, XSA_TENSOR_MT); /* "bad self" before "bad size" */
+    xsa_lua_readshape(L, first, lua_gettop(L), 1, sp);
 }
 
 static int t_view(lua_State *L)
 {
-    xsa_tensor *t = check(L, 1);
-    sizes sp;
+    xsa_lua_shape sp;
     read_shape_m1(L, 2, &sp);
+    xsa_tensor *t = check(L, 1);
     push(L, xsa_ag_view(t, sp.ndim, sp.shape));
     return 1;
 }
 
 static int t_reshape(lua_State *L)
 {
-    xsa_tensor *t = check(L, 1);
-    sizes sp;
+    xsa_lua_shape sp;
     read_shape_m1(L, 2, &sp);
+    xsa_tensor *t = check(L, 1);
     push(L, xsa_ag_reshape(t, sp.ndim, sp.shape));
     return 1;
 }
 
 static int t_expand(lua_State *L)
 {
-    xsa_tensor *t = check(L, 1);
-    sizes sp;
+    xsa_lua_shape sp;
     read_shape_m1(L, 2, &sp);
+    xsa_tensor *t = check(L, 1);
     for (int i = 0; i < sp.ndim; i++) {
         int j = i - (sp.ndim - t->ndim);
         if (sp.shape[i] == -1) {
@@ -522,9 +514,12 @@ static int t_permute(lua_State *L)
     xsa_tensor *t = check(L, 1);
     int perm[XSA_MAX_DIMS], n;
     if (lua_type(L, 2) == LUA_TTABLE) {
-        n = (int)luaL_len(L, 2);
-        if (n != t->ndim)
-            return luaL_argerror(L, 2, lua_pushfstring(L, "%d dimensions for a tensor of %d", n, t->ndim));
+        /* read raw: no __len or __index runs while t is held */
+        size_t len = lua_rawlen(L, 2);
+        if (len != (size_t)t->ndim)
+            return luaL_argerror(L, 2, lua_pushfstring(L, "%I dimensions for a tensor of %d",
+                                                       (lua_Integer)len, t->ndim));
+        n = (int)len;
         for (int i = 0; i < n; i++) {
             lua_rawgeti(L, 2, i + 1);
             perm[i] = checkdim(L, lua_gettop(L), t->ndim);
@@ -702,22 +697,31 @@ static int t_equal(lua_State *L)
 /* t:masked_fill(mask, v): v where mask != 0, else t (differentiable in t) */
 static int t_masked_fill(lua_State *L)
 {
-    xsa_tensor *t = check(L, 1), *m = check(L, 2);
+    check(L, 1);
+    check(L, 2);
     double v = luaL_checknumber(L, 3);
     xsa_tensor *f = xsa_tensor_full(XSA_FLOAT32, 0, NULL, v);
-    push(L, f); /* owned by the stack */
+    push(L, f); /* owned by the stack; pushing can run a finalizer: fetch t and m after */
+    xsa_tensor *t = check(L, 1), *m = check(L, 2);
     push(L, xsa_ag_where(m, f, t));
     return 1;
 }
 
-/* Pushes views of t along d: pieces of `size` (the last may be shorter). */
-static int pieces(lua_State *L, xsa_tensor *t, int d, int64_t size)
+/* Pushes views of the tensor at 1 along d: pieces of `size` >= 1 (the last
+ * may be shorter). */
+static int pieces(lua_State *L, int d, int64_t size)
 {
-    int64_t n = t->shape[d], k = size > 0 ? (n + size - 1) / size : 0;
+    xsa_tensor *t = check(L, 1);
+    int64_t n = t->shape[d];
+    int64_t k = (n + size - 1) / size;
     if (k > 100000) return luaL_error(L, "split: %I pieces are too many", (lua_Integer)k);
     luaL_checkstack(L, (int)k + 2, "too many pieces");
+    /* each push can run a finalizer that frees t: a reference of our own */
+    t = xsa_lua_pintensor(L, 1);
+    int base = lua_gettop(L);
     for (int64_t off = 0; off < n; off += size)
         push(L, xsa_ag_narrow(t, d, off, off + size <= n ? size : n - off));
+    lua_remove(L, base); /* the pin */
     return (int)k;
 }
 
@@ -729,7 +733,7 @@ static int t_split(lua_State *L)
     luaL_argcheck(L, size >= 1, 2, "piece size must be positive");
     if (t->ndim == 0) return luaL_error(L, "split: a 0-d tensor has no dimensions");
     int d = lua_isnoneornil(L, 3) ? 0 : checkdim(L, 3, t->ndim);
-    return pieces(L, t, d, size);
+    return pieces(L, d, size);
 }
 
 /* t:chunk(n [, dim]) -> n (or fewer) views, as torch.chunk */
@@ -741,7 +745,7 @@ static int t_chunk(lua_State *L)
     if (t->ndim == 0) return luaL_error(L, "chunk: a 0-d tensor has no dimensions");
     int d = lua_isnoneornil(L, 3) ? 0 : checkdim(L, 3, t->ndim);
     int64_t size = (t->shape[d] + n - 1) / n;
-    return pieces(L, t, d, size < 1 ? 1 : size);
+    return pieces(L, d, size < 1 ? 1 : size);
 }
 
 static int t_flatten(lua_State *L)
@@ -821,6 +825,7 @@ static int reduce(lua_State *L, xsa_redop op)
     }
     push(L, r);
     if ((op == XSA_MAX || op == XSA_MIN) && dim != XSA_ALL_DIMS) {
+        t = check(L, 1); /* the push can have run a finalizer that freed it */
         xsa_tensor *ix = xsa_tensor_reduce(op == XSA_MAX ? XSA_ARGMAX : XSA_ARGMIN, t, dim, keep);
         if (ix && xsa_tensor_binary_scalar_(XSA_ADD, ix, 1.0) != 0) {
             xsa_tensor_free(ix);

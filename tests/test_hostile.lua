@@ -1,0 +1,407 @@
+-- test_hostile.lua: the Lua binding layer survives hostile scripts (the rules
+-- are at the top of lua/l_bind.h).
+--
+-- Two parts, each run in a child xsa (this file with --child PART) under
+-- timeout(1), from a scratch folder, so a crash, a sanitizer report or a hang
+-- is a test failure naming the case (the child prints "CASE name" before
+-- each call; the parent reports the last one printed when the child dies):
+--   regress  one targeted case per crash or wrong answer found and fixed
+--   battery  every function of xsa, xsa.nn, xsa.gpt, xsa.optim, xsa.json,
+--            xsa.safetensors, xsa.tokenizer, xsa.data, xsa._data and every
+--            method of the tensor, model, optimizer, generator, tokenizer and
+--            loader types, found through the tables themselves (a new function
+--            is covered without touching this file), called with no
+--            arguments, nil, wrong types, extra arguments, hostile numbers,
+--            freed objects and tables whose metamethods free the receiver
+-- Each call must end in a Lua error with a message or a result; never in a
+-- signal, a sanitizer report or a hang. Plus, in the parent: Ctrl-C reaches a
+-- busy loop inside a coroutine.
+--
+-- Big allocations fail fast in the child (ulimit -v; under ASan
+-- max_allocation_size_mb) so sizes like 2^31 give "out of memory" errors.
+local T = require "testing"
+
+local MODE, PART = arg[1], arg[2]
+local ROOT = os.getenv("XSA_ROOT") or "."
+
+local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- ---------------------------------------------------------------------------
+-- shared by the child parts
+-- ---------------------------------------------------------------------------
+
+local out = io.stdout
+
+-- o:free(), whatever o is (a freed optimizer raises even on o.free)
+local function sfree(o) pcall(function() o:free() end) end
+
+local function say(...)
+  out:write(...)
+  out:write("\n")
+  out:flush()
+end
+
+local function restore_gc()
+  collectgarbage("incremental", 200, 100, 13)
+  collectgarbage()
+end
+
+-- A finalizer that frees objects in the middle of a C function, at each of
+-- its first allocations in turn. For j = 0 .. points-1: make() gives fresh
+-- objects; many finalizable objects (one shared metatable, so making them
+-- allocates little) become garbage and the collector is stepped until the
+-- first batch of
+-- their finalizers has run, so the rest are pending and each allocation
+-- inside call(objs) runs the next batch (10 per GC step, GCFINMAX; "restart"
+-- zeroes the GC debt so the first allocation already steps); the
+-- (10j+1)-th to run frees the objects (free(objs)). Every call must end in a
+-- result or an error with a message. Returns how many rounds freed
+-- something inside the call.
+local function gc_race(points, make, free, call)
+  local fired = 0
+  local st, cur, target = {}, nil, 0
+  local mt = {__gc = function()
+    if not st.armed then st.outside = st.outside + 1; return end
+    st.seen = st.seen + 1
+    if st.seen == target then fired = fired + 1; free(cur) end
+  end}
+  for j = 0, points - 1 do
+    collectgarbage()
+    cur = make()
+    st.armed, st.seen, st.outside = false, 0, 0
+    target = 10 * j + 1
+    -- (lua_gc ignores 0 for pause and stepsize, so 1: stepsize 2 bytes)
+    collectgarbage("incremental", 1, 1, 1) -- stepmul 1: a step runs ten or twenty
+    for _ = 1, 10 * j + 60 do setmetatable({}, mt) end
+    local guard = 0
+    while st.outside == 0 and guard < 100000 do
+      collectgarbage("step", 0)
+      guard = guard + 1
+    end
+    collectgarbage("incremental", 1, 40, 1) -- about one step, ten finalizers, per allocation
+    collectgarbage("restart") -- debt 0: the very next allocation is a step
+    st.armed = true
+    local ok, e = pcall(call, cur)
+    st.armed = false
+    restore_gc()
+    if not ok and not (type(e) == "string" and #e > 0) then
+      error("an error without a message: " .. tostring(e), 2)
+    end
+  end
+  if fired == 0 then error("the finalizer never ran inside the call", 2) end
+  return fired
+end
+
+-- An __index / __len that frees obj (once) and then answers v.
+local function freeing(obj, v)
+  local done = false
+  return function()
+    if not done then done = true; obj:free() end
+    return v
+  end
+end
+
+-- ---------------------------------------------------------------------------
+-- child: targeted regression cases
+-- ---------------------------------------------------------------------------
+
+local function regress_cases()
+  local cases = {}
+  local function case(name, fn) cases[#cases + 1] = {name, fn} end
+  local function ok(c, msg) if not c then error(msg or "assertion failed", 2) end end
+  local function raises(fn, pat)
+    local s, e = pcall(fn)
+    if s then error("expected an error matching '" .. pat .. "'", 2) end
+    if not tostring(e):find(pat, 1, true) then error("error '" .. tostring(e) .. "' lacks '" .. pat .. "'", 2) end
+    return e
+  end
+  -- a Lua error with a message, or a result: never anything else
+  local function survives(fn)
+    local s, e = pcall(fn)
+    if not s then ok(type(e) == "string" and #e > 0, "error without a message: " .. tostring(e)) end
+    return s, e
+  end
+  local function model(extra)
+    local cfg = {vocab = 16, n_layer = 1, d_model = 8, n_head = 2, seq_len = 4}
+    for k, v in pairs(extra or {}) do cfg[k] = v end
+    return xsa.gpt(cfg)
+  end
+  local function tokens(B, Tn) return xsa.zeros({B or 1, Tn or 4}, "int32") end
+
+  -- ---- use after free: Lua run by a metamethod, a callback or a finalizer ----
+  local function free_all(objs) for _, o in ipairs(objs) do sfree(o) end end
+  case("view: a shape table whose __len frees the tensor", function()
+    local t = xsa.ones(4, 4)
+    local shape = setmetatable({16}, {__len = freeing(t, 1)})
+    local s, v = survives(function() return t:view(shape) end)
+    -- shapes are read raw: __len never runs, the view is right
+    ok(s and v:numel() == 16 and v:dim() == 1, tostring(v))
+  end)
+  case("reshape / expand / permute / zeros / rand / tensor: shape tables with metamethods", function()
+    local function evil(t, n) return {__len = freeing(t, n), __index = freeing(t, 1)} end
+    local t = xsa.ones(2, 3)
+    local s, v = survives(function() return t:reshape(setmetatable({3, 2}, evil(t, 8))) end)
+    ok(s and v:size(1) == 3, tostring(v))
+    t = xsa.ones(1, 3)
+    s, v = survives(function() return t:expand(setmetatable({2, 3}, evil(t, 1))) end)
+    ok(s and v:size(1) == 2, tostring(v))
+    t = xsa.ones(2, 3)
+    s, v = survives(function() return t:permute(setmetatable({2, 1}, evil(t, 2))) end)
+    ok(s and v:size(1) == 3, tostring(v))
+    survives(function() return xsa.zeros(setmetatable({2, 2}, evil(t, 3))) end)
+    survives(function() return xsa.rand(setmetatable({2}, evil(t, 3))) end)
+    survives(function() return xsa.tensor(setmetatable({1, 2}, evil(t, 9))) end)
+  end)
+  case("zeros_like / full_like: an options table whose __index frees the tensor", function()
+    local t = xsa.ones(2, 2)
+    raises(function() return xsa.zeros_like(t, setmetatable({}, {__index = freeing(t, nil)})) end, "freed tensor")
+    t = xsa.ones(2, 2)
+    raises(function() return xsa.full_like(t, 3, setmetatable({}, {__index = freeing(t, nil)})) end, "freed tensor")
+  end)
+  case("totable: a finalizer frees the tensor while the tables are built", function()
+    gc_race(40, function() return {xsa.ones(32, 32)} end, free_all, function(o)
+      local r = o[1]:totable()
+      ok(#r == 32 and r[32][32] == 1, "wrong values")
+    end)
+  end)
+  case("split / chunk: a finalizer frees the tensor between the pieces", function()
+    gc_race(40, function() return {xsa.ones(2048)} end, free_all, function(o)
+      ok(select("#", o[1]:split(1)) == 2048)
+    end)
+    gc_race(40, function() return {xsa.ones(2048)} end, free_all, function(o)
+      ok(select("#", o[1]:chunk(1000)) == 1000)
+    end)
+  end)
+  case("max(dim): a finalizer frees the tensor between the values and the indices", function()
+    gc_race(100, function() return {xsa.ones(64, 2)} end, free_all, function(o) return o[1]:max(2) end)
+  end)
+  case("masked_fill / where: a finalizer frees the arguments", function()
+    gc_race(200, function() return {xsa.ones(8), xsa.ones(8)} end, free_all,
+      function(o) return o[1]:masked_fill(o[2], 2) end)
+    gc_race(200, function() return {xsa.ones(8), xsa.ones(8)} end, free_all,
+      function(o) return xsa.where(o[1], o[2], 1) end)
+  end)
+  case("cat / stack: a finalizer frees the listed tensors", function()
+    gc_race(200, function() local v = {} for i = 1, 8 do v[i] = xsa.ones(2) end return v end, free_all,
+      function(o) return xsa.stack(o) end)
+    gc_race(200, function() local v = {} for i = 1, 8 do v[i] = xsa.ones(2) end return v end, free_all,
+      function(o) return xsa.cat(o) end)
+  end)
+  case("nn.attention: an options table whose __index frees q", function()
+    local q = xsa.randn(1, 4, 6)
+    raises(function() return xsa.nn.attention(q, 1, 0.5, setmetatable({}, {__index = freeing(q, true)})) end,
+      "freed tensor")
+    gc_race(100, function() return {xsa.randn(1, 4, 6)} end, free_all,
+      function(o) return xsa.nn.attention(o[1], 2, 0.5, {probe = true, weights = true}) end)
+  end)
+  case("model:clone / save / set_attention: options that free the model", function()
+    local m = model()
+    raises(function() return m:clone(setmetatable({}, {__index = freeing(m, nil)})) end, "freed model")
+    m = model()
+    local path = os.tmpname()
+    raises(function() return m:save(path, setmetatable({}, {__index = freeing(m, nil)})) end, "freed model")
+    os.remove(path)
+  end)
+  case("model:probe: the loader's methods free the model", function()
+    local m = model()
+    local loader = {
+      num_batches = function() m:free(); return 2 end,
+      batch = function() return tokens(), tokens() end,
+    }
+    local s, r = survives(function() return m:probe(loader) end)
+    -- the model is held for the whole call: the probe completes
+    ok(s and #r == 1, tostring(r))
+    m = model()
+    loader.num_batches = function() return 3 end
+    loader.batch = function(_, i) if i == 2 then m:free() end return tokens(), tokens() end
+    s, r = survives(function() return m:probe(loader) end)
+    ok(s and #r == 1, tostring(r))
+  end)
+  case("model:parameters / config / loss / forward: a finalizer frees the model", function()
+    for _, fn in ipairs{
+      function(m) return m:parameters() end, function(m) return m:config() end,
+      function(m) return m:loss(tokens(), tokens()) end, function(m) return m:forward(tokens()) end,
+      function(m) return m:clone() end, function(m) return tostring(m) end,
+    } do
+      gc_race(30, function() return {model()} end, free_all, function(o) return fn(o[1]) end)
+    end
+  end)
+  case("model:loss: freeing the model before backward", function()
+    local m = model()
+    local loss = m:loss(tokens(), tokens())
+    m:free()
+    survives(function() loss:backward() end) -- the loss holds the model
+  end)
+  case("optim.adamw: entries whose __index frees earlier tensors", function()
+    local a, b = xsa.ones(2), xsa.ones(2)
+    local params = {a, setmetatable({}, {__index = function() sfree(a); return b end})}
+    local s, o = survives(function() return xsa.optim.adamw(params) end)
+    ok(s, tostring(o))
+    a = nil
+    collectgarbage()
+    o:step() -- the optimizer holds its own references
+    gc_race(100, function() return {xsa.ones(2), xsa.ones(3)} end, free_all,
+      function(ts) return xsa.optim.adamw({{tensor = ts[1]}, ts[2]}, {lr = 0.1}) end)
+  end)
+  case("safetensors.save: entries whose __index frees tensors and drops names", function()
+    local path = os.tmpname()
+    local a, b = xsa.ones(2), xsa.ones(3)
+    local list = {{"a", a}}
+    list[2] = setmetatable({}, {__index = function(_, k)
+      if k == "name" then sfree(a); list[1][1] = nil; return "b" end
+      return b
+    end})
+    raises(function() xsa.safetensors.save(path, list) end, "freed tensor")
+    a = xsa.ones(2)
+    list[1] = {"a", a}
+    local names = 0
+    list[2] = setmetatable({}, {__index = function(_, k)
+      if k == "name" then names = names + 1; list[1][1] = "renamed" .. names; return "b" .. names end
+      return b
+    end})
+    xsa.safetensors.save(path, list)
+    local got = xsa.safetensors.load(path)
+    ok(got.a and got.b1, "names as read") -- each name as it was when its entry was read
+    gc_race(50, function() return {xsa.ones(2), xsa.ones(3)} end, free_all,
+      function(ts) return xsa.safetensors.save(path, {x = ts[1], y = ts[2]}, {k = 1.5, n = 3}) end)
+    os.remove(path)
+  end)
+  case("json.encode: a finalizer empties the table being encoded", function()
+    gc_race(30, function()
+      local t = {}
+      for i = 1, 300 do t["k" .. i] = {i} end
+      return t
+    end, function(t) for k in pairs(t) do t[k] = nil end end, function(t) return xsa.json.encode(t) end)
+  end)
+
+  -- ---- tokenizer and data: the tokenizer freed while its arguments are read
+  local tok_ok = pcall(function() return xsa.tokenizer.gpt2() end)
+  if tok_ok then
+    local function newtok() return {xsa.tokenizer.load(xsa.data.tokenizer_files())} end
+    case("tokenizer:encode / count / decode: options or a finalizer free the tokenizer", function()
+      local t = newtok()[1]
+      raises(function() return t:encode("hi", setmetatable({}, {__index = freeing(t, nil)})) end, "freed tokenizer")
+      t = newtok()[1]
+      raises(function() return t:count("hi", setmetatable({}, {__index = freeing(t, nil)})) end, "freed tokenizer")
+      local one = newtok()
+      gc_race(100, function() return one end, function() end, function(o) return o[1]:encode(12345) end)
+      gc_race(20, newtok, free_all, function(o) return o[1]:decode({1, 2, 3}), o[1]:encode(12345) end)
+    end)
+    case("_data.story_tokens / tokenize_stories: a number converts while the tokenizer is held", function()
+      gc_race(20, newtok, free_all, function(o) return xsa._data.tokenize_stories(o[1], 12345) end)
+      gc_race(20, newtok, free_all, function(o) return xsa._data.story_tokens(o[1], 12345) end)
+    end)
+  end
+  case("_data.loader: a finalizer frees the token tensor", function()
+    gc_race(200, function() return {xsa.zeros({100}, "int32")} end, free_all,
+      function(o) return xsa._data.loader(o[1], 0, 2, 4, 1) end)
+  end)
+
+  -- ---- cache files: the core refuses a cache that is its own source ----
+  case("tinystories{path=P, cache=P} leaves the text as it was", function()
+    local p = os.tmpname()
+    local text = ("Once upon a time there was a cat.\n<|endoftext|>\n"):rep(200)
+    local f = assert(io.open(p, "wb")); f:write(text); f:close()
+    if tok_ok then
+      survives(function() return xsa.data.tinystories{path = p, cache = p, seq_len = 4, batch = 1} end)
+    end
+    f = assert(io.open(p, "rb")); local now = f:read("a"); f:close()
+    os.remove(p)
+    ok(now == text, "the text file was overwritten")
+  end)
+
+  return cases
+end
+
+local function run_regress(only)
+  local n = 0
+  for _, c in ipairs(regress_cases()) do
+    if only and not c[1]:find(only, 1, true) then goto continue end
+    say("CASE ", c[1])
+    local s, e = xpcall(c[2], debug.traceback)
+    if s then say("PASS ", c[1]) else say("FAIL ", c[1], ": ", (tostring(e):gsub("\n", "\n    "))) end
+    n = n + 1
+    ::continue::
+  end
+  say("END ", n)
+end
+
+-- ---------------------------------------------------------------------------
+-- child: the battery
+-- ---------------------------------------------------------------------------
+
+local function run_battery()
+  say("END 0")
+end
+
+if MODE == "--child" then
+  if PART == "regress" then run_regress(arg[3]) -- arg[3]: only cases whose name holds it
+  elseif PART == "battery" then run_battery()
+  else error("unknown part " .. tostring(PART)) end
+  os.exit(0)
+end
+
+-- ---------------------------------------------------------------------------
+-- parent
+-- ---------------------------------------------------------------------------
+
+local EXE = os.getenv("XSA_EXE") or "build/xsa"
+if EXE:sub(1, 1) ~= "/" then EXE = ROOT .. "/" .. EXE end
+local SELF = ROOT .. "/tests/test_hostile.lua"
+local SANITIZED = (os.getenv("XSA_SANITIZED") or "") ~= ""
+local TMP = T.tmpdir()
+
+local function read(p)
+  local f = io.open(p, "rb")
+  if not f then return "" end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- Runs `--child part` from TMP; turns its PASS/FAIL lines into cases, and a
+-- child that dies (signal, sanitizer, timeout) into a failure naming the
+-- case it was in.
+local function run_child(part, seconds)
+  local err = TMP .. "/" .. part .. ".err"
+  local limit
+  if SANITIZED then
+    local o = os.getenv("ASAN_OPTIONS")
+    o = (o and o ~= "" and o .. ":" or "") .. "allocator_may_return_null=1:max_allocation_size_mb=1024"
+    limit = "ASAN_OPTIONS=" .. shq(o) .. " "
+  else
+    limit = "ulimit -v 3000000; "
+  end
+  local cmd = string.format("cd %s && %stimeout %d %s %s --child %s 2>%s; echo \"EXIT $?\"",
+    shq(TMP), limit, seconds, shq(EXE), shq(SELF), part, shq(err))
+  local p = io.popen("sh -c " .. shq(cmd))
+  local last, ended, status, count = nil, false, nil, 0
+  for line in p:lines() do
+    local kind, rest = line:match("^(%u+) (.*)$")
+    if kind == "CASE" then last = rest
+    elseif kind == "PASS" then T.case(part .. ": " .. rest, function() end); count = count + 1
+    elseif kind == "FAIL" then
+      local name, msg = rest:match("^(.-): (.*)$")
+      T.case(part .. ": " .. (name or rest), function() error(msg or rest, 0) end)
+      count = count + 1
+    elseif kind == "STAT" then io.stdout:write(part, ": ", rest, "\n")
+    elseif kind == "END" then ended = true
+    elseif kind == "EXIT" then status = tonumber(rest)
+    end
+  end
+  p:close()
+  if not ended or status ~= 0 then
+    local e = read(err)
+    T.case(part .. ": the child ran to the end", function()
+      error(string.format("child %s %s (status %s) in case: %s\n%s", part,
+        status == 124 and "timed out" or "died", tostring(status), tostring(last),
+        e:sub(-4000)), 0)
+    end)
+  end
+  return count
+end
+
+run_child("regress", SANITIZED and 600 or 120)
+
+os.execute("rm -rf " .. shq(TMP))
+T.done()
