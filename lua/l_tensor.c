@@ -159,8 +159,8 @@ static int dim_value(lua_State *L, int arg, int64_t d, int ndim, int extra)
     if (d == 0 || d > n || d < -n) {
         if (n == 0)
             return luaL_argerror(L, arg, "a 0-d tensor has no dimensions");
-        return luaL_argerror(L, arg, lua_pushfstring(L, "dimension %d out of range (expected 1..%d or -%d..-1)",
-                                                     (int)d, n, n));
+        return luaL_argerror(L, arg, lua_pushfstring(L, "dimension %I out of range (expected 1..%d or -%d..-1)",
+                                                     (lua_Integer)d, n, n));
     }
     return d > 0 ? (int)(d - 1) : (int)(d + n);
 }
@@ -332,7 +332,7 @@ static int t_item(lua_State *L)
 
 static void totable_rec(lua_State *L, const xsa_tensor *t, int d, int64_t *ix)
 {
-    lua_createtable(L, (int)t->shape[d], 0);
+    lua_createtable(L, t->shape[d] < INT32_MAX ? (int)t->shape[d] : 0, 0); /* a size hint */
     for (int64_t i = 0; i < t->shape[d]; i++) {
         ix[d] = i;
         if (d + 1 == t->ndim) {
@@ -541,7 +541,7 @@ static int t_narrow(lua_State *L)
     int d = checkdim(L, 2, t->ndim);
     int64_t start = checkindex(L, 3, t->shape[d], d);
     int64_t len = checkint(L, 4);
-    luaL_argcheck(L, len >= 0 && start + len <= t->shape[d], 4,
+    luaL_argcheck(L, len >= 0 && len <= t->shape[d] - start, 4, /* no start + len: it can overflow */
                   lua_pushfstring(L, "length %I from %I runs past size %I", (lua_Integer)len,
                                   (lua_Integer)start + 1, (lua_Integer)t->shape[d]));
     push(L, xsa_ag_narrow(t, d, start, len));
@@ -713,6 +713,7 @@ static int pieces(lua_State *L, int d, int64_t size)
 {
     xsa_tensor *t = check(L, 1);
     int64_t n = t->shape[d];
+    if (size > n) size = n > 0 ? n : 1; /* one piece; and n + size cannot overflow below */
     int64_t k = (n + size - 1) / size;
     if (k > 100000) return luaL_error(L, "split: %I pieces are too many", (lua_Integer)k);
     luaL_checkstack(L, (int)k + 2, "too many pieces");
@@ -720,7 +721,7 @@ static int pieces(lua_State *L, int d, int64_t size)
     t = xsa_lua_pintensor(L, 1);
     int base = lua_gettop(L);
     for (int64_t off = 0; off < n; off += size)
-        push(L, xsa_ag_narrow(t, d, off, off + size <= n ? size : n - off));
+        push(L, xsa_ag_narrow(t, d, off, size <= n - off ? size : n - off));
     lua_remove(L, base); /* the pin */
     return (int)k;
 }
@@ -744,8 +745,8 @@ static int t_chunk(lua_State *L)
     luaL_argcheck(L, n >= 1, 2, "chunk count must be positive");
     if (t->ndim == 0) return luaL_error(L, "chunk: a 0-d tensor has no dimensions");
     int d = lua_isnoneornil(L, 3) ? 0 : checkdim(L, 3, t->ndim);
-    int64_t size = (t->shape[d] + n - 1) / n;
-    return pieces(L, d, size < 1 ? 1 : size);
+    int64_t len = t->shape[d], size = len > 0 ? (len - 1) / n + 1 : 1; /* ceil without overflow */
+    return pieces(L, d, size);
 }
 
 static int t_flatten(lua_State *L)
