@@ -25,6 +25,15 @@ static xsa_tensor *opttensor(lua_State *L, int arg)
     return lua_isnoneornil(L, arg) ? NULL : check(L, arg);
 }
 
+/* The core divides by the last dimension (C of linear and layernorm, V of
+ * cross_entropy) before it checks it: refuse a size-0 one here (rule 5 of
+ * l_bind.h). */
+static void nonempty_last(lua_State *L, int arg, const xsa_tensor *t, const char *fn, const char *what)
+{
+    if (t->ndim >= 1 && t->shape[t->ndim - 1] == 0)
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s: the last dimension of %s is 0", fn, what));
+}
+
 /* embedding(idx, weight [, pos_weight]) */
 static int nn_embedding(lua_State *L)
 {
@@ -37,6 +46,7 @@ static int nn_embedding(lua_State *L)
 static int nn_linear(lua_State *L)
 {
     xsa_tensor *x = check(L, 1), *w = check(L, 2), *b = opttensor(L, 3);
+    nonempty_last(L, 1, x, "linear", "the input");
     push(L, xsa_ag_linear(x, w, b));
     return 1;
 }
@@ -44,6 +54,7 @@ static int nn_linear(lua_State *L)
 static int nn_layernorm(lua_State *L)
 {
     xsa_tensor *x = check(L, 1), *w = check(L, 2), *b = check(L, 3);
+    nonempty_last(L, 1, x, "layernorm", "the input");
     push(L, xsa_ag_layernorm(x, w, b));
     return 1;
 }
@@ -122,6 +133,7 @@ static int nn_attention(lua_State *L)
 static int nn_cross_entropy(lua_State *L)
 {
     xsa_tensor *lg = check(L, 1), *tg = check(L, 2);
+    nonempty_last(L, 1, lg, "cross_entropy", "the logits");
     push(L, xsa_ag_cross_entropy(lg, tg));
     return 1;
 }

@@ -329,6 +329,13 @@ local function regress_cases()
     ok(x:size(1) == 2 and x:size(2) == 4)
   end)
 
+  -- ---- validation before use: size-0 last dimensions ----
+  case("nn.linear / layernorm / cross_entropy: a size-0 last dimension is an error, not SIGFPE", function()
+    raises(function() return xsa.nn.linear(xsa.zeros(2, 0), xsa.zeros(0, 3)) end, "last dimension")
+    raises(function() return xsa.nn.layernorm(xsa.zeros(2, 0), xsa.zeros(0), xsa.zeros(0)) end, "last dimension")
+    raises(function() return xsa.nn.cross_entropy(xsa.zeros(2, 0), xsa.zeros({2}, "int32")) end, "last dimension")
+  end)
+
   -- ---- cache files: the core refuses a cache that is its own source ----
   case("tinystories{path=P, cache=P} leaves the text as it was", function()
     local p = os.tmpname()
