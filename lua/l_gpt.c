@@ -27,6 +27,7 @@
  * cannot leak them. Non-goals: algorithms (all in core/), the optimizer
  * (l_optim.c).
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,7 +172,7 @@ static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
     }
     if (lua_getfield(L, arg, "attention") != LUA_TNIL) c->attention = attfield(L, fn);
     lua_pop(L, 1);
-    if (lua_getfield(L, arg, "lambda") != LUA_TNIL) c->lambda = xsa_lua_numfield(L, fn, "lambda");
+    if (lua_getfield(L, arg, "lambda") != LUA_TNIL) c->lambda = xsa_lua_f32field(L, fn, "lambda");
     lua_pop(L, 1);
     if (lua_getfield(L, arg, "seed") != LUA_TNIL) {
         int isint;
@@ -207,6 +208,10 @@ static int l_gpt_load(lua_State *L)
     if (!m) return xsa_lua_corefail(L);
     b->m = m;
     *ob = o;
+    /* the core checks lambda is finite as a double; it runs as a float */
+    double lambda = xsa_gpt_get_config(m)->lambda;
+    if (!(fabs(lambda) <= FLT_MAX))
+        return luaL_error(L, "xsa.gpt.load: %s: lambda %f is not finite as a float32", path, (lua_Number)lambda);
     account(L, m);
     if (!o) {
         lua_pop(L, 1);
@@ -321,7 +326,7 @@ static int m_clone(lua_State *L)
         if (lua_getfield(L, 2, "attention") != LUA_TNIL) att = attfield(L, "gpt:clone"), set_att = 1;
         lua_pop(L, 1);
         if (lua_getfield(L, 2, "lambda") != LUA_TNIL)
-            lambda = xsa_lua_numfield(L, "gpt:clone", "lambda"), set_lambda = 1;
+            lambda = xsa_lua_f32field(L, "gpt:clone", "lambda"), set_lambda = 1;
         lua_pop(L, 1);
     }
     gbox *b = newgbox(L);
@@ -355,7 +360,7 @@ static int m_set_attention(lua_State *L)
     double lambda = 0.0;
     if (set_lambda) {
         lua_pushvalue(L, 3);
-        lambda = xsa_lua_numfield(L, "gpt:set_attention", "lambda");
+        lambda = xsa_lua_f32field(L, "gpt:set_attention", "lambda");
         lua_pop(L, 1);
     }
     xsa_gpt *m = checkgpt(L, 1);
@@ -433,8 +438,7 @@ static int m_probe(lua_State *L)
     lua_Integer nb = lua_tointegerx(L, -1, &isint);
     if (!isint || nb < 1) return luaL_argerror(L, 2, "loader:num_batches() must be a positive integer");
     lua_pop(L, 1);
-    lua_Integer n = luaL_optinteger(L, 3, nb);
-    luaL_argcheck(L, n >= 1, 3, "number of batches must be >= 1");
+    lua_Integer n = xsa_lua_optcount(L, 3, nb, 1, INT64_MAX, "number of batches");
     if (n > nb) n = nb;
     size_t cnt = (size_t)L_ * NH * XSA_NN_PROBE_N;
     double *acc = lua_newuserdatauv(L, 2 * cnt * sizeof(double), 0);

@@ -85,9 +85,8 @@ static int nn_attention(lua_State *L)
         check(L, 3);
         a = 4;
     }
-    lua_Integer nh = luaL_checkinteger(L, a);
-    luaL_argcheck(L, nh >= 1 && nh <= 65536, a, "head count must be in [1, 65536]");
-    double lambda = luaL_optnumber(L, a + 1, 0.0);
+    lua_Integer nh = xsa_lua_checkcount(L, a, 1, 65536, "head count");
+    double lambda = xsa_lua_optfloat32(L, a + 1, 0.0, "lambda");
     int want_probe = 0, want_att = 0;
     if (!lua_isnoneornil(L, a + 2)) {
         luaL_checktype(L, a + 2, LUA_TTABLE);

@@ -56,19 +56,19 @@ static int l_adamw(lua_State *L)
         luaL_checktype(L, 2, LUA_TTABLE);
         const char *fn = "xsa.optim.adamw";
         xsa_lua_checkkeys(L, fn, 2, adamw_keys);
-        if (lua_getfield(L, 2, "lr") != LUA_TNIL) lr = xsa_lua_numfield(L, fn, "lr");
+        if (lua_getfield(L, 2, "lr") != LUA_TNIL) lr = xsa_lua_f32field(L, fn, "lr");
         lua_pop(L, 1);
-        if (lua_getfield(L, 2, "eps") != LUA_TNIL) eps = xsa_lua_numfield(L, fn, "eps");
+        if (lua_getfield(L, 2, "eps") != LUA_TNIL) eps = xsa_lua_f32field(L, fn, "eps");
         lua_pop(L, 1);
-        if (lua_getfield(L, 2, "weight_decay") != LUA_TNIL) wd = xsa_lua_numfield(L, fn, "weight_decay");
+        if (lua_getfield(L, 2, "weight_decay") != LUA_TNIL) wd = xsa_lua_f32field(L, fn, "weight_decay");
         lua_pop(L, 1);
         if (lua_getfield(L, 2, "betas") != LUA_TNIL) {
             if (!lua_istable(L, -1)) return xsa_lua_opterror(L, fn, "betas must be a table {beta1, beta2}");
             lua_rawgeti(L, -1, 1);
-            b1 = xsa_lua_numfield(L, fn, "betas[1]");
+            b1 = xsa_lua_f32field(L, fn, "betas[1]");
             lua_pop(L, 1);
             lua_rawgeti(L, -1, 2);
-            b2 = xsa_lua_numfield(L, fn, "betas[2]");
+            b2 = xsa_lua_f32field(L, fn, "betas[2]");
             lua_pop(L, 1);
         }
         lua_pop(L, 1);
@@ -140,7 +140,8 @@ static int o_newindex(lua_State *L)
     const char *k = luaL_checkstring(L, 2); /* can convert a number: allocates */
     if (strcmp(k, "lr") != 0) return luaL_error(L, "adamw: field '%s' cannot be set (only lr)", k);
     if (lua_type(L, 3) != LUA_TNUMBER) return luaL_error(L, "adamw: lr must be a number");
-    double lr = lua_tonumber(L, 3);
+    lua_pushvalue(L, 3);
+    double lr = xsa_lua_f32field(L, "adamw", "lr");
     xsa_adamw *o = xsa_lua_checkadamw(L, 1);
     if (xsa_adamw_set_lr(o, lr) != 0) return xsa_lua_corefail(L);
     return 0;

@@ -336,6 +336,44 @@ local function regress_cases()
     raises(function() return xsa.nn.cross_entropy(xsa.zeros(2, 0), xsa.zeros({2}, "int32")) end, "last dimension")
   end)
 
+  -- ---- checks on the wrong type ----
+  case("lambda = 1e300 is refused (finite as a double, inf as a float)", function()
+    raises(function() return xsa.gpt{lambda = 1e300, attention = "xsa"} end, "finite as a float32")
+    local m = model()
+    raises(function() return m:clone{lambda = 1e300} end, "finite as a float32")
+    raises(function() return m:set_attention("xsa", 1e300) end, "finite as a float32")
+    raises(function() return xsa.nn.attention(xsa.randn(1, 2, 6), 1, 1e300) end, "finite as a float32")
+    ok(m:set_attention("xsa", 3.4e38):config().lambda == 3.4e38)
+  end)
+  case("xsa.gpt.load: a checkpoint whose lambda is 1e300 is refused", function()
+    local path = os.tmpname()
+    model{attention = "xsa", lambda = 0.5}:save(path)
+    local ts, meta = xsa.safetensors.load(path)
+    local key
+    for k, v in pairs(meta) do if v == "0.5" then key = k end end
+    ok(key, "no lambda in the metadata")
+    meta[key] = "1e300"
+    xsa.safetensors.save(path, ts, meta)
+    raises(function() return xsa.gpt.load(path) end, "not finite as a float32")
+    os.remove(path)
+  end)
+  case("adamw: lr, eps, weight_decay and betas must be finite as floats", function()
+    local p = {xsa.ones(2)}
+    raises(function() return xsa.optim.adamw(p, {lr = 1e300}) end, "finite as a float32")
+    raises(function() return xsa.optim.adamw(p, {eps = 1e39}) end, "finite as a float32")
+    raises(function() return xsa.optim.adamw(p, {weight_decay = -1e300}) end, "finite as a float32")
+    local o = xsa.optim.adamw(p)
+    raises(function() o.lr = 1e300 end, "finite as a float32")
+  end)
+  case("counts must be integer-valued: 2.5 is refused, not truncated", function()
+    raises(function() return xsa.nn.attention(xsa.randn(1, 2, 6), 2.5) end, "head count must be an integer")
+    local m = model()
+    local loader = {num_batches = function() return 2 end, batch = function() return tokens(), tokens() end}
+    raises(function() return m:probe(loader, 2.5) end, "number of batches must be an integer")
+    raises(function() return m:probe(loader, 0/0) end, "number of batches must be an integer")
+    raises(function() return xsa._data.loader(xsa.zeros({100}, "int32"), 0, 2, 4.5, 1) end, "seq_len must be an integer")
+  end)
+
   -- ---- cache files: the core refuses a cache that is its own source ----
   case("tinystories{path=P, cache=P} leaves the text as it was", function()
     local p = os.tmpname()
