@@ -234,6 +234,27 @@ static void loss_ctx_free(void *p)
     free(c);
 }
 
+/* The model's backward writes every parameter's gradient through ->grad as
+ * a dense float array of the parameter's shape; a script can have set a
+ * .grad to nil or to any tensor since (rule 6 of l_bind.h). */
+static int check_grads(const xsa_gpt *m)
+{
+    for (int i = 0; i < xsa_gpt_num_tensors(m); i++) {
+        const xsa_tensor *p = xsa_gpt_param(m, i), *g = p->grad;
+        if (!g)
+            return xsa_error("gpt loss backward: parameter %s has no .grad (it was set to nil)",
+                             xsa_gpt_param_name(m, i));
+        if (g->dtype != XSA_FLOAT32 || !xsa_tensor_same_shape(p, g) || !xsa_tensor_is_contiguous(g)) {
+            char a[64], b[64];
+            return xsa_error("gpt loss backward: the .grad of parameter %s must be a contiguous float32 "
+                             "tensor of shape %s (got %s %s)", xsa_gpt_param_name(m, i),
+                             xsa_shape_str(p->ndim, p->shape, a, sizeof a), xsa_dtype_name(g->dtype),
+                             xsa_shape_str(g->ndim, g->shape, b, sizeof b));
+        }
+    }
+    return 0;
+}
+
 static int loss_backward(void *p, const xsa_tensor *grad_out, xsa_tensor **gin)
 {
     (void)gin;
@@ -241,7 +262,13 @@ static int loss_backward(void *p, const xsa_tensor *grad_out, xsa_tensor **gin)
     if (xsa_gpt_generation(c->m) != c->gen)
         return xsa_error("gpt loss backward: the model ran another forward since this loss was "
                          "computed; call backward before the next forward");
-    float g = grad_out ? xsa_tensor_f32(grad_out)[0] : 1.0f;
+    float g = 1.0f;
+    if (grad_out) {
+        if (grad_out->dtype != XSA_FLOAT32 || xsa_tensor_numel(grad_out) != 1)
+            return xsa_error("gpt loss backward: the gradient of the loss must be one float32 value");
+        g = xsa_tensor_f32(grad_out)[0];
+    }
+    if (check_grads(c->m) != 0) return -1;
     return xsa_gpt_backward(c->m, g);
 }
 

@@ -415,8 +415,10 @@ static int t_newindex(lua_State *L)
     xsa_tensor *t = check(L, 1);
     if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "grad") == 0) {
         xsa_tensor *g = lua_isnil(L, 3) ? NULL : check(L, 3);
-        if (g && (!xsa_tensor_same_shape(g, t) || g->dtype != XSA_FLOAT32))
-            return luaL_error(L, "grad: a float32 tensor of the tensor's shape expected");
+        /* the model's backward and the optimizer write through .grad as a
+         * dense array: an expanded or strided view would be overrun */
+        if (g && (!xsa_tensor_same_shape(g, t) || g->dtype != XSA_FLOAT32 || !xsa_tensor_is_contiguous(g)))
+            return luaL_error(L, "grad: a contiguous float32 tensor of the tensor's shape expected");
         if (g) xsa_tensor_retain(g);
         xsa_tensor_free(t->grad);
         t->grad = g;

@@ -374,6 +374,35 @@ local function regress_cases()
     raises(function() return xsa._data.loader(xsa.zeros({100}, "int32"), 0, 2, 4.5, 1) end, "seq_len must be an integer")
   end)
 
+  -- ---- trusted user assignments: .grad ----
+  case("p.grad = nil on a model parameter, then backward: an error, not SIGSEGV", function()
+    for _, i in ipairs{1, 2, 3, 7} do
+      local m = model()
+      local p = m:parameters()[i].tensor
+      p.grad = nil
+      raises(function() m:loss(tokens(), tokens()):backward() end, "has no .grad")
+    end
+  end)
+  case("a non-contiguous, expanded, wrong-shape or int32 .grad is refused", function()
+    local m = model()
+    local p = m:parameters()[1].tensor -- wte [16,8]
+    raises(function() p.grad = xsa.zeros(1, 8):expand(16, 8) end, "contiguous float32")
+    raises(function() p.grad = xsa.zeros(8, 16):T() end, "contiguous float32")
+    raises(function() p.grad = xsa.zeros(16, 9) end, "contiguous float32")
+    raises(function() p.grad = xsa.zeros({16, 8}, "int32") end, "contiguous float32")
+    -- a dense tensor of the right shape is used: the gradient lands there
+    local g = xsa.zeros(16, 8)
+    p.grad = g
+    m:loss(tokens(), tokens()):backward()
+    ok(g:abs():sum():item() > 0, "the gradient went elsewhere")
+  end)
+  case("loss:backward(g): g must be one float32 value", function()
+    local m = model()
+    survives(function() m:loss(tokens(), tokens()):backward(xsa.tensor(1, "int32")) end)
+    survives(function() m:loss(tokens(), tokens()):backward(xsa.ones(3)) end)
+    survives(function() m:loss(tokens(), tokens()):backward(xsa.tensor(2.0)) end)
+  end)
+
   -- ---- cache files: the core refuses a cache that is its own source ----
   case("tinystories{path=P, cache=P} leaves the text as it was", function()
     local p = os.tmpname()
