@@ -509,5 +509,45 @@ end
 
 run_child("regress", SANITIZED and 600 or 120)
 
+T.case("Ctrl-C stops a busy loop inside a coroutine", function()
+  local scripts = {
+    -- resume swallows errors: the interrupt must still end the script
+    "local co = coroutine.create(function() while true do end end)\nprint(coroutine.resume(co))\nprint('after')",
+    "coroutine.wrap(function() local x = 0 while true do x = x + 1 end end)()",
+    "local o = coroutine.wrap(function()\n local i = coroutine.create(function() while true do end end)\n" ..
+      " while true do coroutine.resume(i) end\nend)\no()",
+  }
+  for i, code in ipairs(scripts) do
+    local f = TMP .. "/co" .. i .. ".lua"
+    T.writefile(f, "io.stdout:write('started\\n') io.stdout:flush()\n" .. code .. "\n")
+    local sh = string.format("%s %s >%s/co.out 2>&1 & pid=$!; i=0; " ..
+      "while ! grep -q started %s/co.out 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; " ..
+      "sleep 0.3; kill -INT $pid; wait $pid; echo $?", shq(EXE), shq(f), shq(TMP), shq(TMP))
+    local p = io.popen("timeout 30 sh -c " .. shq(sh))
+    local status = tonumber(p:read("a"):match("(%d+)%s*$"))
+    p:close()
+    local o = read(TMP .. "/co.out")
+    T.ok(status and status ~= 0 and status ~= 124, "script " .. i .. " status " .. tostring(status) .. ": " .. o)
+    T.ok(o:find("interrupted!", 1, true), "script " .. i .. ": " .. o)
+    T.ok(not o:find("after", 1, true), "script " .. i .. " went on: " .. o)
+  end
+end)
+
+T.case("an interrupt caught by pcall is raised once (lua.c semantics)", function()
+  local f = TMP .. "/once.lua"
+  T.writefile(f, "io.stdout:write('started\\n') io.stdout:flush()\n" ..
+    "local ok, e = pcall(function() while true do end end)\nprint('caught', e)\n" ..
+    "local s = 0 for i = 1, 3e6 do s = s + i end print('finished', s)\n")
+  local sh = string.format("%s %s >%s/once.out 2>&1 & pid=$!; i=0; " ..
+    "while ! grep -q started %s/once.out 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; " ..
+    "sleep 0.3; kill -INT $pid; wait $pid; echo $?", shq(EXE), shq(f), shq(TMP), shq(TMP))
+  local p = io.popen("timeout 30 sh -c " .. shq(sh))
+  local status = tonumber(p:read("a"):match("(%d+)%s*$"))
+  p:close()
+  local o = read(TMP .. "/once.out")
+  T.eq(status, 0, o)
+  T.ok(o:find("caught.-interrupted!") and o:find("finished", 1, true), o)
+end)
+
 os.execute("rm -rf " .. shq(TMP))
 T.done()
