@@ -185,6 +185,8 @@ static int64_t checkindex(lua_State *L, int arg, int64_t size, int dim)
 
 /* ---- facts ------------------------------------------------------------------ */
 
+/* Pushes {v[1], ..., v[n]}. v must not point into a tensor: creating the
+ * table can run a finalizer that frees it (callers pass a copy). */
 static void push_dims(lua_State *L, int n, const int64_t *v)
 {
     lua_createtable(L, n, 0);
@@ -197,7 +199,9 @@ static void push_dims(lua_State *L, int n, const int64_t *v)
 static int t_shape(lua_State *L)
 {
     xsa_tensor *t = check(L, 1);
-    push_dims(L, t->ndim, t->shape);
+    int64_t v[XSA_MAX_DIMS];
+    memcpy(v, t->shape, sizeof v);
+    push_dims(L, t->ndim, v);
     return 1;
 }
 
@@ -216,7 +220,9 @@ static int t_stride(lua_State *L)
         lua_pushinteger(L, t->stride[checkdim(L, 2, t->ndim)]);
         return 1;
     }
-    push_dims(L, t->ndim, t->stride);
+    int64_t v[XSA_MAX_DIMS];
+    memcpy(v, t->stride, sizeof v);
+    push_dims(L, t->ndim, v);
     return 1;
 }
 

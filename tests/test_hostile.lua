@@ -164,6 +164,15 @@ local function regress_cases()
       ok(#r == 32 and r[32][32] == 1, "wrong values")
     end)
   end)
+  case("shape / stride / size: a finalizer frees the tensor while the table is made", function()
+    -- found by the battery: push_dims read t->shape after lua_createtable
+    for _, m in ipairs{"shape", "stride", "size"} do
+      gc_race(4, function() return {xsa.ones(2, 3, 4)} end, free_all, function(o)
+        local r = o[1][m](o[1])
+        ok(#r == 3 and r[3] == (m == "stride" and 1 or 4), "wrong values")
+      end)
+    end
+  end)
   case("split / chunk: a finalizer frees the tensor between the pieces", function()
     gc_race(40, function() return {xsa.ones(2048)} end, free_all, function(o)
       ok(select("#", o[1]:split(1)) == 2048)
@@ -436,8 +445,484 @@ end
 -- child: the battery
 -- ---------------------------------------------------------------------------
 
+-- The values every argument position is tried with; pool(ctx) makes them
+-- fresh for each function (a call may free or change any of them). Hostile
+-- tables free ctx.victim (the receiver, or a tensor argument) from their
+-- metamethods.
+local function pool(ctx)
+  local v = {}
+  local function add(name, val) v[#v + 1] = {name, val} end
+  local function victim_free() for _, o in ipairs(ctx.victims) do sfree(o) end end
+  add("nil", nil)
+  add("true", true)
+  add("false", false)
+  add('""', "")
+  add('"x"', "x")
+  add('"float32"', "float32")
+  add('"int32"', "int32")
+  add('"xsa"', "xsa")
+  add('"12"', "12")
+  add('"1e300"', "1e300")
+  add('"a"x5000', ("a"):rep(5000))
+  add('"\\0x"', "\0x")
+  for _, n in ipairs{{"-1", -1}, {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"2^31", 1 << 31}, {"2^53", 1 << 53},
+                     {"2^62", 1 << 62}, {"maxinteger", math.maxinteger}, {"mininteger", math.mininteger},
+                     {"0.5", 0.5}, {"2.5", 2.5}, {"-0.0", -0.0}, {"2.0", 2.0}, {"NaN", 0 / 0}, {"inf", math.huge},
+                     {"-inf", -math.huge}, {"1e300", 1e300}, {"-1e300", -1e300}, {"1e39", 1e39},
+                     {"2^63 float", 2.0 ^ 63}} do
+    add(n[1], n[2])
+  end
+  add("{}", {})
+  add("{1}", {1})
+  add("{2,3}", {2, 3})
+  add("{-1}", {-1})
+  add("{0}", {0})
+  add("{2^62,2^62}", {1 << 62, 1 << 62})
+  add("{0.5}", {0.5})
+  add('{"x"}', {"x"})
+  add("{{1,2},{3}}", {{1, 2}, {3}})
+  add("{1,2,3,...9 dims}", {1, 1, 1, 1, 1, 1, 1, 1, 1})
+  local deep = {}
+  local d = deep
+  for _ = 1, 2000 do d[1] = {}; d = d[1] end
+  add("deep table", deep)
+  local cyc = {}
+  cyc[1] = cyc
+  cyc.self = cyc
+  add("cyclic table", cyc)
+  add("{dtype=int32}", {dtype = "int32"})
+  add("{requires_grad=true}", {requires_grad = true})
+  add("{tensor=t}", {tensor = ctx.t23})
+  add("{t,t}", {ctx.t23, ctx.t23})
+  add("{name,t}", {{"a", ctx.t23}})
+  add("erroring metatable", setmetatable({}, {
+    __index = function() error("index boom") end, __len = function() error("len boom") end,
+    __tostring = function() error("tostring boom") end, __call = function() error("call boom") end,
+    __pairs = function() error("pairs boom") end, __eq = function() error("eq boom") end}))
+  -- (__index answers only a few keys: one answering every key would make
+  -- any ipairs loop in Lua code endless, which is the loop's business)
+  local function few(k) return type(k) ~= "number" or (k >= 1 and k <= 3) end
+  add("__index/__len free the victims", setmetatable({}, {
+    __index = function(_, k) victim_free(); if few(k) then return 2 end end,
+    __len = function() victim_free(); return 2 end,
+    __tostring = function() victim_free(); return "x" end}))
+  add("__index returns huge", setmetatable({}, {__index = function(_, k) if few(k) then return 1 << 62 end end,
+                                              __len = function() return 1 << 62 end}))
+  add("__index returns a freed tensor", setmetatable({}, {__index = function(_, k) if few(k) then return ctx.freed_tensor end end}))
+  add("function", function() end)
+  add("function erroring", function() error("fn boom") end)
+  add("function freeing the victims", function() victim_free(); return 1 end)
+  add("function returning tensors", function() return ctx.i14, ctx.i14 end)
+  add("coroutine", coroutine.create(function() end))
+  add("io.stdout", io.stdout)
+  add("json.null", xsa.json.null)
+  add("tensor 0-d", xsa.tensor(1.5))
+  add("tensor [0]", xsa.zeros(0))
+  add("tensor [2,0]", xsa.zeros(2, 0))
+  add("tensor [2,3]", ctx.t23)
+  add("tensor [2,3] int32", xsa.zeros({2, 3}, "int32"))
+  add("tensor [1,4] int32 ids", ctx.i14)
+  add("tensor [3,2] transposed", xsa.randn(2, 3):T())
+  add("tensor expanded", xsa.ones(1, 3):expand(4, 3))
+  add("tensor requires_grad", xsa.randn(2, 3):requires_grad(true))
+  add("tensor [1,2,6]", xsa.randn(1, 2, 6))
+  add("freed tensor", ctx.freed_tensor)
+  add("model", ctx.model)
+  add("freed model", ctx.freed_model)
+  add("optimizer", ctx.opt)
+  add("freed optimizer", ctx.freed_opt)
+  add("generator", xsa.generator(1))
+  if ctx.tok then add("tokenizer", ctx.tok) end
+  if ctx.freed_tok then add("freed tokenizer", ctx.freed_tok) end
+  add("loader", ctx.loader)
+  add("freed loader", ctx.freed_loader)
+  add("lua loader", ctx.lua_loader)
+  return v
+end
+
+-- A cheap subset, for functions that are slow to call (files, the corpus).
+local LIGHT = {["nil"] = 1, ["true"] = 1, ['""'] = 1, ['"x"'] = 1, ["-1"] = 1, ["0"] = 1, ["2^62"] = 1,
+  ["2.5"] = 1, ["NaN"] = 1, ["1e300"] = 1, ["{}"] = 1, ["erroring metatable"] = 1,
+  ["__index/__len free the victims"] = 1, ["function freeing the victims"] = 1, ["freed tensor"] = 1,
+  ["tensor [2,3]"] = 1, ["freed tokenizer"] = 1, ["cyclic table"] = 1}
+
+local function make_ctx(S)
+  local ctx = {}
+  ctx.t23 = xsa.randn(2, 3)
+  ctx.i14 = xsa.zeros({1, 4}, "int32")
+  ctx.freed_tensor = xsa.ones(2); ctx.freed_tensor:free()
+  ctx.model = xsa.gpt{vocab = 16, n_layer = 1, d_model = 8, n_head = 2, seq_len = 4}
+  ctx.freed_model = xsa.gpt{vocab = 16, n_layer = 1, d_model = 8, n_head = 2, seq_len = 4}
+  ctx.freed_model:free()
+  ctx.opt = xsa.optim.adamw({xsa.randn(2)})
+  ctx.freed_opt = xsa.optim.adamw({xsa.randn(2)}); ctx.freed_opt:free()
+  ctx.tok = S.tok
+  ctx.freed_tok = S.freed_tok
+  ctx.loader = xsa._data.loader(S.tokens, 0, 8, 4, 2)
+  ctx.freed_loader = xsa._data.loader(S.tokens, 0, 8, 4, 2); ctx.freed_loader:free()
+  ctx.lua_loader = xsa.data.loader(S.tokens, {seq_len = 4, batch = 2})
+  ctx.victims = {}
+  return ctx
+end
+
+-- Known good argument lists (a function of ctx and the shared state S), so
+-- every position is tried with every value next to valid neighbours. A
+-- function not listed here gets generic ones; `light` marks slow functions
+-- (the cheap pool subset); `after` undoes global effects.
+local function specs(S)
+  local function mcfg() return {vocab = 16, n_layer = 1, d_model = 8, n_head = 2, seq_len = 4, attention = "xsa", lambda = 0.5} end
+  return {
+    ["xsa.set_threads"] = {bases = {{1}}, after = function() xsa.set_threads(S.threads) end},
+    ["xsa.set_grad_enabled"] = {bases = {{true}}},
+    ["xsa.read_file"] = {bases = {{S.text}}},
+    ["xsa.write_file_atomic"] = {bases = {{"out.txt", "data"}}},
+    ["xsa.no_grad"] = {bases = {{function() return 1 end}}},
+    ["xsa.tensor"] = {bases = {{{{1, 2}, {3, 4}}}, {{1, 2}, "int32"}, {2.5, {requires_grad = true}}}},
+    ["xsa.zeros"] = {bases = {{2, 3}, {{2, 3}, "int32"}}},
+    ["xsa.ones"] = {bases = {{2, 3}}},
+    ["xsa.full"] = {bases = {{2, 3, 1.5}, {2, 7, "int32"}}},
+    ["xsa.arange"] = {bases = {{0, 10, 2}, {5}}},
+    ["xsa.rand"] = {bases = {{2, 3}, {xsa.generator(1), 2}}},
+    ["xsa.randn"] = {bases = {{2, 3}}},
+    ["xsa.randint"] = {bases = {{0, 10, 2, 3}}},
+    ["xsa.generator"] = {bases = {{1}}},
+    ["xsa.manual_seed"] = {bases = {{1}}},
+    ["xsa.where"] = {bases = {function(c) return {xsa.ones(2, 3), c.t23, 0} end}},
+    ["xsa.matmul"] = {bases = {function(c) return {c.t23, xsa.randn(3, 2)} end}},
+    ["xsa.allclose"] = {bases = {function(c) return {c.t23, c.t23, 1e-5, 1e-8} end}},
+    ["xsa.cat"] = {bases = {function(c) return {{c.t23, c.t23}, 1} end}},
+    ["xsa.stack"] = {bases = {function(c) return {{c.t23, c.t23}, 2} end}},
+    ["xsa.zeros_like"] = {bases = {function(c) return {c.t23} end}},
+    ["xsa.full_like"] = {bases = {function(c) return {c.t23, 2, {dtype = "float32"}} end}},
+    ["xsa.rand_like"] = {bases = {function(c) return {c.t23, xsa.generator(2)} end}},
+    ["xsa.gpt()"] = {bases = {{mcfg()}}},
+    ["xsa.gpt.load"] = {bases = {{S.ckpt}}, light = true},
+    ["xsa.nn.embedding"] = {bases = {function(c) return {c.i14, xsa.randn(16, 6), xsa.randn(4, 6)} end}},
+    ["xsa.nn.linear"] = {bases = {function(c) return {c.t23, xsa.randn(3, 4), xsa.randn(4)} end}},
+    ["xsa.nn.layernorm"] = {bases = {function(c) return {c.t23, xsa.ones(3), xsa.zeros(3)} end}},
+    ["xsa.nn.gelu"] = {bases = {function(c) return {c.t23} end}},
+    ["xsa.nn.attention"] = {bases = {
+      function() return {xsa.randn(1, 3, 6), 2, 0.5, {probe = true, weights = true}} end,
+      function() local q = xsa.randn(1, 3, 2) return {q, q, q, 1, 0.0} end}},
+    ["xsa.nn.cross_entropy"] = {bases = {function() return {xsa.randn(4, 5), xsa.zeros({4}, "int32")} end}},
+    ["xsa.optim.adamw"] = {bases = {function(c) return {{c.t23}, {lr = 1e-3, betas = {0.9, 0.99}, eps = 1e-8, weight_decay = 0.1}} end}},
+    ["xsa.json.encode"] = {bases = {{{a = 1, b = {1, 2}}, {indent = true}}}},
+    ["xsa.json.decode"] = {bases = {{'{"a":[1,2.5,null]}'}}},
+    ["xsa.json.array"] = {bases = {{{1, 2}}}},
+    ["xsa.json.write_file"] = {bases = {{"out.json", {a = 1}, {indent = false}}}},
+    ["xsa.json.read_file"] = {bases = {{S.json}}},
+    ["xsa.safetensors.save"] = {bases = {function(c) return {"out.st", {a = c.t23}, {k = "v", n = 1.5}} end,
+                                         function(c) return {"out2.st", {{"a", c.t23}, {name = "b", tensor = c.i14}}} end}},
+    ["xsa.safetensors.load"] = {bases = {{S.st}}},
+    ["xsa.tokenizer.load"] = {bases = {{S.enc, S.vocab}}, light = true},
+    ["xsa.tokenizer.gpt2"] = {bases = {{}}, light = true},
+    ["xsa._tokenizer.load"] = {bases = {{S.enc, S.vocab}}, light = true},
+    ["xsa.data.tinystories"] = {bases = {{{path = S.text, cache = false, seq_len = 4, batch = 1, max_tokens = 300}}}, light = true},
+    ["xsa.data.loader"] = {bases = {function() return {S.tokens, {seq_len = 4, batch = 2, shuffle = true, seed = 1}} end}},
+    ["xsa.data.read_text"] = {bases = {{S.text}}},
+    ["xsa.data.find"] = {bases = {{"encoder.json"}}},
+    ["xsa._data.read_text"] = {bases = {{S.text}}},
+    ["xsa._data.is_file"] = {bases = {{S.text}}},
+    ["xsa._data.story_tokens"] = {bases = {function() return {S.tok, S.text, "tok.cache"} end}, light = true},
+    ["xsa._data.tokenize_stories"] = {bases = {function() return {S.tok, "Once upon a time.<|endoftext|>Hi"} end}},
+    ["xsa._data.split"] = {bases = {{1000, 8, 0.1}}},
+    ["xsa._data.loader"] = {bases = {function() return {S.tokens, 0, 8, 4, 2, true, 3} end}},
+    -- methods: arguments after self
+    ["tensor:view"] = {bases = {{3, 2}, {{-1}}}},
+    ["tensor:reshape"] = {bases = {{3, -1}}},
+    ["tensor:expand"] = {bases = {{4, 2, 3}}},
+    ["tensor:permute"] = {bases = {{2, 1}, {{2, 1}}}},
+    ["tensor:narrow"] = {bases = {{2, 1, 2}}},
+    ["tensor:select"] = {bases = {{1, 2}}},
+    ["tensor:transpose"] = {bases = {{1, 2}}},
+    ["tensor:get"] = {bases = {{1, 2}}},
+    ["tensor:set"] = {bases = {{1, 2, 5.5}}},
+    ["tensor:split"] = {bases = {{1, 2}}},
+    ["tensor:chunk"] = {bases = {{2, 2}}},
+    ["tensor:clamp"] = {bases = {{-1, 1}}},
+    ["tensor:masked_fill"] = {bases = {function(c) return {xsa.ones(2, 3), 0.5} end}},
+    ["tensor:backward"] = {bases = {{}, {true}}},
+    ["tensor:__newindex"] = {bases = {{1, 5}, {"grad", xsa.zeros(2, 3)}}},
+    ["tensor:__index"] = {bases = {{1}, {"grad"}}},
+    ["model:loss"] = {bases = {function(c) return {c.i14, c.i14} end}},
+    ["model:forward"] = {bases = {function(c) return {c.i14} end}},
+    ["model:clone"] = {bases = {{{attention = "sa", lambda = 0.25}}}},
+    ["model:copy_from"] = {bases = {function() return {xsa.gpt{vocab = 16, n_layer = 1, d_model = 8, n_head = 2, seq_len = 4}} end}},
+    ["model:set_attention"] = {bases = {{"xsa", 0.5}}},
+    ["model:probe"] = {bases = {function(c) return {c.loader, 2} end, function(c) return {c.lua_loader, 1} end}},
+    ["model:save"] = {bases = {function(c) return {"model.st", {optimizer = c.opt}} end}},
+    ["optimizer:__newindex"] = {bases = {{"lr", 0.01}}},
+    ["optimizer:__index"] = {bases = {{"lr"}, {"betas"}, {"step"}}},
+    ["generator:randint"] = {bases = {{0, 5, 2}}},
+    ["generator:manual_seed"] = {bases = {{7}}},
+    ["generator:rand"] = {bases = {{2, 2}}},
+    ["tokenizer:encode"] = {bases = {{"Hello world", {special = true, table = false}}}},
+    ["tokenizer:encode_table"] = {bases = {{"Hello", {special = true}}}},
+    ["tokenizer:count"] = {bases = {{"Hello"}}},
+    ["tokenizer:decode"] = {bases = {{{15496, 995}}, function() return {xsa.tensor({15496}, "int32")} end}},
+    ["tokenizer:token"] = {bases = {{50256}}},
+    ["loader:batch"] = {bases = {{1}}},
+    ["loader:window"] = {bases = {{1}}},
+    ["lua loader:batch"] = {bases = {{1}}},
+    ["lua loader:window"] = {bases = {{1}}},
+  }
+end
+
+-- Every function to try: {name, fn, self_maker or nil}.
+local function targets(S)
+  local list = {}
+  local seen = {}
+  local function add_lib(prefix, tbl)
+    local names = {}
+    for k, f in pairs(tbl) do
+      if type(k) == "string" and (type(f) == "function") then names[#names + 1] = k end
+    end
+    table.sort(names)
+    for _, k in ipairs(names) do
+      local f = tbl[k]
+      if not seen[f] or prefix == "xsa.data" or prefix == "xsa.tokenizer" then
+        seen[f] = true
+        list[#list + 1] = {prefix .. "." .. k, f}
+      end
+    end
+  end
+  -- load the lazy submodules first, so pairs(xsa) sees only what it holds
+  local data, tokenizer = xsa.data, xsa.tokenizer
+  add_lib("xsa", xsa)
+  list[#list + 1] = {"xsa.gpt()", function(...) return xsa.gpt(...) end}
+  for _, lib in ipairs{"nn", "gpt", "optim", "json", "safetensors", "_data", "_tokenizer"} do
+    add_lib("xsa." .. lib, xsa[lib])
+  end
+  add_lib("xsa.tokenizer", tokenizer)
+  add_lib("xsa.data", data)
+  -- the types: methods from getmetatable(obj).__index (or .methods when
+  -- __index is a function), and the metamethods
+  local function add_type(tname, make)
+    local obj = make()
+    local mt = getmetatable(obj)
+    local methods = mt.__index
+    if type(methods) ~= "table" then methods = mt.methods end
+    local names = {}
+    for k, f in pairs(methods or {}) do if type(f) == "function" then names[#names + 1] = k end end
+    for k, f in pairs(mt) do
+      if type(f) == "function" and k:sub(1, 2) == "__" then names[#names + 1] = k end
+    end
+    table.sort(names)
+    for _, k in ipairs(names) do
+      local f = (k:sub(1, 2) == "__") and mt[k] or methods[k]
+      list[#list + 1] = {tname .. ":" .. k, f, make}
+    end
+    sfree(obj)
+  end
+  add_type("tensor", function() return xsa.randn(2, 3) end)
+  add_type("model", function() return xsa.gpt{vocab = 16, n_layer = 1, d_model = 8, n_head = 2, seq_len = 4} end)
+  add_type("optimizer", function() return xsa.optim.adamw({xsa.randn(2, 3)}) end)
+  add_type("generator", function() return xsa.generator(5) end)
+  if S.tok then
+    add_type("tokenizer", function()
+      if not pcall(S.tok.vocab_size, S.tok) then S.tok = xsa.tokenizer.load(S.enc, S.vocab) end
+      return S.tok
+    end)
+  end
+  add_type("loader", function() return xsa._data.loader(S.tokens, 0, 8, 4, 2, false, 1) end)
+  add_type("lua loader", function() return xsa.data.loader(S.tokens, {seq_len = 4, batch = 2}) end)
+  return list
+end
+
 local function run_battery()
-  say("END 0")
+  local S = {}
+  S.threads = xsa.blas().threads
+  S.text = "story.txt"
+  local f = assert(io.open(S.text, "wb"))
+  f:write(("Once upon a time there was a little cat. It was happy.\n<|endoftext|>\n"):rep(20))
+  f:close()
+  S.json = "in.json"
+  xsa.json.write_file(S.json, {a = {1, 2, 3}, b = "x"})
+  S.st = "in.safetensors"
+  xsa.safetensors.save(S.st, {w = xsa.randn(2, 2)}, {note = "x"})
+  S.ckpt = "model.safetensors"
+  xsa.gpt{vocab = 16, n_layer = 1, d_model = 8, n_head = 2, seq_len = 4}:save(S.ckpt)
+  S.tokens = xsa.arange(0, 200, "int32")
+  local okf, enc, vocab = pcall(xsa.data.tokenizer_files)
+  if okf then
+    S.enc, S.vocab = enc, vocab
+    S.tok = xsa.tokenizer.load(enc, vocab)
+    S.freed_tok = xsa.tokenizer.load(enc, vocab)
+    S.freed_tok:free()
+  end
+  local SPEC = specs(S)
+  local list = targets(S)
+  local ncalls, nfuncs = 0, 0
+  local sanitized = (os.getenv("XSA_SANITIZED") or "") ~= ""
+
+  for _, tgt in ipairs(list) do
+    local name, fn, make = tgt[1], tgt[2], tgt[3]
+    local spec = SPEC[name] or {}
+    local failures = {}
+    local t0 = os.clock()
+    local function call(label, args, n)
+      ncalls = ncalls + 1
+      say("CASE ", name, " ", label)
+      local ok, e = pcall(fn, table.unpack(args, 1, n))
+      if not ok and not (type(e) == "string" and #e > 0) then
+        failures[#failures + 1] = label .. ": an error without a message (" .. tostring(e) .. ")"
+      end
+      if spec.after then pcall(spec.after) end
+      xsa.set_grad_enabled(true)
+    end
+    local ctx = make_ctx(S)
+    local recv
+    local function receiver()
+      if make then
+        recv = make()
+        ctx.victims = {recv, ctx.t23}
+        return recv
+      end
+      ctx.victims = {ctx.t23}
+      return nil
+    end
+    local values = pool(ctx)
+    -- free, __gc, __close consume their receiver: the cheap subset (a
+    -- tokenizer costs a reload each time)
+    local method = name:match(":(.*)$")
+    if method == "free" or method == "__gc" or method == "__close" then spec.light = true end
+    if spec.light then
+      local keep = {}
+      for _, v in ipairs(values) do if LIGHT[v[1]] then keep[#keep + 1] = v end end
+      values = keep
+    end
+    -- argument lists: the spec's, else generic ones
+    local bases = {}
+    for _, b in ipairs(spec.bases or {{}, {1}, {ctx.t23}, {ctx.t23, ctx.t23}}) do
+      bases[#bases + 1] = b
+    end
+    local function base_args(b)
+      if type(b) == "function" then return b(ctx) end
+      return b
+    end
+    local function with_self(args, n)
+      if not make then return args, n end
+      local a = {receiver()}
+      for i = 1, n do a[i + 1] = args[i] end
+      return a, n + 1
+    end
+    -- no arguments at all, and nil
+    call("()", {}, 0)
+    call("(nil)", {nil}, 1)
+    for bi, b in ipairs(bases) do
+      local args = base_args(b)
+      local n = #args
+      local a, an = with_self(args, n)
+      call("base " .. bi, a, an)
+      -- extra arguments
+      local ex = {}
+      for i = 1, n do ex[i] = args[i] end
+      ex[n + 1], ex[n + 2] = "extra", {}
+      a, an = with_self(ex, n + 2)
+      call("base " .. bi .. " + extra", a, an)
+      -- every position, every value
+      for pos = 1, n + 1 do
+        for _, v in ipairs(values) do
+          local args2 = {}
+          local fresh = base_args(b)
+          for i = 1, n do args2[i] = fresh[i] end
+          args2[pos] = v[2]
+          a, an = with_self(args2, math.max(n, pos))
+          call(string.format("base %d arg %d = %s", bi, pos, v[1]), a, an)
+        end
+        -- an options table: every field with every value
+        local opt = args[pos]
+        if type(opt) == "table" and getmetatable(opt) == nil and next(opt) ~= nil and type(next(opt)) == "string" then
+          local keys = {}
+          for k in pairs(opt) do keys[#keys + 1] = k end
+          table.sort(keys)
+          for _, k in ipairs(keys) do
+            for _, v in ipairs(values) do
+              local fresh = base_args(b)
+              local o2 = {}
+              for kk, vv in pairs(fresh[pos]) do o2[kk] = vv end
+              o2[k] = v[2]
+              local args2 = {}
+              for i = 1, n do args2[i] = fresh[i] end
+              args2[pos] = o2
+              a, an = with_self(args2, n)
+              call(string.format("base %d arg %d .%s = %s", bi, pos, k, v[1]), a, an)
+            end
+          end
+        end
+      end
+      -- a freed receiver
+      if make then
+        local r = receiver()
+        sfree(r)
+        local fa = {r}
+        for i = 1, n do fa[i + 1] = args[i] end
+        call("base " .. bi .. " on a freed receiver", fa, n + 1)
+      end
+      -- reentrancy: an error handler that frees everything, and a finalizer
+      -- that frees the receiver during the call
+      do
+        a, an = with_self(base_args(b), n)
+        ncalls = ncalls + 1
+        say("CASE ", name, " base ", bi, " under an xpcall handler that frees")
+        xpcall(fn, function(m)
+          for _, o in ipairs(ctx.victims) do sfree(o) end
+          collectgarbage()
+          return m
+        end, table.unpack(a, 1, an))
+        xsa.set_grad_enabled(true)
+        if spec.after then pcall(spec.after) end
+      end
+      if not spec.light then
+        for j = 0, (sanitized and 1 or 3) do
+          a, an = with_self(base_args(b), n)
+          local victims = ctx.victims
+          local st = {armed = false, seen = 0, outside = 0}
+          local target = 10 * j + 1
+          local mt = {__gc = function()
+            if not st.armed then st.outside = st.outside + 1; return end
+            st.seen = st.seen + 1
+            if st.seen == target then for _, o in ipairs(victims) do sfree(o) end end
+          end}
+          collectgarbage()
+          collectgarbage("incremental", 1, 1, 1)
+          for _ = 1, 10 * j + 40 do setmetatable({}, mt) end
+          local guard = 0
+          while st.outside == 0 and guard < 100000 do collectgarbage("step", 0); guard = guard + 1 end
+          collectgarbage("incremental", 1, 40, 1)
+          collectgarbage("restart")
+          ncalls = ncalls + 1
+          say("CASE ", name, " base ", bi, " with a finalizer freeing at step ", j)
+          st.armed = true
+          local ok, e = pcall(fn, table.unpack(a, 1, an))
+          st.armed = false
+          collectgarbage("incremental", 200, 100, 13)
+          if not ok and not (type(e) == "string" and #e > 0) then
+            failures[#failures + 1] = "finalizer step " .. j .. ": an error without a message"
+          end
+          xsa.set_grad_enabled(true)
+          if spec.after then pcall(spec.after) end
+        end
+      end
+    end
+    -- wrong receivers: every value as self
+    if make then
+      local args = base_args(bases[1])
+      for _, v in ipairs(values) do
+        local a = {v[2]}
+        for i = 1, #args do a[i + 1] = args[i] end
+        call("self = " .. v[1], a, #args + 1)
+      end
+    end
+    nfuncs = nfuncs + 1
+    if os.getenv("XSA_HOSTILE_TIMES") then io.stderr:write(string.format("%8.3f %s\n", os.clock() - t0, name)) end
+    if #failures == 0 then say("PASS battery ", name)
+    else say("FAIL battery ", name, ": ", table.concat(failures, "; ")) end
+    if recv then sfree(recv) end
+    collectgarbage()
+  end
+  say("STAT ", nfuncs, " functions, ", ncalls, " calls")
+  say("END ", nfuncs)
 end
 
 if MODE == "--child" then
@@ -508,6 +993,7 @@ local function run_child(part, seconds)
 end
 
 run_child("regress", SANITIZED and 600 or 120)
+run_child("battery", SANITIZED and 900 or 240)
 
 T.case("Ctrl-C stops a busy loop inside a coroutine", function()
   local scripts = {
