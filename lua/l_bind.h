@@ -40,9 +40,12 @@
  *      - hold a reference of your own for the whole call:
  *        xsa_lua_pintensor / xsa_lua_newtensorlist (tensors), or a box holding
  *        a retained model (l_gpt.c).
- *    Strings and values a C array points into must be anchored on the stack
- *    (or in a table on the stack), never only in a user table that Lua code
- *    may change.
+ *    Pointers into such an object count too (t->shape, a model's config or
+ *    parameter names): copy what you need before the next allocation
+ *    (t:shape(), model:config()); report memory to the collector (lua_gc)
+ *    after the last use of the object. Strings and values a C array points
+ *    into must be anchored on the stack (or in a table on the stack), never
+ *    only in a user table that Lua code may change.
  * 2. Lists and shapes are read raw (lua_rawlen, lua_rawgeti), so no user
  *    code runs while they are copied: xsa_lua_readshape.
  * 3. Numbers from Lua are validated before they are converted or used:
