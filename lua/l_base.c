@@ -156,37 +156,14 @@ static void read_tail(lua_State *L, int first, int *last, spec *sp)
     }
 }
 
-static int64_t checksize(lua_State *L, int arg, int64_t v)
-{
-    if (v < 0) luaL_argerror(L, arg, lua_pushfstring(L, "size must be non-negative (got %I)", (lua_Integer)v));
-    if (v > XSA_MAX_NUMEL)
-        luaL_argerror(L, arg, lua_pushfstring(L, "size %I is too large", (lua_Integer)v));
-    return v;
-}
-
-/* Sizes from args [first, last]: either one table {2,3} or integers 2, 3. */
+/* Sizes from args [first, last]: either one table {2,3} (read raw) or
+ * integers 2, 3 (xsa_lua_readshape). */
 static void read_sizes(lua_State *L, int first, int last, spec *sp)
 {
-    sp->ndim = 0;
-    if (last == first && lua_type(L, first) == LUA_TTABLE) {
-        lua_Integer n = luaL_len(L, first);
-        if (n > XSA_MAX_DIMS)
-            luaL_argerror(L, first, lua_pushfstring(L, "at most %d dimensions", XSA_MAX_DIMS));
-        for (lua_Integer i = 1; i <= n; i++) {
-            lua_rawgeti(L, first, i);
-            int ok;
-            lua_Integer v = lua_tointegerx(L, -1, &ok);
-            if (!ok)
-                luaL_argerror(L, first, lua_pushfstring(L, "size %d must be an integer (got %s)", (int)i,
-                                                        luaL_typename(L, -1)));
-            sp->shape[sp->ndim++] = checksize(L, first, v);
-            lua_pop(L, 1);
-        }
-        return;
-    }
-    if (last - first + 1 > XSA_MAX_DIMS)
-        luaL_argerror(L, first, lua_pushfstring(L, "at most %d dimensions", XSA_MAX_DIMS));
-    for (int a = first; a <= last; a++) sp->shape[sp->ndim++] = checksize(L, a, checkint(L, a));
+    xsa_lua_shape sh;
+    xsa_lua_readshape(L, first, last, 0, &sh);
+    sp->ndim = sh.ndim;
+    memcpy(sp->shape, sh.shape, sizeof sh.shape);
 }
 
 static void spec_init(spec *sp)
@@ -214,6 +191,8 @@ static xsa_rng *optgen(lua_State *L, int *first)
 
 /* ---- constructors ---------------------------------------------------------- */
 
+/* Nested tables are read raw (lua_rawlen, lua_rawgeti): no user code runs
+ * while the tensor is filled. */
 static void nested_shape(lua_State *L, int idx, spec *sp)
 {
     lua_pushvalue(L, idx);
@@ -221,7 +200,9 @@ static void nested_shape(lua_State *L, int idx, spec *sp)
         if (lua_type(L, -1) != LUA_TTABLE) break;
         if (sp->ndim == XSA_MAX_DIMS)
             luaL_argerror(L, 1, lua_pushfstring(L, "more than %d nested levels", XSA_MAX_DIMS));
-        lua_Integer n = luaL_len(L, -1);
+        size_t len = lua_rawlen(L, -1);
+        if (len > (size_t)XSA_MAX_NUMEL) luaL_argerror(L, 1, "nested table too long");
+        lua_Integer n = (lua_Integer)len;
         sp->shape[sp->ndim++] = n;
         if (n == 0) break;
         lua_rawgeti(L, -1, 1);
@@ -234,7 +215,7 @@ static void nested_shape(lua_State *L, int idx, spec *sp)
  * rectangular and holds numbers. */
 static void nested_fill(lua_State *L, const spec *sp, int depth, void *data, int64_t *pos)
 {
-    lua_Integer n = luaL_len(L, -1);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     if (n != sp->shape[depth])
         luaL_argerror(L, 1, lua_pushfstring(L, "ragged nested table: %I elements at depth %d, expected %I",
                                             n, depth + 1, (lua_Integer)sp->shape[depth]));
@@ -392,22 +373,24 @@ static int l_manual_seed(lua_State *L)
 
 /* number or tensor argument as a tensor; numbers become 0-d tensors pushed on
  * the stack (so nothing leaks if a later step raises). */
-static xsa_tensor *totensor(lua_State *L, int arg, const char *name)
+static void totensor(lua_State *L, int arg, const char *name)
 {
-    xsa_tensor *t = xsa_lua_testtensor(L, arg);
-    if (t) return t;
+    if (xsa_lua_testtensor(L, arg)) return;
     if (lua_type(L, arg) != LUA_TNUMBER)
         luaL_error(L, "bad argument #%d to '%s' (tensor or number expected, got %s)", arg, name,
                    luaL_typename(L, arg));
-    t = xsa_tensor_full(XSA_FLOAT32, 0, NULL, lua_tonumber(L, arg));
-    push(L, t);
-    return t;
+    push(L, xsa_tensor_full(XSA_FLOAT32, 0, NULL, lua_tonumber(L, arg)));
+    lua_replace(L, arg);
 }
 
 static int l_where(lua_State *L)
 {
-    xsa_tensor *c = check(L, 1);
-    xsa_tensor *a = totensor(L, 2, "where"), *b = totensor(L, 3, "where");
+    check(L, 1);
+    lua_settop(L, 3);
+    totensor(L, 2, "where");
+    totensor(L, 3, "where");
+    /* the pushes above can run a finalizer: take the pointers only now */
+    xsa_tensor *c = check(L, 1), *a = check(L, 2), *b = check(L, 3);
     push(L, xsa_ag_where(c, a, b));
     return 1;
 }
@@ -424,22 +407,24 @@ static int l_is_tensor(lua_State *L)
     return 1;
 }
 
-/* Tensors of the list at `arg` into a GC-owned array (nothing leaks if a
- * later step raises). With unsq >= 0 each is unsqueezed at that dim first
- * (stack), the views kept alive on the stack. */
+/* The tensors of the list at `arg` (read raw), each with a reference of
+ * our own held by a box pushed on the stack (xsa_lua_newtensorlist), so no
+ * later step can free them and nothing leaks if it raises. */
 static xsa_tensor **tensor_list(lua_State *L, int arg, int *n, const char *name)
 {
     luaL_checktype(L, arg, LUA_TTABLE);
-    lua_Integer len = luaL_len(L, arg);
+    size_t len = lua_rawlen(L, arg);
     if (len < 1) luaL_argerror(L, arg, "a non-empty list of tensors expected");
     if (len > 1000000) luaL_argerror(L, arg, "too many tensors");
-    xsa_tensor **v = lua_newuserdatauv(L, sizeof *v * (size_t)len, 0);
-    for (lua_Integer i = 1; i <= len; i++) {
-        lua_rawgeti(L, arg, i);
-        v[i - 1] = xsa_lua_testtensor(L, -1);
-        if (!v[i - 1])
-            luaL_argerror(L, arg, lua_pushfstring(L, "element %I of the list to '%s' is a %s, not a tensor", i,
-                                                  name, luaL_typename(L, -1)));
+    xsa_tensor **v = xsa_lua_newtensorlist(L, (int)len);
+    for (size_t i = 1; i <= len; i++) {
+        lua_rawgeti(L, arg, (lua_Integer)i);
+        xsa_tensor *t = xsa_lua_testtensor(L, -1);
+        if (!t)
+            luaL_argerror(L, arg, lua_pushfstring(L, "element %I of the list to '%s' is a %s, not a tensor",
+                                                  (lua_Integer)i, name, luaL_typename(L, -1)));
+        xsa_tensor_retain(t);
+        v[i - 1] = t;
         lua_pop(L, 1);
     }
     *n = (int)len;
@@ -465,7 +450,6 @@ static int l_stack(lua_State *L)
     lua_settop(L, 2);
     xsa_tensor **v = tensor_list(L, 1, &n, "stack");
     int d = lua_isnoneornil(L, 2) ? 0 : xsa_lua_checkdim(L, 2, v[0]->ndim, 1);
-    luaL_checkstack(L, n + 4, "too many tensors");
     for (int i = 0; i < n; i++) {
         if (!xsa_tensor_same_shape(v[i], v[0])) {
             char b1[128], b2[128];
@@ -474,9 +458,11 @@ static int l_stack(lua_State *L)
                               xsa_shape_str(v[0]->ndim, v[0]->shape, b2, sizeof b2));
         }
     }
-    for (int i = 0; i < n; i++) {
-        push(L, xsa_ag_unsqueeze(v[i], d)); /* the stack owns the view */
-        v[i] = xsa_lua_checktensor(L, -1);
+    for (int i = 0; i < n; i++) { /* the list owns the views in place of the tensors */
+        xsa_tensor *u = xsa_ag_unsqueeze(v[i], d);
+        if (!u) return xsa_lua_corefail(L);
+        xsa_tensor_free(v[i]);
+        v[i] = u;
     }
     push(L, xsa_ag_cat(n, v, d));
     return 1;
@@ -485,12 +471,13 @@ static int l_stack(lua_State *L)
 /* zeros_like / ones_like / full_like(t, v) / rand_like / randn_like(t [, g]) */
 static int like(lua_State *L, int kind)
 {
-    xsa_tensor *t = check(L, 1);
+    check(L, 1);
     spec sp;
     spec_init(&sp);
-    sp.dt = t->dtype;
     int last = lua_gettop(L);
-    read_tail(L, 2, &last, &sp);
+    read_tail(L, 2, &last, &sp); /* options tables run __index: before taking t */
+    xsa_tensor *t = check(L, 1);
+    if (!sp.dt_set) sp.dt = t->dtype;
     xsa_tensor *r;
     if (kind <= 2) {
         double v = kind == 2 ? luaL_checknumber(L, 2) : (double)kind;

@@ -13,6 +13,7 @@
  * Non-goals: helpers one binding file alone needs (they stay static there);
  * typed userdata (each type has its own file, check function and __gc).
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,28 @@ double xsa_lua_numfield(lua_State *L, const char *fn, const char *key)
     return v;
 }
 
+double xsa_lua_f32field(lua_State *L, const char *fn, const char *key)
+{
+    double v = xsa_lua_numfield(L, fn, key);
+    if (!(fabs(v) <= FLT_MAX))
+        return xsa_lua_opterror(L, fn, lua_pushfstring(L, "%s must be finite as a float32 (|x| <= %f, got %f)",
+                                                       key, (lua_Number)FLT_MAX, (lua_Number)v));
+    return v;
+}
+
+int64_t xsa_lua_countfield(lua_State *L, const char *fn, const char *key, int64_t min, int64_t max)
+{
+    int isint;
+    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    if (!isint || v < min || v > max) {
+        const char *got = lua_type(L, -1) == LUA_TNUMBER ? lua_pushfstring(L, "%s", lua_tostring(L, -1))
+                                                          : luaL_typename(L, -1);
+        return xsa_lua_opterror(L, fn, lua_pushfstring(L, "%s must be an integer in [%I, %I] (got %s)", key,
+                                                       (lua_Integer)min, (lua_Integer)max, got));
+    }
+    return (int64_t)v;
+}
+
 void xsa_lua_checkkeys(lua_State *L, const char *fn, int arg, const char *const *allowed)
 {
     lua_pushnil(L);
@@ -122,4 +145,123 @@ void xsa_lua_checkkeys(lua_State *L, const char *fn, int arg, const char *const 
             xsa_lua_opterror(L, fn, lua_pushfstring(L, "unknown option '%s'", k));
         }
     }
+}
+
+/* ---- numbers from Lua ------------------------------------------------------ */
+
+int64_t xsa_lua_checkcount(lua_State *L, int arg, int64_t min, int64_t max, const char *what)
+{
+    int isint;
+    lua_Integer v = lua_tointegerx(L, arg, &isint);
+    if (!isint) {
+        if (lua_type(L, arg) == LUA_TNUMBER)
+            return luaL_argerror(L, arg, lua_pushfstring(L, "%s must be an integer (got %f)", what,
+                                                         lua_tonumber(L, arg)));
+        return luaL_typeerror(L, arg, "integer");
+    }
+    if (v < min || v > max)
+        return luaL_argerror(L, arg, lua_pushfstring(L, "%s must be in [%I, %I] (got %I)", what,
+                                                     (lua_Integer)min, (lua_Integer)max, v));
+    return (int64_t)v;
+}
+
+int64_t xsa_lua_optcount(lua_State *L, int arg, int64_t dflt, int64_t min, int64_t max,
+                         const char *what)
+{
+    return lua_isnoneornil(L, arg) ? dflt : xsa_lua_checkcount(L, arg, min, max, what);
+}
+
+double xsa_lua_checkfloat32(lua_State *L, int arg, const char *what)
+{
+    double v = (double)luaL_checknumber(L, arg);
+    if (!(fabs(v) <= FLT_MAX))
+        return luaL_argerror(L, arg, lua_pushfstring(L, "%s must be finite as a float32 (|x| <= %f, got %f)",
+                                                     what, (lua_Number)FLT_MAX, (lua_Number)v));
+    return v;
+}
+
+double xsa_lua_optfloat32(lua_State *L, int arg, double dflt, const char *what)
+{
+    return lua_isnoneornil(L, arg) ? dflt : xsa_lua_checkfloat32(L, arg, what);
+}
+
+/* ---- shapes ------------------------------------------------------------------ */
+
+static int64_t shape_value(lua_State *L, int arg, int idx, int pos, int allow_m1)
+{
+    int ok;
+    lua_Integer v = lua_tointegerx(L, idx, &ok);
+    if (!ok) {
+        if (pos == 0) { /* a plain argument: Lua's own wording */
+            if (lua_type(L, idx) == LUA_TNUMBER)
+                luaL_argerror(L, arg, lua_pushfstring(L, "number has no integer representation (got %f)",
+                                                      lua_tonumber(L, idx)));
+            luaL_typeerror(L, arg, "integer");
+        }
+        luaL_argerror(L, arg, lua_pushfstring(L, "size %d must be an integer (got %s)", pos,
+                                              lua_type(L, idx) == LUA_TNUMBER
+                                                  ? lua_pushfstring(L, "%f", lua_tonumber(L, idx))
+                                                  : luaL_typename(L, idx)));
+    }
+    if (v < (allow_m1 ? -1 : 0))
+        luaL_argerror(L, arg, lua_pushfstring(L, allow_m1 ? "size must be -1 or non-negative (got %I)"
+                                                          : "size must be non-negative (got %I)", v));
+    if (v > XSA_MAX_NUMEL) luaL_argerror(L, arg, lua_pushfstring(L, "size %I is too large", v));
+    return (int64_t)v;
+}
+
+void xsa_lua_readshape(lua_State *L, int first, int last, int allow_m1, xsa_lua_shape *sp)
+{
+    sp->ndim = 0;
+    if (last == first && lua_type(L, first) == LUA_TTABLE) {
+        size_t n = lua_rawlen(L, first);
+        if (n > XSA_MAX_DIMS)
+            luaL_argerror(L, first, lua_pushfstring(L, "at most %d dimensions", XSA_MAX_DIMS));
+        for (size_t i = 1; i <= n; i++) {
+            lua_rawgeti(L, first, (lua_Integer)i);
+            sp->shape[sp->ndim++] = shape_value(L, first, lua_gettop(L), (int)i, allow_m1);
+            lua_pop(L, 1);
+        }
+    } else {
+        if (last - first + 1 > XSA_MAX_DIMS)
+            luaL_argerror(L, first, lua_pushfstring(L, "at most %d dimensions", XSA_MAX_DIMS));
+        for (int a = first; a <= last; a++) sp->shape[sp->ndim++] = shape_value(L, a, a, 0, allow_m1);
+    }
+    /* the product of the known sizes, checked before it can overflow */
+    int64_t known = 1;
+    for (int i = 0; i < sp->ndim; i++)
+        if (sp->shape[i] == 0) return;
+    for (int i = 0; i < sp->ndim; i++) {
+        int64_t v = sp->shape[i];
+        if (v < 0) continue;
+        if (known > XSA_MAX_NUMEL / v)
+            luaL_argerror(L, first, lua_pushfstring(L, "the shape has more than %I elements",
+                                                    (lua_Integer)XSA_MAX_NUMEL));
+        known *= v;
+    }
+}
+
+/* ---- tensor lists -------------------------------------------------------- */
+
+typedef struct {
+    int n;
+    xsa_tensor *t[];
+} tlist;
+
+static void tlist_free(void *p)
+{
+    tlist *l = p;
+    for (int i = 0; i < l->n; i++) xsa_tensor_free(l->t[i]);
+    free(l);
+}
+
+xsa_tensor **xsa_lua_newtensorlist(lua_State *L, int n)
+{
+    if (n < 0) n = 0;
+    void **slot = xsa_lua_newbox(L, tlist_free);
+    tlist *l = calloc(1, sizeof *l + (size_t)(n ? n : 1) * sizeof l->t[0]);
+    if (!l) luaL_error(L, "out of memory for a list of %d tensors", n);
+    l->n = n;
+    *slot = l;
+    return l->t;
 }

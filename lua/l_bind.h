@@ -20,6 +20,59 @@
  * the types its functions construct and pushes its table (returns 1);
  * l_init.c stores it in the xsa table. A type's open function creates its
  * metatable and pushes nothing (returns 0).
+ *
+ * ---- The binding rules: every function must survive a hostile script ----
+ * (tests/test_hostile.lua calls every function and method with hostile
+ * arguments; tests/fuzz/fuzz_lua_api.c drives the API from fuzzer bytes.)
+ *
+ * 1. Lua can run, and free any object (t:free(), model:free(), ...), during
+ *    any call that can run Lua: metamethods (luaL_len -> __len, lua_getfield
+ *    / lua_gettable -> __index, luaL_tolstring -> __tostring), callbacks
+ *    (a loader's methods), and every call that allocates on the Lua heap
+ *    (pushing a string/userdata/table, number-to-string conversion by
+ *    luaL_checkstring, lua_gc, luaL_checkstack), because an allocation can
+ *    run a GC step and with it any pending __gc finalizer.
+ *    So a C pointer to a Lua-owned object (tensor, model, tokenizer, loader,
+ *    optimizer) is valid only until the next such call. Either
+ *      - read all Lua arguments first (options tables, shapes, numbers,
+ *        strings) and take the C pointers last, right before the core call; or
+ *      - re-fetch the pointer (xsa_lua_checktensor & co. raise "attempt to use
+ *        a freed ...") after every call that can run Lua; or
+ *      - hold a reference of your own for the whole call:
+ *        xsa_lua_pintensor / xsa_lua_newtensorlist (tensors), or a box holding
+ *        a retained model (l_gpt.c).
+ *    Pointers into such an object count too (t->shape, a model's config or
+ *    parameter names): copy what you need before the next allocation
+ *    (t:shape(), model:config()); report memory to the collector (lua_gc)
+ *    after the last use of the object. Strings and values a C array points
+ *    into must be anchored on the stack (or in a table on the stack), never
+ *    only in a user table that Lua code may change.
+ * 2. Lists and shapes are read raw (lua_rawlen, lua_rawgeti), so no user
+ *    code runs while they are copied: xsa_lua_readshape.
+ * 3. Numbers from Lua are validated before they are converted or used:
+ *    counts, sizes and indices are integer-valued and in range
+ *    (xsa_lua_checkcount: 2.5, NaN, inf and 2^62 are refused, not truncated
+ *    or wrapped); every size computed from user numbers uses
+ *    overflow-checked arithmetic (compare against a bound with a division,
+ *    never multiply or add first); 1-based -> 0-based conversions check the
+ *    range before subtracting (math.mininteger - 1 overflows).
+ * 4. Floats stored as float32 in the core (lambda, lr, eps, ...) must be
+ *    finite AS A FLOAT: |x| <= FLT_MAX (xsa_lua_checkfloat32,
+ *    xsa_lua_f32field); 1e300 is finite as a double and inf as a float.
+ * 5. Validate before dividing: a size-0 last dimension (C, V) is refused in
+ *    the binding before any core op divides by it.
+ * 6. Trust nothing a user can assign: a tensor's .grad may be nil, another
+ *    tensor, non-contiguous or of another shape by the time it is used;
+ *    check it where it is used (the model's backward: l_gpt.c), and refuse
+ *    what can never be right at assignment (wrong shape or dtype, a
+ *    non-contiguous or expanded tensor).
+ * 7. Files: a cache path never equals its source (the core refuses it:
+ *    core/data.c); a binding never opens a file for writing that it was
+ *    asked to read.
+ * 8. Errors are Lua errors with a message, raised through luaL_error & co.;
+ *    C buffers live in boxes (xsa_lua_newbox) so an error leaks nothing.
+ *    Out of scope: the debug library (debug.setmetatable, debug.getlocal
+ *    on C frames, debug.sethook) can break any of the above.
  */
 #ifndef XSA_L_BIND_H
 #define XSA_L_BIND_H
@@ -59,6 +112,47 @@ void xsa_lua_newtype(lua_State *L, const char *name, const luaL_Reg *meta,
 int xsa_lua_opterror(lua_State *L, const char *fn, const char *msg);
 /* The finite number at the top of the stack (the value of option `key`). */
 double xsa_lua_numfield(lua_State *L, const char *fn, const char *key);
+/* The same, also finite as a float32 (|x| <= FLT_MAX): for values the core
+ * stores or computes with as float. */
+double xsa_lua_f32field(lua_State *L, const char *fn, const char *key);
+/* The integer-valued number in [min, max] at the top of the stack. */
+int64_t xsa_lua_countfield(lua_State *L, const char *fn, const char *key, int64_t min, int64_t max);
+
+/* ---- numbers from Lua (rule 3 and 4 above) ------------------------------- */
+
+/* The integer-valued number at arg in [min, max] (an integer, or a float
+ * with an exact integer value), or a "bad argument" error naming `what`:
+ * 2.5, NaN, inf, 1e300 and values out of range are refused. */
+int64_t xsa_lua_checkcount(lua_State *L, int arg, int64_t min, int64_t max, const char *what);
+/* xsa_lua_checkcount, or dflt when arg is none or nil. */
+int64_t xsa_lua_optcount(lua_State *L, int arg, int64_t dflt, int64_t min, int64_t max,
+                         const char *what);
+/* The number at arg, finite as a float32 (|x| <= FLT_MAX), as a double. */
+double xsa_lua_checkfloat32(lua_State *L, int arg, const char *what);
+/* xsa_lua_checkfloat32, or dflt when arg is none or nil. */
+double xsa_lua_optfloat32(lua_State *L, int arg, double dflt, const char *what);
+
+/* ---- shapes and tensor references (rules 1 and 2) ------------------------ */
+
+typedef struct {
+    int ndim;
+    int64_t shape[XSA_MAX_DIMS];
+} xsa_lua_shape;
+/* Sizes from args [first, last]: one table {2, 3} (read raw: no __len or
+ * __index runs) or integers 2, 3. Each is an integer in [0, XSA_MAX_NUMEL]
+ * (or -1 when allow_m1, for view/reshape/expand), at most XSA_MAX_DIMS of
+ * them; the product of the sizes other than -1 is at most XSA_MAX_NUMEL.
+ * Runs no Lua code (errors aside). */
+void xsa_lua_readshape(lua_State *L, int first, int last, int allow_m1, xsa_lua_shape *sp);
+/* Pushes a hidden tensor box holding a new reference to the tensor at idx
+ * and returns the tensor: it stays valid until the box is popped, even if
+ * Lua code frees the tensor's own box (t:free()). Raises for a freed tensor
+ * or a non-tensor. */
+xsa_tensor *xsa_lua_pintensor(lua_State *L, int idx);
+/* Pushes a box owning an array of n tensor references (all NULL at first)
+ * and returns the array: store xsa_tensor_retain(t) in it; every non-NULL
+ * entry is released when the box is collected. */
+xsa_tensor **xsa_lua_newtensorlist(lua_State *L, int n);
 /* Every key of the options table at arg must be in `allowed` (NULL-ended). */
 void xsa_lua_checkkeys(lua_State *L, const char *fn, int arg, const char *const *allowed);
 

@@ -71,14 +71,18 @@ static int optflag(lua_State *L, int idx, const char *name)
     return v;
 }
 
-/* Encodes argument 2 with options at 3; the ids stay owned by a box at the
- * top of the stack. */
-static int32_t *encode_boxed(lua_State *L, xsa_bpe *b, size_t *n)
+/* Encodes argument 2 of the tokenizer at 1 with options at 3; the ids stay
+ * owned by a box at the top of the stack. The arguments are read (options
+ * run __index, a number converts to a string: both can run Lua that frees
+ * the tokenizer) and the box allocated before the tokenizer is taken. */
+static int32_t *encode_boxed(lua_State *L, size_t *n)
 {
+    check(L);
     size_t len;
     const char *s = luaL_checklstring(L, 2, &len);
     int flags = optflag(L, 3, "special") ? XSA_BPE_SPECIAL : 0;
     void **bx = xsa_lua_newbox(L, free); /* a Lua error cannot leak the ids */
+    xsa_bpe *b = check(L);
     int32_t *ids = xsa_bpe_encode(b, s, len, flags, n);
     if (!ids) xsa_lua_corefail(L);
     *bx = ids;
@@ -97,18 +101,17 @@ static int push_table(lua_State *L, const int32_t *ids, size_t n)
 
 static int t_encode_table(lua_State *L)
 {
-    xsa_bpe *b = check(L);
     size_t n;
-    int32_t *ids = encode_boxed(L, b, &n);
+    int32_t *ids = encode_boxed(L, &n);
     return push_table(L, ids, n);
 }
 
 static int t_encode(lua_State *L)
 {
-    xsa_bpe *b = check(L);
+    check(L);
     if (optflag(L, 3, "table")) return t_encode_table(L);
     size_t n;
-    int32_t *ids = encode_boxed(L, b, &n);
+    int32_t *ids = encode_boxed(L, &n);
     int64_t shape[1] = {(int64_t)n};
     xsa_tensor *t = xsa_tensor_new(XSA_INT32, 1, shape);
     if (!t) return xsa_lua_corefail(L);
@@ -119,16 +122,15 @@ static int t_encode(lua_State *L)
 
 static int t_count(lua_State *L)
 {
-    xsa_bpe *b = check(L);
     size_t n;
-    encode_boxed(L, b, &n);
+    encode_boxed(L, &n);
     lua_pushinteger(L, (lua_Integer)n);
     return 1;
 }
 
 static int t_decode(lua_State *L)
 {
-    xsa_bpe *b = check(L);
+    check(L);
     void **ids_box = xsa_lua_newbox(L, free);
     size_t n = 0;
     const int32_t *ids = NULL;
@@ -164,6 +166,7 @@ static int t_decode(lua_State *L)
         return luaL_argerror(L, 2, "ids must be an int32 tensor or a table of integers");
     }
     void **out = xsa_lua_newbox(L, free);
+    xsa_bpe *b = check(L); /* after the allocations above: rule 1 of l_bind.h */
     size_t len;
     const char *text = *out = xsa_bpe_decode(b, ids, n, &len);
     if (!text) return xsa_lua_corefail(L);

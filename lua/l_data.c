@@ -55,9 +55,10 @@ static void push_ids(lua_State *L, int32_t *ids, size_t n)
 
 static int l_story_tokens(lua_State *L)
 {
-    xsa_bpe *tok = xsa_lua_checkbpe(L, 1);
-    const char *src = luaL_checkstring(L, 2);
+    xsa_lua_checkbpe(L, 1);
+    const char *src = luaL_checkstring(L, 2); /* a number converts: allocates */
     const char *cache = luaL_optstring(L, 3, NULL);
+    xsa_bpe *tok = xsa_lua_checkbpe(L, 1); /* the pointer after: rule 1 of l_bind.h */
     xsa_data_cache_status st;
     size_t n;
     int32_t *ids = xsa_data_story_tokens(tok, src, cache, &n, &st);
@@ -79,19 +80,24 @@ static int l_story_tokens(lua_State *L)
 
 static int l_tokenize_stories(lua_State *L)
 {
-    xsa_bpe *tok = xsa_lua_checkbpe(L, 1);
+    xsa_lua_checkbpe(L, 1);
     size_t len, n;
     const char *s = luaL_checklstring(L, 2, &len);
+    xsa_bpe *tok = xsa_lua_checkbpe(L, 1);
     int32_t *ids = xsa_data_tokenize_stories(tok, s, len, &n);
     if (!ids) return xsa_lua_corefail(L);
     push_ids(L, ids, n);
     return 1;
 }
 
+/* Windows of seq_len + 1 tokens: seq_len and the counts are bounded so no
+ * product or sum of them can overflow (the core adds and multiplies). */
+#define MAX_WINDOW_TOKENS ((int64_t)1 << 40)
+
 static int l_split(lua_State *L)
 {
-    lua_Integer n = luaL_checkinteger(L, 1);
-    lua_Integer T = luaL_checkinteger(L, 2);
+    lua_Integer n = xsa_lua_checkcount(L, 1, 0, MAX_WINDOW_TOKENS, "n_tokens");
+    lua_Integer T = xsa_lua_checkcount(L, 2, 1, MAX_WINDOW_TOKENS, "seq_len");
     lua_Number vf = luaL_checknumber(L, 3);
     int64_t nw, nt;
     if (xsa_data_split(n, T, vf, &nw, &nt) != 0) return xsa_lua_corefail(L);
@@ -102,16 +108,24 @@ static int l_split(lua_State *L)
 
 static int l_loader(lua_State *L)
 {
-    xsa_tensor *tokens = xsa_lua_checktensor(L, 1);
-    lua_Integer first = luaL_checkinteger(L, 2);
-    lua_Integer nw = luaL_checkinteger(L, 3);
-    lua_Integer T = luaL_checkinteger(L, 4);
-    lua_Integer B = luaL_checkinteger(L, 5);
+    xsa_lua_checktensor(L, 1);
+    /* counts in ranges where (first + nw) * (T + 1), i * B and nw + B - 1
+     * (core/data.c) cannot overflow; the core checks them against the tokens */
+    lua_Integer first = xsa_lua_checkcount(L, 2, 0, MAX_WINDOW_TOKENS, "first_window");
+    lua_Integer nw = xsa_lua_checkcount(L, 3, 0, MAX_WINDOW_TOKENS, "num_windows");
+    lua_Integer T = xsa_lua_checkcount(L, 4, 1, 1 << 24, "seq_len");
+    lua_Integer B = xsa_lua_checkcount(L, 5, 1, 1 << 24, "batch");
     int shuffle = lua_toboolean(L, 6);
-    lua_Integer seed = luaL_optinteger(L, 7, 0);
+    lua_Integer seed = xsa_lua_optcount(L, 7, 0, LUA_MININTEGER, LUA_MAXINTEGER, "seed");
+    xsa_tensor *tokens = xsa_lua_checktensor(L, 1);
+    int64_t avail = tokens->shape[0] / (T + 1); /* windows, without multiplying */
+    if (tokens->ndim == 1 && first + nw > avail)
+        return luaL_error(L, "loader: windows [%I, %I) of %I tokens exceed the %I tokens available", first,
+                          first + nw, T + 1, (lua_Integer)tokens->shape[0]);
     lloader *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->l = NULL;
     luaL_setmetatable(L, LOADER_MT);
+    tokens = xsa_lua_checktensor(L, 1); /* again: the allocation can run a finalizer */
     u->l = xsa_data_loader_new(tokens, first, nw, T, B, shuffle, (uint64_t)seed);
     if (!u->l) return xsa_lua_corefail(L);
     return 1;
@@ -136,7 +150,8 @@ static int ld_batch(lua_State *L)
     xsa_data_loader *l = check(L);
     lua_Integer i = luaL_checkinteger(L, 2);
     xsa_tensor *x, *y;
-    int rc = xsa_data_loader_batch(l, i - 1, &x, &y);
+    /* i - 1 overflows for math.mininteger: any i < 1 is out of range anyway */
+    int rc = xsa_data_loader_batch(l, i < 1 ? -1 : i - 1, &x, &y);
     return push_pair(L, rc, x, y);
 }
 
@@ -179,7 +194,8 @@ static int ld_seek(lua_State *L)
 static int ld_window(lua_State *L)
 {
     xsa_data_loader *l = check(L);
-    int64_t w = xsa_data_loader_window(l, luaL_checkinteger(L, 2) - 1);
+    lua_Integer k = luaL_checkinteger(L, 2);
+    int64_t w = xsa_data_loader_window(l, k < 1 ? -1 : k - 1);
     if (w < 0) return luaL_argerror(L, 2, "window position out of range");
     lua_pushinteger(L, w + 1);
     return 1;

@@ -28,6 +28,7 @@
  * cannot leak them. Non-goals: algorithms (all in core/), the optimizer
  * (l_optim.c).
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,25 @@ static xsa_gpt *checkgpt(lua_State *L, int idx)
 
 xsa_gpt *xsa_lua_checkgpt(lua_State *L, int idx) { return checkgpt(L, idx); }
 
-/* Reports a model's big buffers (parameters, gradients) to the collector. */
+static void gpt_release(void *p) { xsa_gpt_free(p); }
+
+/* The model at idx with a reference of our own, held by a box pushed on the
+ * stack: it stays valid however much Lua runs (callbacks, finalizers) until
+ * the box is collected, even if the model's own box is freed (rule 1 of
+ * l_bind.h). */
+static xsa_gpt *pingpt(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    checkgpt(L, idx);
+    void **slot = xsa_lua_newbox(L, gpt_release); /* allocates: fetch afterwards */
+    xsa_gpt *m = checkgpt(L, idx);
+    xsa_gpt_retain(m);
+    *slot = m;
+    return m;
+}
+
+/* Reports a model's big buffers (parameters, gradients) to the collector.
+ * lua_gc runs finalizers, which may free m: call it last. */
 static void account(lua_State *L, const xsa_gpt *m)
 {
     size_t kb = (xsa_gpt_num_params(m) * 2 * sizeof(float)) >> 10;
@@ -65,10 +84,10 @@ static void account(lua_State *L, const xsa_gpt *m)
 }
 
 /* After a forward: a grown activation block (hundreds of MB at the study's
- * sizes) is reported too, so dropped models are collected in time. */
-static void account_acts(lua_State *L, const xsa_gpt *m, size_t before)
+ * sizes) is reported too, so dropped models are collected in time. Takes
+ * the sizes, not the model: lua_gc can run a finalizer that frees it. */
+static void account_acts(lua_State *L, size_t before, size_t now)
 {
-    size_t now = xsa_gpt_activation_bytes(m);
     if (now > before) {
         size_t kb = (now - before) >> 10;
         lua_gc(L, LUA_GCSTEP, kb > 1u << 30 ? 1 << 30 : (int)kb);
@@ -156,7 +175,7 @@ static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
     }
     if (lua_getfield(L, arg, "attention") != LUA_TNIL) c->attention = attfield(L, fn);
     lua_pop(L, 1);
-    if (lua_getfield(L, arg, "lambda") != LUA_TNIL) c->lambda = xsa_lua_numfield(L, fn, "lambda");
+    if (lua_getfield(L, arg, "lambda") != LUA_TNIL) c->lambda = xsa_lua_f32field(L, fn, "lambda");
     lua_pop(L, 1);
     if (lua_getfield(L, arg, "seed") != LUA_TNIL) {
         int isint;
@@ -192,6 +211,10 @@ static int l_gpt_load(lua_State *L)
     if (!m) return xsa_lua_corefail(L);
     b->m = m;
     *ob = o;
+    /* the core checks lambda is finite as a double; it runs as a float */
+    double lambda = xsa_gpt_get_config(m)->lambda;
+    if (!(fabs(lambda) <= FLT_MAX))
+        return luaL_error(L, "xsa.gpt.load: %s: lambda %f is not finite as a float32", path, (lua_Number)lambda);
     account(L, m);
     if (!o) {
         lua_pop(L, 1);
@@ -210,8 +233,29 @@ typedef struct {
 static void loss_ctx_free(void *p)
 {
     loss_ctx *c = p;
-    xsa_gpt_free(c->m);
+    if (c->m) xsa_gpt_free(c->m);
     free(c);
+}
+
+/* The model's backward writes every parameter's gradient through ->grad as
+ * a dense float array of the parameter's shape; a script can have set a
+ * .grad to nil or to any tensor since (rule 6 of l_bind.h). */
+static int check_grads(const xsa_gpt *m)
+{
+    for (int i = 0; i < xsa_gpt_num_tensors(m); i++) {
+        const xsa_tensor *p = xsa_gpt_param(m, i), *g = p->grad;
+        if (!g)
+            return xsa_error("gpt loss backward: parameter %s has no .grad (it was set to nil)",
+                             xsa_gpt_param_name(m, i));
+        if (g->dtype != XSA_FLOAT32 || !xsa_tensor_same_shape(p, g) || !xsa_tensor_is_contiguous(g)) {
+            char a[64], b[64];
+            return xsa_error("gpt loss backward: the .grad of parameter %s must be a contiguous float32 "
+                             "tensor of shape %s (got %s %s)", xsa_gpt_param_name(m, i),
+                             xsa_shape_str(p->ndim, p->shape, a, sizeof a), xsa_dtype_name(g->dtype),
+                             xsa_shape_str(g->ndim, g->shape, b, sizeof b));
+        }
+    }
+    return 0;
 }
 
 static int loss_backward(void *p, const xsa_tensor *grad_out, xsa_tensor **gin)
@@ -221,13 +265,22 @@ static int loss_backward(void *p, const xsa_tensor *grad_out, xsa_tensor **gin)
     if (xsa_gpt_generation(c->m) != c->gen)
         return xsa_error("gpt loss backward: the model ran another forward since this loss was "
                          "computed; call backward before the next forward");
-    float g = grad_out ? xsa_tensor_f32(grad_out)[0] : 1.0f;
+    float g = 1.0f;
+    if (grad_out) {
+        if (grad_out->dtype != XSA_FLOAT32 || xsa_tensor_numel(grad_out) != 1)
+            return xsa_error("gpt loss backward: the gradient of the loss must be one float32 value");
+        g = xsa_tensor_f32(grad_out)[0];
+    }
+    if (check_grads(c->m) != 0) return -1;
     return xsa_gpt_backward(c->m, g);
 }
 
+/* Both model:loss and model:forward read their arguments (which pushes the
+ * token tensors and so can run finalizers) before taking the model, and
+ * report memory to the collector only after their last use of it. */
 static int m_loss(lua_State *L)
 {
-    xsa_gpt *m = checkgpt(L, 1);
+    checkgpt(L, 1);
     int B, T, B2, T2;
     xsa_tensor *in = checktokens(L, 2, "inputs", &B, &T);
     xsa_tensor *tg = checktokens(L, 3, "targets", &B2, &T2);
@@ -237,19 +290,27 @@ static int m_loss(lua_State *L)
                           xsa_shape_str(2, in->shape, a, sizeof a),
                           xsa_shape_str(2, tg->shape, b, sizeof b));
     }
+    int grad = xsa_ag_is_enabled();
+    loss_ctx **slot = NULL;
+    if (grad) { /* the backward's context, in a box until the graph owns it */
+        slot = (loss_ctx **)xsa_lua_newbox(L, loss_ctx_free);
+        *slot = calloc(1, sizeof **slot);
+        if (!*slot) return luaL_error(L, "gpt loss: out of memory");
+    }
+    xsa_tensor *out = xsa_tensor_new(XSA_FLOAT32, 0, NULL);
+    xsa_lua_pushtensor(L, out); /* raises if NULL */
+    int outidx = lua_gettop(L);
+    xsa_gpt *m = checkgpt(L, 1); /* nothing below runs Lua until account_acts */
     float loss;
     size_t before = xsa_gpt_activation_bytes(m);
-    int grad = xsa_ag_is_enabled();
     if ((grad ? xsa_gpt_forward : xsa_gpt_eval_loss)(m, xsa_tensor_i32(in), xsa_tensor_i32(tg), B,
                                                      T, &loss) != 0)
         return xsa_lua_corefail(L);
-    account_acts(L, m, before);
-    xsa_tensor *out = xsa_tensor_new(XSA_FLOAT32, 0, NULL);
-    xsa_lua_pushtensor(L, out); /* raises if NULL */
+    size_t now = xsa_gpt_activation_bytes(m);
     xsa_tensor_f32(out)[0] = loss;
     if (grad) {
-        loss_ctx *c = malloc(sizeof *c);
-        if (!c) return luaL_error(L, "gpt loss: out of memory");
+        loss_ctx *c = *slot;
+        *slot = NULL;
         xsa_gpt_retain(m);
         c->m = m;
         c->gen = xsa_gpt_generation(m);
@@ -258,22 +319,26 @@ static int m_loss(lua_State *L)
                                  loss_ctx_free) != 0)
             return xsa_lua_corefail(L);
     }
+    account_acts(L, before, now);
+    lua_pushvalue(L, outidx);
     return 1;
 }
 
 static int m_forward(lua_State *L)
 {
-    xsa_gpt *m = checkgpt(L, 1);
+    checkgpt(L, 1);
     int B, T;
     xsa_tensor *in = checktokens(L, 2, "inputs", &B, &T);
+    xsa_gpt *m = checkgpt(L, 1);
     size_t before = xsa_gpt_activation_bytes(m);
     if (xsa_gpt_forward(m, xsa_tensor_i32(in), NULL, B, T, NULL) != 0) return xsa_lua_corefail(L);
-    account_acts(L, m, before);
+    size_t now = xsa_gpt_activation_bytes(m);
     int64_t sh[3] = {B, T, xsa_gpt_get_config(m)->vocab};
     xsa_tensor *out = xsa_tensor_new(XSA_FLOAT32, 3, sh);
     if (out)
         memcpy(xsa_tensor_f32(out), xsa_gpt_logits(m), (size_t)xsa_tensor_numel(out) * sizeof(float));
-    xsa_lua_pushtensor(L, out);
+    xsa_lua_pushtensor(L, out); /* the last use of m was above */
+    account_acts(L, before, now);
     return 1;
 }
 
@@ -281,19 +346,24 @@ static const char *const clone_keys[] = {"attention", "lambda", NULL};
 
 static int m_clone(lua_State *L)
 {
-    xsa_gpt *m = checkgpt(L, 1);
-    const xsa_gpt_config *c = xsa_gpt_get_config(m);
-    xsa_attention att = c->attention;
-    double lambda = c->lambda;
-    if (!lua_isnoneornil(L, 2)) {
+    checkgpt(L, 1);
+    xsa_attention att = XSA_ATTN_SA;
+    double lambda = 0.0;
+    int set_att = 0, set_lambda = 0;
+    if (!lua_isnoneornil(L, 2)) { /* options first: __index can run Lua */
         luaL_checktype(L, 2, LUA_TTABLE);
         xsa_lua_checkkeys(L, "gpt:clone", 2, clone_keys);
-        if (lua_getfield(L, 2, "attention") != LUA_TNIL) att = attfield(L, "gpt:clone");
+        if (lua_getfield(L, 2, "attention") != LUA_TNIL) att = attfield(L, "gpt:clone"), set_att = 1;
         lua_pop(L, 1);
-        if (lua_getfield(L, 2, "lambda") != LUA_TNIL) lambda = xsa_lua_numfield(L, "gpt:clone", "lambda");
+        if (lua_getfield(L, 2, "lambda") != LUA_TNIL)
+            lambda = xsa_lua_f32field(L, "gpt:clone", "lambda"), set_lambda = 1;
         lua_pop(L, 1);
     }
     gbox *b = newgbox(L);
+    xsa_gpt *m = checkgpt(L, 1);
+    const xsa_gpt_config *c = xsa_gpt_get_config(m);
+    if (!set_att) att = c->attention;
+    if (!set_lambda) lambda = c->lambda;
     xsa_gpt *n = xsa_gpt_clone(m, att, lambda);
     if (!n) return xsa_lua_corefail(L);
     pushgpt(L, b, n);
@@ -312,16 +382,19 @@ static int m_copy_from(lua_State *L)
 
 static int m_set_attention(lua_State *L)
 {
-    xsa_gpt *m = checkgpt(L, 1);
+    checkgpt(L, 1);
     lua_pushvalue(L, 2);
     xsa_attention att = attfield(L, "gpt:set_attention");
     lua_pop(L, 1);
-    double lambda = xsa_gpt_get_config(m)->lambda;
-    if (!lua_isnoneornil(L, 3)) {
+    int set_lambda = !lua_isnoneornil(L, 3);
+    double lambda = 0.0;
+    if (set_lambda) {
         lua_pushvalue(L, 3);
-        lambda = xsa_lua_numfield(L, "gpt:set_attention", "lambda");
+        lambda = xsa_lua_f32field(L, "gpt:set_attention", "lambda");
         lua_pop(L, 1);
     }
+    xsa_gpt *m = checkgpt(L, 1);
+    if (!set_lambda) lambda = xsa_gpt_get_config(m)->lambda;
     if (xsa_gpt_set_attention(m, att, lambda) != 0) return xsa_lua_corefail(L);
     lua_settop(L, 1);
     return 1;
@@ -329,7 +402,7 @@ static int m_set_attention(lua_State *L)
 
 static int m_parameters(lua_State *L)
 {
-    xsa_gpt *m = checkgpt(L, 1);
+    xsa_gpt *m = pingpt(L, 1); /* every push below can run a finalizer */
     int n = xsa_gpt_num_tensors(m);
     lua_createtable(L, n, n);
     for (int i = 0; i < n; i++) {
@@ -355,7 +428,8 @@ static int m_num_params(lua_State *L)
 
 static int m_config(lua_State *L)
 {
-    const xsa_gpt_config *c = xsa_gpt_get_config(checkgpt(L, 1));
+    /* a copy: the pushes below can run a finalizer that frees the model */
+    const xsa_gpt_config cfg = *xsa_gpt_get_config(checkgpt(L, 1)), *c = &cfg;
     lua_createtable(L, 0, 8);
     lua_pushinteger(L, c->vocab);
     lua_setfield(L, -2, "vocab");
@@ -381,8 +455,10 @@ static int m_config(lua_State *L)
  * averaged over batches, then over heads (per-head values in .heads). */
 static int m_probe(lua_State *L)
 {
-    xsa_gpt *m = checkgpt(L, 1);
     luaL_checkany(L, 2);
+    lua_settop(L, 3);
+    /* the loader's methods are Lua code that may free the model: hold it */
+    xsa_gpt *m = pingpt(L, 1);
     const xsa_gpt_config *c = xsa_gpt_get_config(m);
     int L_ = c->n_layer, NH = c->n_head;
     lua_getfield(L, 2, "num_batches");
@@ -392,15 +468,14 @@ static int m_probe(lua_State *L)
     lua_Integer nb = lua_tointegerx(L, -1, &isint);
     if (!isint || nb < 1) return luaL_argerror(L, 2, "loader:num_batches() must be a positive integer");
     lua_pop(L, 1);
-    lua_Integer n = luaL_optinteger(L, 3, nb);
-    luaL_argcheck(L, n >= 1, 3, "number of batches must be >= 1");
+    lua_Integer n = xsa_lua_optcount(L, 3, nb, 1, INT64_MAX, "number of batches");
     if (n > nb) n = nb;
     size_t cnt = (size_t)L_ * NH * XSA_NN_PROBE_N;
     double *acc = lua_newuserdatauv(L, 2 * cnt * sizeof(double), 0);
     int accidx = lua_gettop(L);
     double *one = acc + cnt;
     memset(acc, 0, cnt * sizeof(double));
-    size_t before = xsa_gpt_activation_bytes(m);
+    size_t before = xsa_gpt_activation_bytes(m), now;
     for (lua_Integer i = 1; i <= n; i++) {
         lua_getfield(L, 2, "batch");
         lua_pushvalue(L, 2);
@@ -412,7 +487,8 @@ static int m_probe(lua_State *L)
         for (size_t k = 0; k < cnt; k++) acc[k] += one[k];
         lua_settop(L, accidx);
     }
-    account_acts(L, m, before);
+    now = xsa_gpt_activation_bytes(m);
+    account_acts(L, before, now);
     lua_createtable(L, L_, 0);
     for (int l = 0; l < L_; l++) {
         lua_createtable(L, 0, XSA_NN_PROBE_N + 1);
@@ -441,15 +517,19 @@ static const char *const save_keys[] = {"optimizer", NULL};
 
 static int m_save(lua_State *L)
 {
-    xsa_gpt *m = checkgpt(L, 1);
+    checkgpt(L, 1);
     const char *path = luaL_checkstring(L, 2);
-    xsa_adamw *o = NULL;
-    if (!lua_isnoneornil(L, 3)) {
+    lua_settop(L, 3);
+    int have_opt = 0;
+    if (!lua_isnil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
         xsa_lua_checkkeys(L, "gpt:save", 3, save_keys);
-        if (lua_getfield(L, 3, "optimizer") != LUA_TNIL) o = xsa_lua_checkadamw(L, -1);
-        lua_pop(L, 1);
+        have_opt = lua_getfield(L, 3, "optimizer") != LUA_TNIL; /* stays at 4 */
+        if (have_opt) xsa_lua_checkadamw(L, 4);
     }
+    /* the pointers last: the conversions and __index above can run Lua */
+    xsa_adamw *o = have_opt ? xsa_lua_checkadamw(L, 4) : NULL;
+    xsa_gpt *m = checkgpt(L, 1);
     if (xsa_gpt_save(m, path, o) != 0) return xsa_lua_corefail(L);
     lua_pushboolean(L, 1);
     return 1;

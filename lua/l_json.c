@@ -192,13 +192,20 @@ static void put_table(enc *e, int idx, cJSON *parent, const char *key)
         }
     } else {
         cJSON *obj = attach(e, parent, key, cJSON_CreateObject());
-        /* sort the keys: the strings stay alive as keys of the table */
+        /* sort the keys. The strings are anchored in a list of our own: a
+         * finalizer run by an allocation here may change the table, and a
+         * key removed from it could be collected. The same finalizer could
+         * add keys, so the count is checked against the array's size. */
         skey *ks = lua_newuserdatauv(L, (size_t)(n_str ? n_str : 1) * sizeof *ks, 0);
         int kbuf = lua_gettop(L);
+        lua_createtable(L, (int)(n_str < INT32_MAX ? n_str : 0), 0);
         lua_Integer m = 0;
         lua_pushnil(L);
         while (lua_next(L, idx)) {
             lua_pop(L, 1);
+            if (m >= n_str || lua_type(L, -1) != LUA_TSTRING) enc_fail(e, "a table changed while it was encoded");
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, kbuf + 1, m + 1);
             ks[m].s = lua_tolstring(L, -1, &ks[m].n);
             m++;
         }
@@ -212,6 +219,7 @@ static void put_table(enc *e, int idx, cJSON *parent, const char *key)
             lua_pop(L, 1);
             path_pop(e, old);
         }
+        lua_pop(L, 1); /* the anchor list */
         lua_remove(L, kbuf);
     }
     e->depth--;

@@ -65,16 +65,17 @@ const char *const xsa_lua_probe_names[XSA_NN_PROBE_N] = {
  */
 static int nn_attention(lua_State *L)
 {
-    xsa_tensor *q = check(L, 1), *k = NULL, *v = NULL;
+    /* every argument first (the options table runs __index, the probe
+     * buffer allocates), the tensors last: rule 1 of l_bind.h */
+    check(L, 1);
     int a = 2;
-    if (lua_type(L, 2) != LUA_TNUMBER) {
-        k = check(L, 2);
-        v = check(L, 3);
+    if (lua_type(L, 2) != LUA_TNUMBER) { /* (q, k, v, ...): types first, pointers later */
+        check(L, 2);
+        check(L, 3);
         a = 4;
     }
-    lua_Integer nh = luaL_checkinteger(L, a);
-    luaL_argcheck(L, nh >= 1 && nh <= 65536, a, "head count must be in [1, 65536]");
-    double lambda = luaL_optnumber(L, a + 1, 0.0);
+    lua_Integer nh = xsa_lua_checkcount(L, a, 1, 65536, "head count");
+    double lambda = xsa_lua_optfloat32(L, a + 1, 0.0, "lambda");
     int want_probe = 0, want_att = 0;
     if (!lua_isnoneornil(L, a + 2)) {
         luaL_checktype(L, a + 2, LUA_TTABLE);
@@ -87,6 +88,11 @@ static int nn_attention(lua_State *L)
     double *probe = NULL;
     if (want_probe) /* a userdata, so nothing leaks if a later step raises */
         probe = lua_newuserdatauv(L, sizeof(double) * XSA_NN_PROBE_N * (size_t)nh, 0);
+    xsa_tensor *q = check(L, 1), *k = NULL, *v = NULL;
+    if (a == 4) {
+        k = check(L, 2);
+        v = check(L, 3);
+    }
     xsa_tensor *att = NULL;
     xsa_tensor *out = xsa_ag_attention(q, k, v, (int)nh, lambda, probe, want_att ? &att : NULL);
     push(L, out);

@@ -56,28 +56,30 @@ static int l_adamw(lua_State *L)
         luaL_checktype(L, 2, LUA_TTABLE);
         const char *fn = "xsa.optim.adamw";
         xsa_lua_checkkeys(L, fn, 2, adamw_keys);
-        if (lua_getfield(L, 2, "lr") != LUA_TNIL) lr = xsa_lua_numfield(L, fn, "lr");
+        if (lua_getfield(L, 2, "lr") != LUA_TNIL) lr = xsa_lua_f32field(L, fn, "lr");
         lua_pop(L, 1);
-        if (lua_getfield(L, 2, "eps") != LUA_TNIL) eps = xsa_lua_numfield(L, fn, "eps");
+        if (lua_getfield(L, 2, "eps") != LUA_TNIL) eps = xsa_lua_f32field(L, fn, "eps");
         lua_pop(L, 1);
-        if (lua_getfield(L, 2, "weight_decay") != LUA_TNIL) wd = xsa_lua_numfield(L, fn, "weight_decay");
+        if (lua_getfield(L, 2, "weight_decay") != LUA_TNIL) wd = xsa_lua_f32field(L, fn, "weight_decay");
         lua_pop(L, 1);
         if (lua_getfield(L, 2, "betas") != LUA_TNIL) {
             if (!lua_istable(L, -1)) return xsa_lua_opterror(L, fn, "betas must be a table {beta1, beta2}");
             lua_rawgeti(L, -1, 1);
-            b1 = xsa_lua_numfield(L, fn, "betas[1]");
+            b1 = xsa_lua_f32field(L, fn, "betas[1]");
             lua_pop(L, 1);
             lua_rawgeti(L, -1, 2);
-            b2 = xsa_lua_numfield(L, fn, "betas[2]");
+            b2 = xsa_lua_f32field(L, fn, "betas[2]");
             lua_pop(L, 1);
         }
         lua_pop(L, 1);
     }
-    lua_Integer n = luaL_len(L, 1);
+    size_t n = lua_rawlen(L, 1);
     if (n < 1 || n > 1 << 20) return luaL_argerror(L, 1, "expected a non-empty list of parameters");
-    xsa_tensor **ps = lua_newuserdatauv(L, (size_t)n * sizeof *ps, 0);
-    for (lua_Integer i = 1; i <= n; i++) {
-        lua_rawgeti(L, 1, i);
+    /* each tensor gets a reference of our own as soon as it is read: the
+     * entries' __index and the allocations below can run Lua that frees it */
+    xsa_tensor **ps = xsa_lua_newtensorlist(L, (int)n);
+    for (size_t i = 1; i <= n; i++) {
+        lua_rawgeti(L, 1, (lua_Integer)i);
         xsa_tensor *t = xsa_lua_testtensor(L, -1);
         if (!t && lua_istable(L, -1)) {
             lua_getfield(L, -1, "tensor");
@@ -87,7 +89,8 @@ static int l_adamw(lua_State *L)
         if (!t)
             return luaL_argerror(L, 1, lua_pushfstring(L, "entry %d is not a tensor or {tensor=}",
                                                        (int)i));
-        ps[i - 1] = t; /* kept alive by the table at arg 1 until adamw_new retains it */
+        xsa_tensor_retain(t);
+        ps[i - 1] = t;
         lua_pop(L, 1);
     }
     xsa_adamw **slot = xsa_lua_newadamw(L);
@@ -110,16 +113,18 @@ static int o_zero_grad(lua_State *L)
 
 static int o_index(lua_State *L)
 {
+    xsa_lua_checkadamw(L, 1);
+    const char *k = luaL_checkstring(L, 2); /* can convert a number: allocates */
     xsa_adamw *o = xsa_lua_checkadamw(L, 1);
-    const char *k = luaL_checkstring(L, 2);
     if (strcmp(k, "lr") == 0) lua_pushnumber(L, o->lr);
     else if (strcmp(k, "eps") == 0) lua_pushnumber(L, o->eps);
     else if (strcmp(k, "weight_decay") == 0) lua_pushnumber(L, o->weight_decay);
     else if (strcmp(k, "betas") == 0) {
+        double b1 = o->beta1, b2 = o->beta2; /* createtable can run a finalizer that frees o */
         lua_createtable(L, 2, 0);
-        lua_pushnumber(L, o->beta1);
+        lua_pushnumber(L, b1);
         lua_rawseti(L, -2, 1);
-        lua_pushnumber(L, o->beta2);
+        lua_pushnumber(L, b2);
         lua_rawseti(L, -2, 2);
     } else if (strcmp(k, "step_count") == 0) lua_pushinteger(L, o->n > 0 ? o->steps[0] : 0);
     else {
@@ -131,11 +136,14 @@ static int o_index(lua_State *L)
 
 static int o_newindex(lua_State *L)
 {
-    xsa_adamw *o = xsa_lua_checkadamw(L, 1);
-    const char *k = luaL_checkstring(L, 2);
+    xsa_lua_checkadamw(L, 1);
+    const char *k = luaL_checkstring(L, 2); /* can convert a number: allocates */
     if (strcmp(k, "lr") != 0) return luaL_error(L, "adamw: field '%s' cannot be set (only lr)", k);
     if (lua_type(L, 3) != LUA_TNUMBER) return luaL_error(L, "adamw: lr must be a number");
-    if (xsa_adamw_set_lr(o, lua_tonumber(L, 3)) != 0) return xsa_lua_corefail(L);
+    lua_pushvalue(L, 3);
+    double lr = xsa_lua_f32field(L, "adamw", "lr");
+    xsa_adamw *o = xsa_lua_checkadamw(L, 1);
+    if (xsa_adamw_set_lr(o, lr) != 0) return xsa_lua_corefail(L);
     return 0;
 }
 

@@ -50,70 +50,60 @@ static int l_st_load(lua_State *L)
     return 3;
 }
 
-/* The tensor at the top of the stack, or an error naming `name`. */
-static xsa_tensor *field_tensor(lua_State *L, const char *name)
+/* The tensor userdata at the top of the stack (not yet checked for being
+ * freed), or an error naming `name`. */
+static void want_tensor(lua_State *L, const char *name)
 {
-    if (luaL_testudata(L, -1, XSA_TENSOR_MT)) return xsa_lua_checktensor(L, -1);
+    if (luaL_testudata(L, -1, XSA_TENSOR_MT)) return;
     if (lua_isnil(L, -1)) luaL_error(L, "safetensors.save: '%s' has no tensor", name);
     luaL_error(L, "safetensors.save: '%s' is a %s, not a tensor", name, luaL_typename(L, -1));
-    return NULL;
 }
 
-static int cmp_cstr(const void *a, const void *b)
+/* The string at the top of the stack has no NUL byte. */
+static void want_no_nul(lua_State *L, const char *what)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    size_t len;
+    const char *k = lua_tolstring(L, -1, &len);
+    if (strlen(k) != len) luaL_error(L, "safetensors.save: a %s contains a NUL byte", what);
 }
 
-/* Keys of the table at idx (which must all be strings without NULs) into a
- * userdata array pushed on the stack, sorted. */
-static const char **sorted_keys(lua_State *L, int idx, int *count, const char *what)
+typedef struct {
+    const char *key;
+    int pos; /* 1-based index into the anchor tables */
+} entry;
+
+static int cmp_entry(const void *a, const void *b)
 {
-    int n = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING)
-            luaL_error(L, "safetensors.save: %s keys must be strings (found a %s key)", what,
-                       luaL_typename(L, -1));
-        size_t len;
-        const char *k = lua_tolstring(L, -1, &len);
-        if (strlen(k) != len) luaL_error(L, "safetensors.save: a %s key contains a NUL byte", what);
-        n++;
-    }
-    const char **ks = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ks, 0);
-    int m = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        ks[m++] = lua_tostring(L, -1);
-    }
-    qsort(ks, (size_t)m, sizeof *ks, cmp_cstr);
-    *count = m;
-    return ks;
+    return strcmp(((const entry *)a)->key, ((const entry *)b)->key);
 }
 
+/* Stack slots of the anchor tables: every name, tensor, metadata key and
+ * value l_st_save hands to the core is held by one of these tables on the
+ * stack, never only by the user's tables (which Lua code run by an
+ * __index, or a finalizer run by an allocation, may change). */
+enum { A_NAMES = 4, A_TENSORS, A_MKEYS, A_MVALS };
+
+/* save(path, tensors [, metadata]). Everything is read into the anchors
+ * first (user code may run: __index of list entries, finalizers); then the
+ * C arrays are allocated; then, with no Lua running any more, the pointers
+ * are taken and the core called (rule 1 of l_bind.h). */
 static int l_st_save(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
     lua_settop(L, 3);
-    lua_newtable(L); /* 4: keeps formatted metadata strings alive */
+    for (int i = 0; i < 4; i++) lua_newtable(L); /* A_NAMES .. A_MVALS */
 
-    int n;
-    const char **names;
-    xsa_tensor **ts;
+    int n = 0, sorted;
     lua_rawgeti(L, 2, 1);
     int is_list = !lua_isnil(L, -1);
     lua_pop(L, 1);
     if (is_list) {
         /* a list of {name, tensor} or {name=, tensor=}, written in its order */
-        lua_Integer len = (lua_Integer)lua_rawlen(L, 2);
+        size_t len = lua_rawlen(L, 2);
         if (len > 1000000) luaL_error(L, "safetensors.save: too many tensors");
-        n = (int)len;
-        names = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *names, 0);
-        ts = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ts, 0);
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < (int)len; i++) {
             if (lua_rawgeti(L, 2, i + 1) != LUA_TTABLE)
                 luaL_error(L, "safetensors.save: entry %d is a %s, not a {name, tensor} table",
                            i + 1, luaL_typename(L, -1));
@@ -125,34 +115,48 @@ static int l_st_save(lua_State *L)
             if (lua_type(L, -1) != LUA_TSTRING)
                 luaL_error(L, "safetensors.save: entry %d has no string name ({name, tensor} or "
                               "{name=, tensor=})", i + 1);
-            names[i] = lua_tostring(L, -1); /* alive: held by the entry table */
-            lua_pop(L, 1);
+            lua_rawseti(L, A_NAMES, i + 1);
             if (lua_rawgeti(L, el, 2) == LUA_TNIL) {
                 lua_pop(L, 1);
                 lua_getfield(L, el, "tensor");
             }
-            ts[i] = field_tensor(L, names[i]);
-            lua_pop(L, 2);
+            lua_rawgeti(L, A_NAMES, i + 1);
+            const char *name = lua_tostring(L, -1);
+            lua_pop(L, 1); /* anchored in A_NAMES */
+            want_tensor(L, name);
+            lua_rawseti(L, A_TENSORS, i + 1);
+            lua_pop(L, 1); /* el */
         }
+        n = (int)len;
+        sorted = 0;
     } else {
-        names = sorted_keys(L, 2, &n, "tensor table");
-        ts = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ts, 0);
-        for (int i = 0; i < n; i++) {
-            lua_pushstring(L, names[i]);
-            lua_rawget(L, 2);
-            ts[i] = field_tensor(L, names[i]);
-            lua_pop(L, 1);
+        lua_pushnil(L);
+        while (lua_next(L, 2)) {
+            if (lua_type(L, -2) != LUA_TSTRING)
+                luaL_error(L, "safetensors.save: tensor table keys must be strings (found a %s key)",
+                           luaL_typename(L, -2));
+            if (n >= 1000000) luaL_error(L, "safetensors.save: too many tensors");
+            want_tensor(L, lua_tostring(L, -2));
+            lua_rawseti(L, A_TENSORS, n + 1);
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, A_NAMES, ++n);
         }
+        sorted = 1;
+    }
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, A_NAMES, i);
+        want_no_nul(L, "tensor name");
+        lua_pop(L, 1);
     }
 
     int n_meta = 0;
-    const char **mkeys = NULL, **mvals = NULL;
     if (!lua_isnil(L, 3)) {
-        mkeys = sorted_keys(L, 3, &n_meta, "metadata");
-        mvals = lua_newuserdatauv(L, (size_t)(n_meta ? n_meta : 1) * sizeof *mvals, 0);
-        for (int i = 0; i < n_meta; i++) {
-            lua_pushstring(L, mkeys[i]);
-            lua_rawget(L, 3);
+        lua_pushnil(L);
+        while (lua_next(L, 3)) {
+            if (lua_type(L, -2) != LUA_TSTRING)
+                luaL_error(L, "safetensors.save: metadata keys must be strings (found a %s key)",
+                           luaL_typename(L, -2));
+            const char *k = lua_tostring(L, -2);
             if (lua_type(L, -1) == LUA_TNUMBER) {
                 char buf[64];
                 if (lua_isinteger(L, -1))
@@ -163,16 +167,61 @@ static int l_st_save(lua_State *L)
                 lua_pushstring(L, buf);
             } else if (lua_type(L, -1) != LUA_TSTRING) {
                 luaL_error(L, "safetensors.save: metadata '%s' is a %s (values must be strings "
-                              "or numbers)", mkeys[i], luaL_typename(L, -1));
+                              "or numbers)", k, luaL_typename(L, -1));
             }
-            size_t len;
-            mvals[i] = lua_tolstring(L, -1, &len);
-            if (strlen(mvals[i]) != len)
-                luaL_error(L, "safetensors.save: metadata '%s' contains a NUL byte", mkeys[i]);
-            lua_rawseti(L, 4, i + 1);
+            if (n_meta >= 1000000) luaL_error(L, "safetensors.save: too much metadata");
+            lua_rawseti(L, A_MVALS, n_meta + 1);
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, A_MKEYS, ++n_meta);
+        }
+        for (int i = 1; i <= n_meta; i++) {
+            lua_rawgeti(L, A_MKEYS, i);
+            want_no_nul(L, "metadata key");
+            lua_rawgeti(L, A_MVALS, i);
+            want_no_nul(L, "metadata value");
+            lua_pop(L, 2);
         }
     }
-    if (xsa_st_save(path, n, names, ts, n_meta, mkeys, mvals) != 0) return xsa_lua_corefail(L);
+
+    /* every allocation before any pointer is taken */
+    size_t nn = (size_t)(n ? n : 1), nm = (size_t)(n_meta ? n_meta : 1);
+    entry *order = lua_newuserdatauv(L, nn * sizeof *order, 0);
+    entry *morder = lua_newuserdatauv(L, nm * sizeof *morder, 0);
+    const char **names = lua_newuserdatauv(L, nn * sizeof *names, 0);
+    xsa_tensor **ts = lua_newuserdatauv(L, nn * sizeof *ts, 0);
+    const char **mkeys = lua_newuserdatauv(L, nm * sizeof *mkeys, 0);
+    const char **mvals = lua_newuserdatauv(L, nm * sizeof *mvals, 0);
+
+    /* from here on nothing runs Lua: lua_rawgeti and lua_tostring of a
+     * string do not allocate, and every value is anchored */
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, A_NAMES, i + 1);
+        order[i].key = lua_tostring(L, -1);
+        order[i].pos = i + 1;
+        lua_pop(L, 1);
+    }
+    if (sorted) qsort(order, (size_t)n, sizeof *order, cmp_entry);
+    for (int i = 0; i < n; i++) {
+        names[i] = order[i].key;
+        lua_rawgeti(L, A_TENSORS, order[i].pos);
+        ts[i] = xsa_lua_checktensor(L, -1); /* raises for a freed tensor */
+        lua_pop(L, 1);
+    }
+    for (int i = 0; i < n_meta; i++) {
+        lua_rawgeti(L, A_MKEYS, i + 1);
+        morder[i].key = lua_tostring(L, -1);
+        morder[i].pos = i + 1;
+        lua_pop(L, 1);
+    }
+    qsort(morder, (size_t)n_meta, sizeof *morder, cmp_entry);
+    for (int i = 0; i < n_meta; i++) {
+        mkeys[i] = morder[i].key;
+        lua_rawgeti(L, A_MVALS, morder[i].pos);
+        mvals[i] = lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
+    if (xsa_st_save(path, n, names, ts, n_meta, n_meta ? mkeys : NULL, n_meta ? mvals : NULL) != 0)
+        return xsa_lua_corefail(L);
     return 0;
 }
 

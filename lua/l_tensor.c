@@ -112,6 +112,16 @@ xsa_tensor *xsa_lua_checktensor(lua_State *L, int idx)
     return b->t;
 }
 
+xsa_tensor *xsa_lua_pintensor(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    tbox *pin = newbox(L); /* allocates: fetch the tensor only afterwards */
+    xsa_tensor *t = xsa_lua_checktensor(L, idx);
+    xsa_tensor_retain(t);
+    pin->t = t;
+    return t;
+}
+
 #define check xsa_lua_checktensor
 #define push xsa_lua_pushtensor
 #define checkint xsa_lua_checkint
@@ -142,26 +152,25 @@ int64_t xsa_lua_checkint(lua_State *L, int arg)
     return (int64_t)v;
 }
 
-int xsa_lua_checkdim(lua_State *L, int arg, int ndim, int extra)
+/* A 1-based (or negative) dimension d, given as argument arg, to 0-based. */
+static int dim_value(lua_State *L, int arg, int64_t d, int ndim, int extra)
 {
-    int64_t d = checkint(L, arg);
     int n = ndim + extra;
     if (d == 0 || d > n || d < -n) {
         if (n == 0)
             return luaL_argerror(L, arg, "a 0-d tensor has no dimensions");
-        return luaL_argerror(L, arg, lua_pushfstring(L, "dimension %d out of range (expected 1..%d or -%d..-1)",
-                                                     (int)d, n, n));
+        return luaL_argerror(L, arg, lua_pushfstring(L, "dimension %I out of range (expected 1..%d or -%d..-1)",
+                                                     (lua_Integer)d, n, n));
     }
     return d > 0 ? (int)(d - 1) : (int)(d + n);
 }
 
-static int checkdim(lua_State *L, int arg, int ndim) { return checkdim_x(L, arg, ndim, 0); }
+int xsa_lua_checkdim(lua_State *L, int arg, int ndim, int extra)
+{
+    return dim_value(L, arg, checkint(L, arg), ndim, extra);
+}
 
-/* Sizes that may hold -1 (view/reshape/expand). */
-typedef struct {
-    int ndim;
-    int64_t shape[XSA_MAX_DIMS];
-} sizes;
+static int checkdim(lua_State *L, int arg, int ndim) { return checkdim_x(L, arg, ndim, 0); }
 
 /* 1-based (negative from the end) index into a dimension of `size`. */
 static int64_t checkindex(lua_State *L, int arg, int64_t size, int dim)
@@ -176,6 +185,8 @@ static int64_t checkindex(lua_State *L, int arg, int64_t size, int dim)
 
 /* ---- facts ------------------------------------------------------------------ */
 
+/* Pushes {v[1], ..., v[n]}. v must not point into a tensor: creating the
+ * table can run a finalizer that frees it (callers pass a copy). */
 static void push_dims(lua_State *L, int n, const int64_t *v)
 {
     lua_createtable(L, n, 0);
@@ -188,7 +199,9 @@ static void push_dims(lua_State *L, int n, const int64_t *v)
 static int t_shape(lua_State *L)
 {
     xsa_tensor *t = check(L, 1);
-    push_dims(L, t->ndim, t->shape);
+    int64_t v[XSA_MAX_DIMS];
+    memcpy(v, t->shape, sizeof v);
+    push_dims(L, t->ndim, v);
     return 1;
 }
 
@@ -207,7 +220,9 @@ static int t_stride(lua_State *L)
         lua_pushinteger(L, t->stride[checkdim(L, 2, t->ndim)]);
         return 1;
     }
-    push_dims(L, t->ndim, t->stride);
+    int64_t v[XSA_MAX_DIMS];
+    memcpy(v, t->stride, sizeof v);
+    push_dims(L, t->ndim, v);
     return 1;
 }
 
@@ -323,7 +338,7 @@ static int t_item(lua_State *L)
 
 static void totable_rec(lua_State *L, const xsa_tensor *t, int d, int64_t *ix)
 {
-    lua_createtable(L, (int)t->shape[d], 0);
+    lua_createtable(L, t->shape[d] < INT32_MAX ? (int)t->shape[d] : 0, 0); /* a size hint */
     for (int64_t i = 0; i < t->shape[d]; i++) {
         ix[d] = i;
         if (d + 1 == t->ndim) {
@@ -339,7 +354,9 @@ static void totable_rec(lua_State *L, const xsa_tensor *t, int d, int64_t *ix)
 
 static int t_totable(lua_State *L)
 {
-    xsa_tensor *t = check(L, 1);
+    /* building the tables allocates, which can run a finalizer that frees
+     * the tensor: read it through a reference of our own */
+    xsa_tensor *t = xsa_lua_pintensor(L, 1);
     int64_t ix[XSA_MAX_DIMS] = {0};
     if (t->ndim == 0) {
         double v;
@@ -404,8 +421,10 @@ static int t_newindex(lua_State *L)
     xsa_tensor *t = check(L, 1);
     if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "grad") == 0) {
         xsa_tensor *g = lua_isnil(L, 3) ? NULL : check(L, 3);
-        if (g && (!xsa_tensor_same_shape(g, t) || g->dtype != XSA_FLOAT32))
-            return luaL_error(L, "grad: a float32 tensor of the tensor's shape expected");
+        /* the model's backward and the optimizer write through .grad as a
+         * dense array: an expanded or strided view would be overrun */
+        if (g && (!xsa_tensor_same_shape(g, t) || g->dtype != XSA_FLOAT32 || !xsa_tensor_is_contiguous(g)))
+            return luaL_error(L, "grad: a contiguous float32 tensor of the tensor's shape expected");
         if (g) xsa_tensor_retain(g);
         xsa_tensor_free(t->grad);
         t->grad = g;
@@ -438,56 +457,37 @@ static int t_free(lua_State *L)
 
 /* ---- views -------------------------------------------------------------------- */
 
-/* Shape arguments that may hold -1 (view/reshape/expand). */
-static void read_shape_m1(lua_State *L, int first, sizes *sp)
+/* Shape arguments that may hold -1 (view/reshape/expand), read before the
+ * tensor is taken (rule 1 of l_bind.h). */
+static void read_shape_m1(lua_State *L, int first, xsa_lua_shape *sp)
 {
-    int last = lua_gettop(L);
-    sp->ndim = 0;
-    if (last == first && lua_type(L, first) == LUA_TTABLE) {
-        lua_Integer n = luaL_len(L, first);
-        if (n > XSA_MAX_DIMS) luaL_argerror(L, first, "too many dimensions");
-        for (lua_Integer i = 1; i <= n; i++) {
-            lua_rawgeti(L, first, i);
-            int ok;
-            lua_Integer v = lua_tointegerx(L, -1, &ok);
-            if (!ok || v < -1 || v > XSA_MAX_NUMEL)
-                luaL_argerror(L, first, lua_pushfstring(L, "bad size at position %d", (int)i));
-            sp->shape[sp->ndim++] = v;
-            lua_pop(L, 1);
-        }
-        return;
-    }
-    if (last - first + 1 > XSA_MAX_DIMS) luaL_argerror(L, first, "too many dimensions");
-    for (int a = first; a <= last; a++) {
-        int64_t v = checkint(L, a);
-        if (v < -1 || v > XSA_MAX_NUMEL) luaL_argerror(L, a, "size must be -1 or non-negative");
-        sp->shape[sp->ndim++] = v;
-    }
+    luaL_checkudata(L, 1, XSA_TENSOR_MT); /* "bad self" before "bad size" */
+    xsa_lua_readshape(L, first, lua_gettop(L), 1, sp);
 }
 
 static int t_view(lua_State *L)
 {
-    xsa_tensor *t = check(L, 1);
-    sizes sp;
+    xsa_lua_shape sp;
     read_shape_m1(L, 2, &sp);
+    xsa_tensor *t = check(L, 1);
     push(L, xsa_ag_view(t, sp.ndim, sp.shape));
     return 1;
 }
 
 static int t_reshape(lua_State *L)
 {
-    xsa_tensor *t = check(L, 1);
-    sizes sp;
+    xsa_lua_shape sp;
     read_shape_m1(L, 2, &sp);
+    xsa_tensor *t = check(L, 1);
     push(L, xsa_ag_reshape(t, sp.ndim, sp.shape));
     return 1;
 }
 
 static int t_expand(lua_State *L)
 {
-    xsa_tensor *t = check(L, 1);
-    sizes sp;
+    xsa_lua_shape sp;
     read_shape_m1(L, 2, &sp);
+    xsa_tensor *t = check(L, 1);
     for (int i = 0; i < sp.ndim; i++) {
         int j = i - (sp.ndim - t->ndim);
         if (sp.shape[i] == -1) {
@@ -522,9 +522,12 @@ static int t_permute(lua_State *L)
     xsa_tensor *t = check(L, 1);
     int perm[XSA_MAX_DIMS], n;
     if (lua_type(L, 2) == LUA_TTABLE) {
-        n = (int)luaL_len(L, 2);
-        if (n != t->ndim)
-            return luaL_argerror(L, 2, lua_pushfstring(L, "%d dimensions for a tensor of %d", n, t->ndim));
+        /* read raw: no __len or __index runs while t is held */
+        size_t len = lua_rawlen(L, 2);
+        if (len != (size_t)t->ndim)
+            return luaL_argerror(L, 2, lua_pushfstring(L, "%I dimensions for a tensor of %d",
+                                                       (lua_Integer)len, t->ndim));
+        n = (int)len;
         for (int i = 0; i < n; i++) {
             lua_rawgeti(L, 2, i + 1);
             perm[i] = checkdim(L, lua_gettop(L), t->ndim);
@@ -546,7 +549,7 @@ static int t_narrow(lua_State *L)
     int d = checkdim(L, 2, t->ndim);
     int64_t start = checkindex(L, 3, t->shape[d], d);
     int64_t len = checkint(L, 4);
-    luaL_argcheck(L, len >= 0 && len <= t->shape[d] - start, 4,
+    luaL_argcheck(L, len >= 0 && len <= t->shape[d] - start, 4, /* no start + len: it can overflow */
                   lua_pushfstring(L, "length %I from %I runs past size %I", (lua_Integer)len,
                                   (lua_Integer)start + 1, (lua_Integer)t->shape[d]));
     push(L, xsa_ag_narrow(t, d, start, len));
@@ -702,24 +705,32 @@ static int t_equal(lua_State *L)
 /* t:masked_fill(mask, v): v where mask != 0, else t (differentiable in t) */
 static int t_masked_fill(lua_State *L)
 {
-    xsa_tensor *t = check(L, 1), *m = check(L, 2);
+    check(L, 1);
+    check(L, 2);
     double v = luaL_checknumber(L, 3);
     xsa_tensor *f = xsa_tensor_full(XSA_FLOAT32, 0, NULL, v);
-    push(L, f); /* owned by the stack */
+    push(L, f); /* owned by the stack; pushing can run a finalizer: fetch t and m after */
+    xsa_tensor *t = check(L, 1), *m = check(L, 2);
     push(L, xsa_ag_where(m, f, t));
     return 1;
 }
 
-/* Pushes k >= 1 views of t along d: pieces of `size` >= 1 (the last may be
- * shorter, or empty when the dimension is; a size past the dimension gives
- * one piece, as PyTorch). Written so no sum can overflow for huge sizes. */
-static int pieces(lua_State *L, xsa_tensor *t, int d, int64_t size, int64_t k)
+/* Pushes k >= 1 views of the tensor at 1 along d: pieces of `size` >= 1
+ * (the last may be shorter, or empty when the dimension is; a size past the
+ * dimension gives one piece, as PyTorch). Written so no sum can overflow for
+ * huge sizes. */
+static int pieces(lua_State *L, int d, int64_t size, int64_t k)
 {
+    xsa_tensor *t = check(L, 1);
     int64_t n = t->shape[d];
     if (k > 100000) return luaL_error(L, "split: %I pieces are too many", (lua_Integer)k);
     luaL_checkstack(L, (int)k + 2, "too many pieces");
+    /* each push can run a finalizer that frees t: a reference of our own */
+    t = xsa_lua_pintensor(L, 1);
+    int base = lua_gettop(L);
     for (int64_t i = 0, off = 0; i < k; i++, off = n - off > size ? off + size : n)
         push(L, xsa_ag_narrow(t, d, off, n - off > size ? size : n - off));
+    lua_remove(L, base); /* the pin */
     return (int)k;
 }
 
@@ -732,7 +743,7 @@ static int t_split(lua_State *L)
     if (t->ndim == 0) return luaL_error(L, "split: a 0-d tensor has no dimensions");
     int d = lua_isnoneornil(L, 3) ? 0 : checkdim(L, 3, t->ndim);
     int64_t n = t->shape[d], k = n / size + (n % size != 0);
-    return pieces(L, t, d, size, k > 0 ? k : 1);
+    return pieces(L, d, size, k > 0 ? k : 1);
 }
 
 /* t:chunk(n [, dim]) -> n (or fewer) views, as torch.chunk */
@@ -744,8 +755,8 @@ static int t_chunk(lua_State *L)
     if (t->ndim == 0) return luaL_error(L, "chunk: a 0-d tensor has no dimensions");
     int d = lua_isnoneornil(L, 3) ? 0 : checkdim(L, 3, t->ndim);
     int64_t m = t->shape[d], size = m / n + (m % n != 0); /* ceil without m + n - 1 */
-    if (m == 0) return pieces(L, t, d, 1, n); /* n empty pieces, as torch.chunk */
-    return pieces(L, t, d, size, m / size + (m % size != 0));
+    if (m == 0) return pieces(L, d, 1, n); /* n empty pieces, as torch.chunk */
+    return pieces(L, d, size, m / size + (m % size != 0));
 }
 
 static int t_flatten(lua_State *L)
@@ -825,6 +836,7 @@ static int reduce(lua_State *L, xsa_redop op)
     }
     push(L, r);
     if ((op == XSA_MAX || op == XSA_MIN) && dim != XSA_ALL_DIMS) {
+        t = check(L, 1); /* the push can have run a finalizer that freed it */
         xsa_tensor *ix = xsa_tensor_reduce(op == XSA_MAX ? XSA_ARGMAX : XSA_ARGMIN, t, dim, keep);
         if (ix && xsa_tensor_binary_scalar_(XSA_ADD, ix, 1.0) != 0) {
             xsa_tensor_free(ix);

@@ -87,20 +87,68 @@ static void print_version(void)
 
 /* ---- Ctrl-C: as lua.c, a signal sets a hook that raises in Lua ----------
  * SIGTERM (kill's default) is treated the same way, so that a stopped run
- * saves what it has as after Ctrl-C. */
+ * saves what it has as after Ctrl-C.
+ *
+ * lua.c sets the hook on the main thread only, so a script busy inside a
+ * coroutine never sees it. Here every thread carries a cheap count hook
+ * that checks a flag: docall sets it on the main thread, and a coroutine
+ * inherits the hook of the thread that creates it (lua_newthread copies it),
+ * so every coroutine a script makes has it. The signal sets the flag and,
+ * as lua.c, a hook firing at once on the main thread; whichever thread runs
+ * first raises "interrupted!", once. coroutine.resume is wrapped so an
+ * interrupt raised inside a coroutine propagates to its resumer as an error
+ * (as coroutine.wrap does) instead of coming back as false, "interrupted!"
+ * that a loop would ignore. pcall still catches it, as in lua.c. */
 
-static void lstop(lua_State *L, lua_Debug *ar)
+#define HOOK_COUNT 4096 /* VM instructions between two looks at the flag */
+
+static volatile sig_atomic_t interrupt_pending = 0;
+static unsigned long interrupts_raised = 0;
+
+static void lhook(lua_State *L, lua_Debug *ar)
 {
     (void)ar;
-    lua_sethook(L, NULL, 0, 0);
-    luaL_error(L, "interrupted!");
+    lua_sethook(L, lhook, LUA_MASKCOUNT, HOOK_COUNT); /* back to the cheap check */
+    if (interrupt_pending) {
+        interrupt_pending = 0;
+        interrupts_raised++;
+        luaL_error(L, "interrupted!");
+    }
 }
 
 static void laction(int sig)
 {
     int flag = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
     signal(sig, SIG_DFL); /* a second Ctrl-C kills, as in lua.c */
-    if (globalL) lua_sethook(globalL, lstop, flag, 1);
+    interrupt_pending = 1;
+    if (globalL) lua_sethook(globalL, lhook, flag, 1);
+}
+
+/* coroutine.resume, re-raising an interrupt raised inside the coroutine */
+static int resume_interruptible(lua_State *L)
+{
+    unsigned long before = interrupts_raised;
+    int n = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(1)); /* the original resume */
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    if (interrupts_raised != before && lua_gettop(L) >= 2 && !lua_toboolean(L, 1) &&
+        lua_type(L, 2) == LUA_TSTRING && strstr(lua_tostring(L, 2), "interrupted!")) {
+        lua_settop(L, 2);
+        return lua_error(L);
+    }
+    return lua_gettop(L);
+}
+
+static void wrap_resume(lua_State *L)
+{
+    lua_getglobal(L, "coroutine");
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "resume");
+        lua_pushcclosure(L, resume_interruptible, 1);
+        lua_setfield(L, -2, "resume");
+    }
+    lua_pop(L, 1);
 }
 
 static int msghandler(lua_State *L)
@@ -120,6 +168,8 @@ static int docall(lua_State *L, int narg, int nres)
     lua_pushcfunction(L, msghandler);
     lua_insert(L, base);
     globalL = L;
+    interrupt_pending = 0;
+    lua_sethook(L, lhook, LUA_MASKCOUNT, HOOK_COUNT); /* inherited by new coroutines */
     signal(SIGINT, laction);
     signal(SIGTERM, laction);
     int status = lua_pcall(L, narg, nres, base);
@@ -202,6 +252,7 @@ static void add_module_paths(lua_State *L)
 static int open_engine(lua_State *L)
 {
     luaL_openlibs(L);
+    wrap_resume(L);
     add_module_paths(L);
     luaL_requiref(L, "xsa", luaopen_xsa, 1);
     lua_pop(L, 1);

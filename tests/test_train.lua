@@ -102,6 +102,24 @@ T.case("pair: eval_batches above the val set is clamped and final reuses it", fu
   end)
 end)
 
+T.case("pair: counts must be integers and lr a finite positive number", function()
+  with_fake(function()
+    local function run(o)
+      local sa_model = fake.model{losses = function() return 3 end}
+      local xsa_model = fake.model{losses = function() return 3 end}
+      o.steps, o.progress = o.steps or 2, false
+      return train.pair(sa_model, xsa_model, fake.loader{batches = 4}, fake.loader{batches = 2}, o)
+    end
+    T.raises(function() run{eval_batches = 2.5} end, "eval_batches must be a positive integer")
+    T.raises(function() run{eval_batches = 0} end, "eval_batches must be a positive integer")
+    T.raises(function() run{steps = 2.5} end, "steps must be a positive integer")
+    T.raises(function() run{lr = 1e300} end, "lr must be a positive finite number")
+    T.raises(function() run{lr = 0 / 0} end, "lr must be a positive finite number")
+    T.raises(function() train.evaluate(fake.model{losses = function() return 3 end}, fake.loader{batches = 2}, 1.5) end,
+      "n must be a positive integer")
+  end)
+end)
+
 T.case("pair stops on NaN naming the step and model, after saving", function()
   with_fake(function()
     local sa_model = fake.model{losses = function() return 3 end}

@@ -75,6 +75,9 @@ end
 function M.evaluate(model, loader, n)
   local xsa = xsa_lib()
   local total = loader:num_batches()
+  if n ~= nil and (math.type(n) ~= "integer" or n < 1) then
+    error("train.evaluate: n must be a positive integer", 2)
+  end
   n = math.min(n or total, total)
   if n < 1 then error("train.evaluate: the loader has no batches", 2) end
   return xsa.no_grad(function()
@@ -163,7 +166,14 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   if math.type(save_every) ~= "integer" or save_every < 0 then error("train.pair: save_every must be an integer >= 0", 2) end
   local nval = val_loader:num_batches()
   if nval < 1 then error("train.pair: the val loader has no batches", 2) end
-  local eval_batches = math.min(opts.eval_batches or 10, nval)
+  local eval_batches = opts.eval_batches or 10
+  if math.type(eval_batches) ~= "integer" or eval_batches < 1 then
+    error("train.pair: eval_batches must be a positive integer", 2)
+  end
+  eval_batches = math.min(eval_batches, nval)
+  if type(lr) ~= "number" or not (lr > 0 and lr <= 3.4e38) then
+    error("train.pair: lr must be a positive finite number", 2)
+  end
   local names = opts.names or {"SA", "XSA"}
   local label = opts.label or "pair"
   local adam = {lr = lr, betas = opts.betas or {0.9, 0.999}, eps = opts.eps or 1e-8,

@@ -128,4 +128,24 @@ local jsons = {
   bad = '{"a":[1,2,}',
 }
 for name, j in pairs(jsons) do put("fuzz_json", name, j) end
+
+-- fuzz_lua_api: programs of calls (an op byte, an argument count byte, one
+-- pool-index byte per argument; see the harness): every op with 0, 1 and 2
+-- arguments, and a few random programs from fixed seeds
+local function prog(t) local b = {} for i, v in ipairs(t) do b[i] = string.char(v % 256) end return table.concat(b) end
+local every0, every1, every2 = {}, {}, {}
+for op = 0, 255 do
+  every0[#every0 + 1] = op; every0[#every0 + 1] = 0
+  for _, v in ipairs{op, 1, op * 7} do every1[#every1 + 1] = v end
+  for _, v in ipairs{op, 2, op * 5 + 1, op * 11 + 3} do every2[#every2 + 1] = v end
+end
+put("fuzz_lua_api", "every_op_0_args", prog(every0))
+put("fuzz_lua_api", "every_op_1_arg", prog(every1))
+put("fuzz_lua_api", "every_op_2_args", prog(every2))
+for seed = 1, 6 do
+  math.randomseed(seed)
+  local t = {}
+  for i = 1, 120 do t[i] = math.random(0, 255) end
+  put("fuzz_lua_api", "random_" .. seed, prog(t))
+end
 print("seed corpora written under " .. root)
