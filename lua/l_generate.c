@@ -48,12 +48,16 @@ static int kv_gc(lua_State *L)
 /* model:kv_cache([batch]) */
 int xsa_lua_gpt_kv_cache(lua_State *L)
 {
-    xsa_gpt *m = xsa_lua_checkgpt(L, 1);
+    xsa_lua_checkgpt(L, 1);
     lua_Integer B = luaL_optinteger(L, 2, 1);
     luaL_argcheck(L, B >= 1 && B <= (1 << 20), 2, "batch size must be in [1, 1048576]");
     kvbox *b = lua_newuserdatauv(L, sizeof *b, 0);
     b->c = NULL;
     luaL_setmetatable(L, KV_MT);
+    /* the allocation above can run a finalizer that frees the model: fetch
+     * it only now (rule 1 of l_bind.h); the cache then holds its own
+     * reference to it */
+    xsa_gpt *m = xsa_lua_checkgpt(L, 1);
     b->c = xsa_kv_cache_new(m, (int)B);
     if (!b->c) return xsa_lua_corefail(L);
     size_t kb = xsa_kv_cache_bytes(b->c) >> 10;
@@ -100,11 +104,16 @@ static int kv_append(lua_State *L)
             }
         }
     }
+    /* the pushes below allocate and can run finalizers that free the cache
+     * or the ids tensor: pin the tensor, re-fetch the cache after them */
+    t = xsa_lua_pintensor(L, 2);
     xsa_tensor *ids = xsa_tensor_contiguous(t);
     xsa_lua_pushtensor(L, ids); /* owns ids; raises if NULL */
     int64_t sh[3] = {B, all ? T : V, V};
     xsa_tensor *out = xsa_tensor_new(XSA_FLOAT32, all ? 3 : 2, sh);
     xsa_lua_pushtensor(L, out);
+    c = checkkv(L, 1);
+    if (xsa_kv_cache_batch(c) != B) return luaL_error(L, "kv_cache:append: the cache changed during the call");
     if (xsa_kv_cache_append(c, xsa_tensor_i32(ids), T, lens, xsa_tensor_f32(out), all) != 0)
         return xsa_lua_corefail(L);
     return 1;
@@ -263,7 +272,7 @@ static int optint(lua_State *L, int arg, const char *fn, const char *key, lua_In
 static int l_generate_ids(lua_State *L)
 {
     const char *fn = "xsa.gpt.generate_ids";
-    xsa_gpt *m = xsa_lua_checkgpt(L, 1);
+    xsa_lua_checkgpt(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     if (lua_isnoneornil(L, 3)) lua_newtable(L);
     else luaL_checktype(L, 3, LUA_TTABLE);
@@ -321,6 +330,9 @@ static int l_generate_ids(lua_State *L)
     size_t maxn = o.max_new_tokens > 0 ? (size_t)o.max_new_tokens : 1;
     int32_t *out = lua_newuserdatauv(L, (size_t)B * maxn * sizeof(int32_t) + (size_t)B * sizeof(int), 0);
     int *nout = (int *)(out + (size_t)B * maxn);
+    /* options (metamethods) and the allocations above ran Lua: take the
+     * model only now; nothing runs Lua until generate returns */
+    xsa_gpt *m = xsa_lua_checkgpt(L, 1);
     if (xsa_gpt_generate(m, B, rows, lens, &o, out, nout) != 0) return xsa_lua_corefail(L);
     lua_createtable(L, B, 0);
     for (int b = 0; b < B; b++) {
