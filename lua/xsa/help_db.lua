@@ -464,6 +464,9 @@ add("figure:body", "figure:body(S, data, datafile, block) -> next_block", "Appen
 add("panel:line", "panel:line(xs, ys [, {label=, color=, width=, dash=, points=}]) -> panel", "A line.", "p:line({1, 2, 3}, {3, 2, 1}, {label = \"SA\"})")
 add("panel:points", "panel:points(xs, ys [, {label=, color=, pointsize=, pointtype=}]) -> panel", "Points.", "p:points({1, 2}, {2, 1})")
 add("panel:band", "panel:band(xs, lo, hi [, {color=, alpha=0.25, label=}]) -> panel", "The area between two curves.", "p:band({1, 2}, {1, 1}, {2, 3})")
+add("panel:errorbars", "panel:errorbars(xs, ys, lo, hi [, {color=, width=, pointsize=, pointtype=, label=}]) -> panel",
+  "Markers at (x, y) with vertical bars from lo to hi, e.g. means with their 95% intervals; a non-finite bound draws the marker alone.",
+  "p:errorbars({1, 2}, {0.5, 0.8}, {0.2, 0.6}, {0.8, 1.0})")
 add("panel:bars", "panel:bars(xs, ys [, {color=, barwidth=0.35, label=, values=}]) -> panel", "Boxes centred on xs, optionally labelled with values.",
   "p:bars({1, 2}, {0.5, -0.2}, {values = \"%.2f\"})")
 add("panel:labels", "panel:labels(xs, ys, texts [, {color=, fontsize=, offset=}]) -> panel", "Text at data points.", "p:labels({1}, {2}, {\"peak\"})")
