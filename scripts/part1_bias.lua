@@ -3,13 +3,17 @@
 -- pays to itself, and how much of each attention output points along the
 -- token's own value vector.
 --
---   xsa scripts/part1_bias.lua            # 80k tokens, 8 batches of 16
+--   xsa scripts/part1_bias.lua            # the val windows of 80k tokens: 8 batches of 16
 --   xsa scripts/part1_bias.lua --quick
 --
--- Metrics (per layer, averaged over heads, batches and tokens):
+-- The probe reads the validation loader of the first --max-tokens tokens
+-- (the last 10% of the windows), as the notebook does. Metrics (per layer,
+-- averaged over heads, batches and tokens):
 --   value_cos  mean cos(v_i, v_j), i != j (same sequence, causal pairs)
 --   self_attn  mean a_ii (attention weight of a token on itself)
---   pre_cos    mean cos(y_i, v_i) (attention output vs own value)
+--   pre_cos    mean cos(y_i, v_i) (attention output vs own value), shown
+--              for positions >= 1 (pre_cos_pos1: at position 0 a token
+--              attends only to itself, y = v, cos = 1); the JSON keeps both
 -- Figure: plots/part1_bias.png (three panels, x = layer). Result: cached
 -- under --out by its configuration.
 local xsa = xsa or require "xsa"
@@ -19,28 +23,30 @@ local ex = xsa.experiment{
   name = "part1", script = "part1_bias.lua", title = "Bias probe, untrained model",
   summary = "Bias probe of an untrained model (SA attention): per layer mean cos(v_i,v_j) (i != j),\n" ..
     "mean a_ii and mean cos(y_i,v_i); a three-panel figure with the values written on the bars.",
-  options = study.options({max_tokens = 80000}, {{"probe-batches", "int", 8, "batches the probe averages over"}},
-    {"steps", "lr", "weight-decay", "eval-every", "eval-batches", "lambda"}), -- --resume, --save-every: unused
+  options = study.options({max_tokens = 80000}, {{"probe-batches", "int", 8, "validation batches the probe averages over"}},
+    {"steps", "lr", "weight-decay", "eval-every", "eval-batches", "lambda", "seeds", "data-seed", "init-seed", "jobs", "worker"}), -- --resume, --save-every: unused
   quick = {max_tokens = 20000, batch = 4, probe_batches = 2},
   config = function(o)
-    return {part = "part1", data = study.data_config(o), model = study.model_config(o), probe_batches = o.probe_batches}
+    return {part = "part1", data = study.data_config(o), model = study.model_config(o), probe_batches = o.probe_batches,
+      split = "val"}
   end,
 }
 local opts = ex.opts
 local metrics = {
   {key = "value_cos", title = "mean cos(v_i, v_j), i ≠ j", color = plot.colors.metric1},
   {key = "self_attn", title = "mean a_{ii} (self-attention weight)", color = plot.colors.metric2},
-  {key = "pre_cos", title = "mean cos(y_i, v_i)", color = plot.colors.metric3},
+  {key = "pre_cos_pos1", title = "mean cos(y_i, v_i), positions ≥ 1", color = plot.colors.metric3},
 }
 
 ex:main(function()
   local result, status, entry = ex:cached(function()
-    local train = study.loaders(ex.config.data) -- the probe reads train batches
-    local n = math.min(opts.probe_batches, train:num_batches())
+    local _, val = study.loaders(ex.config.data) -- the probe reads validation batches
+    local n = math.min(opts.probe_batches, val:num_batches())
     local model = study.new_model(ex.config.model)
     local t0 = xsa.progress.now()
-    local layers = study.probe(model, train, n)
-    return {layers = layers, probe_batches = n, tokens = n * opts.batch * opts.seq_len,
+    local layers = study.probe(model, val, n)
+    return {layers = layers, probe_batches = n, split = "val", val_windows = val.num_windows,
+      tokens = math.min(n * opts.batch, val.num_windows) * opts.seq_len,
       elapsed_s = xsa.progress.now() - t0, num_params = model:num_params()}
   end, {label = "part1 probe", check = function(r)
     if type(r.layers) ~= "table" or #r.layers < 1 then return false, "no layers" end
@@ -50,8 +56,8 @@ ex:main(function()
   local L, xtics = #result.layers, {}
   for l = 1, L do xtics[l] = {tostring(l), l} end
   local fig = plot.figure{cols = 3, width = 1500, height = 480,
-    title = string.format("Untrained model (SA): bias probe over %d batches of %dx%d tokens", result.probe_batches,
-      opts.batch, opts.seq_len)}
+    title = string.format("Untrained model (SA): bias probe over %d validation batches of %dx%d tokens (of the first %d)",
+      result.probe_batches, opts.batch, opts.seq_len, opts.max_tokens)}
   for _, m in ipairs(metrics) do
     local xs, ys = {}, {}
     for l = 1, L do xs[l] = l; ys[l] = result.layers[l][m.key] end
@@ -59,14 +65,17 @@ ex:main(function()
       xrange = {0.4, L + 0.6}, xtics = xtics, zero = true}
     p:bars(xs, ys, {color = m.color, barwidth = 0.55, values = "%.3f", fontsize = 10})
   end
-  ex:save_figure(fig, "part1_bias")
+  ex:save_figure(fig, "part1_bias", "cos(y_i, v_i) is over positions ≥ 1: at position 0 a token attends only to itself, " ..
+    "so y_0 = v_0 and the cosine is 1 by construction (the all-positions value is in the table and the JSON).")
 
   local rows = {}
   for l, r in ipairs(result.layers) do
     rows[l] = {tostring(l), string.format("%.4f", r.value_cos), string.format("%.4f", r.self_attn),
-      string.format("%.4f", r.pre_cos)}
+      string.format("%.4f", r.pre_cos_pos1), string.format("%.4f", r.pre_cos)}
   end
-  local tbl = ex:table({"layer", "mean cos(v_i,v_j) i≠j", "mean a_ii", "mean cos(y_i,v_i)"}, rows)
+  local tbl = ex:table({"layer", "mean cos(v_i,v_j) i≠j", "mean a_ii", "mean cos(y_i,v_i), positions ≥ 1",
+    "(all positions)"}, rows)
+  print("positions >= 1: at position 0 a token attends only to itself (y = v, cos = 1), which would inflate the mean")
   print("result: " .. entry)
   ex:summary{cache = status, entry = entry, result = result, table = tbl}
 end)

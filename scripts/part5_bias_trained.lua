@@ -1,79 +1,118 @@
 -- part5_bias_trained.lua: the bias probe after training: trained SA, trained
--- XSA (part 3's checkpoints) and the untrained shared initial weights.
+-- XSA (part 3's checkpoints) and the untrained shared initial weights, for
+-- every seed of part 3.
 --
---   xsa scripts/part3_train.lua && xsa scripts/part5_bias_trained.lua
+--   xsa scripts/part3_train.lua --seeds 5 && xsa scripts/part5_bias_trained.lua --seeds 5
 --   xsa scripts/part5_bias_trained.lua --quick --train   # trains part 3 itself if needed
 --
--- The training flags (--steps, --batch, ...) select the part-3 run (same defaults);
--- the probe runs on the first --probe-batches val batches. Per layer: value_cos =
--- mean cos(v_i,v_j) i != j, self_attn = mean a_ii, pre_cos = mean cos(y_i,v_i)
--- before the projection, post_cos = mean cos(z_i,v_i) after it (SA: z = y);
--- "bias removed %" = 100 (|pre| - |post|) / |pre|.
+-- The training flags (--steps, --batch, --seeds, ...) select the part-3 runs
+-- (same defaults). The probe reads the first --probe-batches (8) batches of
+-- the validation windows of a separate probe set: the first --probe-tokens
+-- (80,000) tokens in batches of --probe-batch (16), at part 3's seq_len. Per
+-- layer: value_cos = mean cos(v_i,v_j) i != j, self_attn = mean a_ii,
+-- pre_cos = mean cos(y_i,v_i) before the projection, post_cos = mean
+-- cos(z_i,v_i) after it (SA: z = y). Figures and tables use positions >= 1
+-- for pre_cos and post_cos (at position 0 a token sees only itself: y = v);
+-- the JSON keeps the all-positions values too. "bias removed %" =
+-- 100 (|pre| - |post|) / |pre|. Over several seeds: means with 95% intervals.
 local xsa = xsa or require "xsa"
 local study, numbers, plot = xsa.study, xsa.numbers, xsa.plot
 
 local ex = xsa.experiment{
   name = "part5", script = "part5_bias_trained.lua", title = "Bias probe after training",
-  summary = "Bias probe of trained SA, trained XSA (part 3's checkpoints) and the untrained initial model:\n" ..
-    "four panels (three metrics + post-projection cos(z_i,v_i)) and the pre- vs post-projection table.",
-  options = study.options({}, {{"probe-batches", "int", 8, "validation batches the probe averages over"},
-    {"train", "bool", false, "train part 3 first when its checkpoints are missing"}}),
-  quick = xsa.experiment.pair_quick{probe_batches = 2}, -- --quick selects part 3's quick run
+  summary = "Bias probe of trained SA, trained XSA (part 3's checkpoints, every seed) and the untrained initial\n" ..
+    "model: four panels (three metrics + post-projection cos(z_i,v_i)) and the pre- vs post-projection table.",
+  options = study.options({}, {{"train", "bool", false, "train part 3 first when its checkpoints are missing"},
+    table.unpack(study.probe_options(8))}),
+  quick = xsa.experiment.pair_quick{probe_batches = 2, probe_tokens = 20000, probe_batch = 4}, -- part 3's quick run
 }
 local opts = ex.opts
 local models = {{key = "untrained", ckpt = "init", label = "untrained", color = plot.colors.untrained},
   {key = "sa", ckpt = "sa", label = "SA (trained)", color = plot.colors.sa},
   {key = "xsa", ckpt = "xsa", label = "XSA (trained)", color = plot.colors.xsa}}
 local metrics = {{key = "value_cos", title = "mean cos(v_i, v_j), i ≠ j"}, {key = "self_attn", title = "mean a_{ii}"},
-  {key = "pre_cos", title = "pre-projection mean cos(y_i, v_i)"}, {key = "post_cos", title = "post-projection mean cos(z_i, v_i)"}}
+  {key = "pre_cos_pos1", title = "pre-projection mean cos(y_i, v_i), positions ≥ 1"},
+  {key = "post_cos_pos1", title = "post-projection mean cos(z_i, v_i), positions ≥ 1"}}
 
-local function removed(pre, post) -- "12.3%" and 12.3, or "n/a"
-  local v = numbers.finite(pre) and numbers.finite(post) and pre ~= 0 and 100 * (math.abs(pre) - math.abs(post)) / math.abs(pre)
-  return v and string.format("%.1f%%", v) or "n/a", v or nil
+local function removed(pre, post) -- 100 (|pre| - |post|) / |pre|, or nil
+  return numbers.finite(pre) and numbers.finite(post) and pre ~= 0 and 100 * (math.abs(pre) - math.abs(post)) / math.abs(pre) or nil
+end
+local function ci_text(c, f) -- "0.6410 (0.6300 to 0.6520)" or "0.6410"
+  if not c.mean then return "n/a" end
+  return string.format(f, c.mean) .. (c.lo and string.format(" (" .. f .. " to " .. f .. ")", c.lo, c.hi) or "")
 end
 
 ex:main(function()
-  local r3, config3 = ex:results("part3", {train = opts.train}) -- computed with --train
-  ex.config = {part = "part5", part3 = config3, probe_batches = opts.probe_batches}
-  local result, status, entry = ex:cached(function()
-    local _, val = study.loaders(config3.data)
-    local n = math.min(opts.probe_batches, val:num_batches())
-    local out = {probe_batches = n, checkpoints = r3.checkpoints, models = {}, part3_improvement_pct = r3.improvement_pct}
-    for _, m in ipairs(models) do out.models[m.key] = study.probe(xsa.gpt.load(r3.checkpoints[m.ckpt]), val, n) end
-    return out
-  end, {label = "part5 probes", check = function(r)
-    for _, m in ipairs(models) do if #((r.models or {})[m.key] or {}) < 1 then return false, "no probe of " .. m.key end end
-    return numbers.all_finite(r)
-  end})
+  local probe_data = study.probe_data_config(opts, opts.seq_len)
+  local per_seed = {}
+  for i, seed in ipairs(ex.seeds) do
+    local r3, config3 = ex:results("part3", {train = opts.train, seed = seed}) -- computed with --train
+    local config = {part = "part5", part3 = config3, probe_batches = opts.probe_batches, probe = probe_data}
+    local result, status, entry = ex:cached(function()
+      local _, val = study.loaders(probe_data)
+      local n = math.min(opts.probe_batches, val:num_batches())
+      local out = {probe_batches = n, checkpoints = r3.checkpoints, models = {}, part3_improvement_pct = r3.improvement_pct}
+      for _, m in ipairs(models) do out.models[m.key] = study.probe(xsa.gpt.load(r3.checkpoints[m.ckpt]), val, n) end
+      return out
+    end, {name = "part5-" .. xsa.experiment.seed_tag(config3), config = config, label = string.format("part5 probes (seed %d)", seed),
+      check = function(r)
+        for _, m in ipairs(models) do if #((r.models or {})[m.key] or {}) < 1 then return false, "no probe of " .. m.key end end
+        return numbers.all_finite(r)
+      end})
+    per_seed[i] = {seed = seed, result = result, cache = status, entry = entry}
+  end
 
-  local L, w, tics = #result.models.sa, 0.26, {}
+  local N, first = #per_seed, per_seed[1].result
+  local L, w, tics = #first.models.sa, 0.26, {}
   for l = 1, L do tics[l] = {"layer " .. l, l} end
-  local fig = plot.figure{rows = 2, cols = 2, width = 1300, height = 980,
-    title = string.format("Bias probe after %d steps (part 3) vs untrained; %d val batches of %dx%d", opts.steps,
-      result.probe_batches, opts.batch, opts.seq_len)}
+  local function values(mkey, l, key) -- the seeds' values of one metric
+    return study.collect(per_seed, function(x) return x.result.models[mkey][l][key] end)
+  end
+  local fig = plot.figure{rows = 2, cols = 2, width = 1300, height = 1000,
+    title = string.format("Bias probe after %d steps (part 3) vs untrained; %d val batches of %dx%d from %d tokens; %s", opts.steps,
+      first.probe_batches, opts.probe_batch, opts.seq_len, opts.probe_tokens,
+      N > 1 and string.format("%d seeds (mean, 95%% t interval, dots: seeds)", N) or string.format("seed %d", ex.seeds[1]))}
   for k, met in ipairs(metrics) do
     local p = fig:panel{title = met.title, xlabel = "", ylabel = met.key:gsub("_", "\\_"), xtics = tics,
       xrange = {0.5, L + 0.5}, zero = true, key = k == 1 and "top center horizontal" or false, headroom = 0.3}
     for j, m in ipairs(models) do
-      local xs, ys = {}, {}
-      for l = 1, L do xs[l] = l + (j - 2) * w; ys[l] = result.models[m.key][l][met.key] end
-      p:bars(xs, ys, {color = m.color, barwidth = w * 0.95, label = m.label, values = "%.3f", fontsize = 8})
+      local xs, per_x = {}, {}
+      for l = 1, L do xs[l] = l + (j - 2) * w; per_x[l] = values(m.key, l, met.key) end
+      local means = study.collect(per_x, function(v) return xsa.stats.mean(v) end)
+      p:bars(xs, means, {color = m.color, barwidth = w * 0.95, label = m.label, values = N == 1 and "%.3f" or nil,
+        fontsize = 8, alpha = N > 1 and 0.6 or nil})
+      if N > 1 then study.points_ci(p, xs, per_x, {color = "#222222", values = "%.3f", fontsize = 7}) end
     end
   end
-  ex:save_figure(fig, "part5_bias_trained")
+  ex:save_figure(fig, "part5_bias_trained", "cos(y_i, v_i) and cos(z_i, v_i) are over positions ≥ 1: at position 0 a " ..
+    "token attends only to itself (y_0 = v_0, cos 1) and z_0 is rounding residue; the JSON keeps the all-positions values." ..
+    (N > 1 and string.format(" Bars: means over %d seeds; error bars: 95%% t intervals; dots: each seed.", N) or ""))
 
   local rows, means = {}, {}
-  local function row(m, l, pre, post)
-    rows[#rows + 1] = {m.label, l, string.format("%.4f", pre), string.format("%.4f", post), (removed(pre, post))}
-  end
   for _, m in ipairs(models) do
-    local probe = result.models[m.key]
-    for l = 1, L do row(m, tostring(l), probe[l].pre_cos, probe[l].post_cos) end
-    local pre, post = study.layer_mean(probe, "pre_cos"), study.layer_mean(probe, "post_cos")
-    row(m, "mean", pre, post)
-    means[#means + 1] = {model = m.key, pre = pre, post = post, removed_pct = select(2, removed(pre, post))}
+    for l = 1, L + 1 do
+      local pre, post, rem = {}, {}, {}
+      for i, x in ipairs(per_seed) do
+        local probe = x.result.models[m.key]
+        pre[i] = l <= L and probe[l].pre_cos_pos1 or study.layer_mean(probe, "pre_cos_pos1")
+        post[i] = l <= L and probe[l].post_cos_pos1 or study.layer_mean(probe, "post_cos_pos1")
+        rem[i] = removed(pre[i], post[i])
+      end
+      local cp, cq, cr = study.mean_ci(pre), study.mean_ci(post), study.mean_ci(rem)
+      rows[#rows + 1] = {m.label, l <= L and tostring(l) or "mean", ci_text(cp, "%.4f"), ci_text(cq, "%.4f"), ci_text(cr, "%.1f")}
+      if l > L then
+        local all_pre = study.collect(per_seed, function(x) return study.layer_mean(x.result.models[m.key], "pre_cos") end)
+        local all_post = study.collect(per_seed, function(x) return study.layer_mean(x.result.models[m.key], "post_cos") end)
+        means[#means + 1] = {model = m.key, pre = cp.mean, post = cq.mean, removed_pct = cr.mean, pre_ci = {cp.lo, cp.hi},
+          post_ci = {cq.lo, cq.hi}, removed_ci = {cr.lo, cr.hi}, positions = ">= 1",
+          pre_all = xsa.stats.mean(all_pre), post_all = xsa.stats.mean(all_post)}
+      end
+    end
   end
   local tbl = ex:table({"model", "layer", "pre cos(y_i,v_i)", "post cos(z_i,v_i)", "bias removed %"}, rows)
-  print("result: " .. entry)
-  ex:summary{cache = status, entry = entry, result = result, means = means, table = tbl}
+  print("cos: mean over heads, tokens at positions >= 1 and batches" .. (N > 1 and string.format("; mean over %d seeds (95%% t interval)", N) or ""))
+  for _, x in ipairs(per_seed) do print(string.format("seed %d: %s", x.seed, x.entry)) end
+  ex:summary{config = {part = "part5", seeds = ex.seeds, probe_batches = opts.probe_batches, probe = probe_data,
+    part3 = xsa.experiment.pair_config(opts, "part3")}, cache = per_seed[1].cache, entry = per_seed[1].entry,
+    result = first, seeds = ex.seeds, runs = per_seed, means = means, table = tbl}
 end)

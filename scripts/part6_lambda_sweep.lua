@@ -1,74 +1,110 @@
 -- part6_lambda_sweep.lua: how much projection? lambda in {0, .25, .5, .75, 1}.
 --
---   xsa scripts/part6_lambda_sweep.lua                  # 5 x 2 x 300 steps
---   xsa scripts/part6_lambda_sweep.lua --lambdas 0,1 --steps 100
+--   xsa scripts/part6_lambda_sweep.lua                  # 5 x 2 x 300 steps (SA trained once: 6 runs)
+--   xsa scripts/part6_lambda_sweep.lua --lambdas 0,1 --steps 100 --seeds 3
 --   xsa scripts/part6_lambda_sweep.lua --quick
 --
--- One fixed initialisation (--seed) for every lambda: each XSA(lambda) model
+-- One fixed initialisation per seed for every lambda: each XSA(lambda) model
 -- is trained against its own SA baseline, both cloned from that init and fed
--- the same batches. After training, the XSA model is probed on --probe-batches
--- val batches: the mean over layers of the post-projection cos(z_i, v_i) is its
--- remaining self-value bias. The SA baseline is the same run for every lambda
--- (training is deterministic), so it is trained once, with the first lambda,
--- and its record and probe are reused. Paired improvement % = 100 (SA - XSA) /
--- SA of the final val loss (positive when XSA is lower). Each lambda is one
--- cache entry.
+-- the same batches. After training, the XSA model is probed on
+-- --probe-batches validation batches of a separate --probe-tokens set: the
+-- mean over layers of the post-projection cos(z_i, v_i) (positions >= 1) is
+-- its remaining self-value bias. The SA baseline is the same run for every
+-- lambda of a seed (training is deterministic), so it is trained once, with
+-- the first lambda, and its record, probe and checkpoint are reused. Each
+-- lambda keeps its trained XSA model as a checkpoint
+-- (part6-xsa-lambdaL-seedS-HASH.safetensors, weights only), the first one
+-- also the SA baseline (part6-sa-lambdaL-seedS-HASH.safetensors). Paired improvement % = 100 (SA - XSA) / SA of the final val
+-- loss (positive when XSA is lower); over --seeds, with a 95% interval.
+-- Each (seed, lambda) is one cache entry.
 local xsa = xsa or require "xsa"
 local study, plot = xsa.study, xsa.plot
 
 local ex = xsa.experiment{
   name = "part6", script = "part6_lambda_sweep.lua", title = "Lambda sweep",
-  summary = "Lambda sweep from one fixed init: each XSA(lambda) against its own paired SA baseline;\n" ..
-    "paired improvement % and mean post-projection bias vs lambda; each lambda cached.",
+  summary = "Lambda sweep from one fixed init per seed: each XSA(lambda) against its own paired SA baseline;\n" ..
+    "paired improvement % and mean post-projection bias vs lambda (over --seeds with 95% intervals);\n" ..
+    "each (seed, lambda) cached, with the trained XSA model and the SA baseline as checkpoints.",
   options = study.options({}, {{"lambdas", "numbers", {0, 0.25, 0.5, 0.75, 1.0}, "the lambda values"},
-    {"probe-batches", "int", 8, "val batches the probe averages over"}}, {"lambda"}),
+    table.unpack(study.probe_options(3))}, {"lambda"}),
   quick = {steps = 4, max_tokens = 6000, batch = 2, eval_every = 2, eval_batches = 2, probe_batches = 2,
-    seq_len = 32, lambdas = {0, 1}},
+    probe_tokens = 6000, probe_batch = 2, seq_len = 32, lambdas = {0, 1}},
 }
 local opts = ex.opts
+local probe_data = study.probe_data_config(opts, opts.seq_len)
 
 ex:main(function()
-  local lams, imp, bias_xsa, bias_sa, tics, rows, list = {}, {}, {}, {}, {}, {}, {}
-  local baseline -- the SA record and probe of the first run that has them
+  local per = {} -- per[i] (lambda i): one record per seed
+  for i = 1, #opts.lambdas do per[i] = {} end
+  ex:each_seed(function(seed) -- --jobs J: J seeds side by side
+    local baseline -- this seed's SA record, probe and checkpoint, from the first run that has them
+    for i, lam in ipairs(opts.lambdas) do
+      local config = ex:pair_config{lambda = lam, seed = seed, probe_batches = opts.probe_batches, probe = probe_data}
+      local r, status, entry = ex:pair{name = string.format("part6-lambda%g-%s", lam, xsa.experiment.seed_tag(config)),
+        config = config, label = string.format("part6 λ=%g seed %d", lam, seed),
+        what = string.format("part6 lambda %g seed %d", lam, seed), baseline = baseline and baseline.record,
+        checkpoints = baseline and {"xsa"} or {"sa", "xsa"}, optimizer = false,
+        after = function(res, m)
+          res.xsa.step_loss = nil
+          local _, pv = study.loaders(probe_data)
+          local n = math.min(opts.probe_batches, pv:num_batches())
+          res.probe = {batches = n, xsa = study.probe(m.xsa, pv, n), sa = baseline and baseline.probe or study.probe(m.sa, pv, n)}
+          if baseline then res.checkpoints.sa = baseline.checkpoint end
+          pv:free()
+        end, check = function(res) return #((res.probe or {}).xsa or {}) > 0, "no probe" end}
+      if not baseline and r.sa.step_loss and r.probe.sa then
+        baseline = {record = r.sa, probe = r.probe.sa, checkpoint = r.checkpoints.sa}
+      end
+      per[i][#per[i] + 1] = {seed = seed, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
+        xsa_post_cos = study.layer_mean(r.probe.xsa, "post_cos_pos1"), sa_post_cos = study.layer_mean(r.probe.sa, "post_cos_pos1"),
+        xsa_post_cos_all = study.layer_mean(r.probe.xsa, "post_cos"), elapsed_s = r.elapsed_s, checkpoints = r.checkpoints,
+        cache = status, entry = entry}
+    end
+  end)
+
+  local N, lams, tics, sts, bias_x, bias_s, rows, list = #ex.seeds, {}, {}, {}, {}, {}, {}, {}
   for i, lam in ipairs(opts.lambdas) do
-    local r, status, entry = ex:pair{name = string.format("part6-lambda%g", lam),
-      config = ex:pair_config{lambda = lam, probe_batches = opts.probe_batches}, label = string.format("part6 λ=%g", lam),
-      what = string.format("part6 lambda %g", lam), baseline = baseline and baseline.record,
-      after = function(res, m)
-        res.xsa.step_loss = nil
-        local n = math.min(opts.probe_batches, m.val:num_batches())
-        res.probe = {batches = n, xsa = study.probe(m.xsa, m.val, n), sa = baseline and baseline.probe or study.probe(m.sa, m.val, n)}
-      end, check = function(res) return #((res.probe or {}).xsa or {}) > 0, "no probe" end}
-    if not baseline and r.sa.step_loss and r.probe.sa then baseline = {record = r.sa, probe = r.probe.sa} end
-    lams[i], imp[i], tics[i] = lam, r.improvement_pct or 0, {string.format("%g", lam), lam}
-    bias_xsa[i], bias_sa[i] = study.layer_mean(r.probe.xsa, "post_cos"), study.layer_mean(r.probe.sa, "post_cos")
-    rows[i] = {string.format("%g", lam), string.format("%.4f", r.sa.final_val), string.format("%.4f", r.xsa.final_val),
-      study.pct(r.improvement_pct), string.format("%.4f", bias_xsa[i]), string.format("%.4f", bias_sa[i]), status}
-    list[i] = {lambda = lam, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
-      xsa_post_cos = bias_xsa[i], sa_post_cos = bias_sa[i], elapsed_s = r.elapsed_s, cache = status, entry = entry}
+    local runs = per[i]
+    lams[i], tics[i] = lam, {string.format("%g", lam), lam}
+    sts[i] = study.paired_stats(study.collect(runs, function(r) return r.sa_val end),
+      study.collect(runs, function(r) return r.xsa_val end), ex.seeds)
+    bias_x[i] = study.collect(runs, function(r) return r.xsa_post_cos end)
+    bias_s[i] = study.collect(runs, function(r) return r.sa_post_cos end)
+    local s, bx, bs = sts[i], study.mean_ci(bias_x[i]), study.mean_ci(bias_s[i])
+    rows[i] = {string.format("%g", lam), string.format("%.4f", xsa.stats.mean(study.collect(runs, function(r) return r.sa_val end))),
+      string.format("%.4f", xsa.stats.mean(study.collect(runs, function(r) return r.xsa_val end))), study.pct(s.mean),
+      s.t_lo and string.format("%+.2f to %+.2f", s.t_lo, s.t_hi) or "n/a", s.verdict,
+      string.format("%.4f", bx.mean), string.format("%.4f", bs.mean)}
+    list[i] = {lambda = lam, improvement_pct = s.mean, stats = s, xsa_post_cos = bx.mean, xsa_post_cos_ci = {bx.lo, bx.hi},
+      sa_post_cos = bs.mean, sa_val = rows[i][2] + 0, xsa_val = rows[i][3] + 0, seeds = runs}
   end
 
   local lo, hi = math.min(table.unpack(lams)), math.max(table.unpack(lams))
   local pad, bw = math.max(0.08, (hi - lo) * 0.08), #lams > 1 and math.min(0.15, (hi - lo) / #lams * 0.6) or 0.15
-  local fig = plot.figure{cols = 2, width = 1300, height = 520,
-    title = string.format("λ sweep from one init (seed %d): %d steps per run, batch %d, seq\\_len %d, %d tokens",
-      opts.seed, opts.steps, opts.batch, opts.seq_len, opts.max_tokens)}
+  local fig = plot.figure{cols = 2, width = 1300, height = 540,
+    title = string.format("λ sweep from one init per seed: %d steps per run, batch %d, seq\\_len %d, %d tokens, %s",
+      opts.steps, opts.batch, opts.seq_len, opts.max_tokens, N > 1 and string.format("%d seeds", N) or string.format("seed %d", ex.seeds[1]))}
   local p = fig:panel{title = "paired improvement of XSA(λ) over its SA baseline, %", xlabel = "λ",
     ylabel = "improvement % (positive: XSA lower)", xtics = tics, xrange = {lo - pad - bw, hi + pad + bw},
-    key = "top left", zero = true, headroom = 0.3}
-  study.improvement_bars(p, lams, imp, bw)
-  local q = fig:panel{title = "mean post-projection cos(z_i, v_i) over layers", xlabel = "λ",
-    ylabel = "mean cos(z_i, v_i)", xtics = tics, xrange = {lo - pad, hi + pad}, zero = true, key = "top right"}
-  q:line(lams, bias_sa, {label = "SA baseline (z = y)", color = plot.colors.sa, points = true, dash = 2})
-  q:line(lams, bias_xsa, {label = "XSA(λ)", color = plot.colors.xsa, points = true})
+    key = "top left", zero = true, headroom = 0.35}
+  study.improvement_bars_ci(p, lams, sts, bw)
+  local q = fig:panel{title = string.format("post-projection mean cos(z_i, v_i): layers, positions ≥ 1, %d batches",
+      opts.probe_batches), xlabel = "λ", ylabel = "mean cos(z_i, v_i)", xtics = tics, xrange = {lo - pad, hi + pad},
+    zero = true, key = "top right"}
+  study.points_ci(q, lams, bias_s, {color = plot.colors.sa, label = "SA baseline (z = y)", line = true, dash = 2})
+  local mx = study.points_ci(q, lams, bias_x, {color = plot.colors.xsa, label = "XSA(λ)", line = true})
   local vals = {}
-  for i, b in ipairs(bias_xsa) do vals[i] = string.format("%.3f", b) end
-  q:labels(lams, bias_xsa, vals, {color = plot.colors.xsa, offset = {0, 1}})
-  ex:save_figure(fig, "part6_lambda_sweep")
+  for i, b in ipairs(mx) do vals[i] = string.format("%.3f", b) end
+  q:labels(lams, mx, vals, {color = plot.colors.xsa, offset = {3.5, 0}})
+  ex:save_figure(fig, "part6_lambda_sweep", "cos(z_i, v_i) is over positions ≥ 1 (at position 0 a token attends only " ..
+    "to itself; the JSON keeps the all-positions values)." .. (N > 1 and string.format(" Over %d seeds: means, 95%% t " ..
+    "intervals as error bars, each seed as a dot.", N) or ""))
 
-  local tbl = ex:table({"lambda", "SA val loss", "XSA val loss", "improvement", "XSA mean cos(z,v)",
-    "SA mean cos(z,v)", "cache"}, rows)
+  local tbl = ex:table({"lambda", "SA val loss", "XSA val loss", "improvement", "95% t interval", "verdict",
+    "XSA mean cos(z,v)", "SA mean cos(z,v)"}, rows)
+  print("cos(z,v): mean over layers and positions >= 1" .. (N > 1 and ", then over seeds" or ""))
+  if N == 1 then print("one seed cannot give an interval; for a 95% interval run with --seeds 5") end
   ex:summary{config = {steps = opts.steps, batch = opts.batch, seq_len = opts.seq_len, max_tokens = opts.max_tokens,
-    lr = opts.lr, seed = opts.seed, lambdas = opts.lambdas, probe_batches = opts.probe_batches},
-    result = {runs = list}, table = tbl}
+    lr = opts.lr, seeds = ex.seeds, data_seed = opts.data_seed, init_seed = opts.init_seed, lambdas = opts.lambdas,
+    probe_batches = opts.probe_batches, probe = probe_data}, seeds = ex.seeds, result = {runs = list}, table = tbl}
 end)

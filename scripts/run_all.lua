@@ -2,6 +2,7 @@
 --
 --   xsa scripts/run_all.lua              # the full study (long: parts 4 and 6 train 16 models)
 --   xsa scripts/run_all.lua --quick      # everything small, in seconds
+--   xsa scripts/run_all.lua --seeds 5    # parts 3-6 over seeds 0..4, each verdict with a 95% interval
 --   make run-all ARGS="--quick"
 --
 -- Each part runs as its own xsa process (the same executable), with the
@@ -19,6 +20,11 @@ local spec = {
     {"plots", "string", "plots", "figures folder"},
     {"threads", "int", 0, "BLAS/engine threads for every part (0: leave as is)"},
     {"seed", "int", 0, "seed for every training part"},
+    {"seeds", "string", nil, "seeds for parts 3-6 (N: seeds 0..N-1, or a list 3,7,11); part 1 uses --seed",
+      check = function(v) return study.parse_seeds(v) ~= nil, select(2, study.parse_seeds(v)) end},
+    {"data-seed", "int", nil, "passed to parts 3-6: hold the batch order at this seed"},
+    {"init-seed", "int", nil, "passed to parts 3-6: hold the initial weights at this seed"},
+    {"jobs", "int", 1, "passed to parts 3-6: seeds trained side by side in child processes (with --seeds)"},
     {"no-cache", "bool", false, "recompute cached results"},
     {"resume", "bool", true, "let unfinished training runs continue from their saved state (--no-resume: start over)"},
     {"format", "string", "png", "figure format: png or svg"},
@@ -40,10 +46,17 @@ study.main(function()
     common[#common + 1] = "--threads"
     common[#common + 1] = tostring(opts.threads)
   end
-  local seeded = {"--seed", tostring(opts.seed)}
+  local single = {"--seed", tostring(opts.seed)}
+  local seeded = opts.seeds and {"--seeds", opts.seeds} or {"--seed", tostring(opts.seed)}
+  for _, k in ipairs{"data_seed", "init_seed", "jobs"} do
+    if opts.given[k] then
+      seeded[#seeded + 1] = "--" .. k:gsub("_", "-")
+      seeded[#seeded + 1] = tostring(opts[k])
+    end
+  end
   if not opts.resume then seeded[#seeded + 1] = "--no-resume" end
   local steps = {
-    {"part1", "part1_bias.lua", seeded},
+    {"part1", "part1_bias.lua", single},
     {"part2", "part2_geometry.lua", {"--animate"}},
     {"part3", "part3_train.lua", seeded},
     {"part4", "part4_seqlen.lua", seeded},

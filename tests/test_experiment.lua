@@ -31,10 +31,73 @@ T.case("flags, folders and the configuration", function()
   T.eq(c.train.steps, 7)
   T.eq(c.lambda, 0.5)
   T.eq(c.probe_batches, nil)
-  -- the configuration of part 3 is the key its cache entries already have
+  -- the configuration of part 3: data, model (both from the seed), training, lambda
   T.eq(xsa.cache.key(experiment.pair_config(ex.opts, "part3")), xsa.cache.key({part = "part3",
     data = xsa.study.data_config(ex.opts), model = xsa.study.model_config(ex.opts),
     train = xsa.study.adam_config(ex.opts), lambda = ex.opts.lambda}))
+  T.eq(c.train.final_point, "all", "the last val point is the whole val set")
+end)
+
+T.case("seeds: --seeds N, --seeds a,b,c, --data-seed, --init-seed, errors", function()
+  local parse = xsa.study.parse_seeds
+  T.eq(table.concat(parse("5"), ","), "0,1,2,3,4")
+  T.eq(table.concat(parse("1"), ","), "0")
+  T.eq(table.concat(parse("3,7,11"), ","), "3,7,11")
+  T.eq(table.concat(parse("7,"), ","), "7", "a comma makes a list")
+  for _, bad in ipairs{{"0", "not a positive number of seeds"}, {"-2", "not a positive number"}, {"x", "not a positive"},
+    {"1,1", "seed 1 is given twice"}, {"3,-1", "'-1' is not a seed"}, {"2.5", "not a positive"}, {"1,a", "'a' is not a seed"}} do
+    local list, why = parse(bad[1])
+    T.eq(list, nil, bad[1])
+    T.ok(why and why:find(bad[2], 1, true), bad[1] .. ": " .. tostring(why))
+  end
+  local base = {"--out", TMP .. "/out", "--plots", TMP .. "/plots", "--quick"}
+  local function with(...)
+    local argv = {}
+    for _, a in ipairs(base) do argv[#argv + 1] = a end
+    for _, a in ipairs{...} do argv[#argv + 1] = a end
+    return new(argv)
+  end
+  T.eq(table.concat(with().seeds, ","), "0", "default: one seed, --seed")
+  T.eq(table.concat(with("--seed", "4").seeds, ","), "4")
+  local ex = with("--seeds", "3")
+  T.eq(table.concat(ex.seeds, ","), "0,1,2")
+  -- each seed its own configuration: the batch order and the initial weights follow it
+  local c1, c2 = ex:pair_config{seed = 1}, ex:pair_config{seed = 2}
+  T.eq(c1.data.seed, 1); T.eq(c1.model.seed, 1); T.eq(c2.data.seed, 2)
+  T.ok(xsa.cache.key(c1) ~= xsa.cache.key(c2))
+  T.eq(experiment.pair_name("part3", c1), "part3-10steps-seed1")
+  -- --data-seed holds the batch order, --init-seed the weights
+  ex = with("--seeds", "5,6", "--data-seed", "0")
+  local c = ex:pair_config{seed = 6}
+  T.eq(c.data.seed, 0); T.eq(c.model.seed, 6)
+  T.eq(experiment.pair_name("part3", c), "part3-10steps-init6-data0")
+  c = with("--seeds", "2", "--init-seed", "9"):pair_config{seed = 1}
+  T.eq(c.data.seed, 1); T.eq(c.model.seed, 9)
+  -- seed 0 with --data-seed 0 is the same run as plain seed 0: the same entry
+  T.eq(xsa.cache.key(with("--seeds", "2", "--data-seed", "0"):pair_config{seed = 0}), xsa.cache.key(with():pair_config()))
+  -- errors exit with status 2 and a message (checked through a script)
+  local exe = os.getenv("XSA_EXE")
+  if not exe then return end
+  if exe:sub(1, 1) ~= "/" then exe = (os.getenv("XSA_ROOT") or ".") .. "/" .. exe end
+  local script = TMP .. "/seeds.lua"
+  T.writefile(script, [[
+local ex = xsa.experiment{name = "mine", options = xsa.study.options({})}
+print("seeds", table.concat(ex.seeds, ","))]])
+  local function run(flags)
+    local p = io.popen(shq(exe) .. " " .. shq(script) .. " --out " .. shq(TMP .. "/o") .. " --plots " .. shq(TMP .. "/o") ..
+      " " .. flags .. " 2>&1; echo status=$?")
+    local out = p:read("a")
+    p:close()
+    return out
+  end
+  local out = run("--seeds 3,7,11")
+  T.ok(out:find("seeds	3,7,11", 1, true) and out:find("status=0", 1, true), out)
+  out = run("--seeds 0")
+  T.ok(out:find("--seeds: '0' is not a positive number of seeds", 1, true) and out:find("status=2", 1, true), out)
+  out = run("--seeds 3 --seed 1")
+  T.ok(out:find("give --seed S (one seed) or --seeds (several), not both", 1, true) and out:find("status=2", 1, true), out)
+  out = run("--seeds 3 --data-seed 1 --init-seed 1")
+  T.ok(out:find("leave nothing to vary", 1, true) and out:find("status=2", 1, true), out)
 end)
 
 T.case("file names: entry, checkpoints, partial saves", function()
@@ -46,7 +109,7 @@ T.case("file names: entry, checkpoints, partial saves", function()
   T.eq(f.checkpoint("xsa", "-at5"), "/d/part3-xsa-300steps-" .. hash .. "-at5.safetensors")
   T.eq(experiment.files("/d", "mine", config).checkpoints.init, "/d/mine-init-" ..
     xsa.cache.path("/d", "mine", config):match("%-(%x+)%.json$") .. ".safetensors")
-  T.eq(experiment.pair_name("part3", {train = {steps = 300}}), "part3-300steps")
+  T.eq(experiment.pair_name("part3", {train = {steps = 300}, data = {seed = 0}, model = {seed = 0}}), "part3-300steps-seed0")
 end)
 
 T.case("cached results and the summary", function()
@@ -77,15 +140,15 @@ T.case("results of another experiment: missing, with the command to run", functi
   local ex = new({"--out", TMP .. "/empty", "--plots", TMP .. "/plots", "--quick", "--seed", "3"})
   local r, msg = experiment.results("part3", ex.opts, {by = "mine"})
   T.eq(r, nil)
-  T.ok(msg:find("mine: no finished part-3 run for this configuration (part3-10steps: missing)", 1, true), msg)
+  T.ok(msg:find("mine: no finished part-3 run for this configuration (part3-10steps-seed3: missing)", 1, true), msg)
   T.ok(msg:find("Run part 3 first with the same flags:\n  xsa scripts/part3_train.lua --seed 3 --out " ..
     TMP .. "/empty --plots " .. TMP .. "/plots --quick\n", 1, true), msg)
   -- a finished entry (checkpoints present) is loaded, not recomputed
   local config = experiment.pair_config(ex.opts, "part3")
-  local f = experiment.files(ex.opts.out, "part3-10steps", config)
+  local f = experiment.files(ex.opts.out, "part3-10steps-seed3", config)
   for _, p in pairs(f.checkpoints) do xsa.write_file_atomic(p, "x") end
   local fake = {status = "done", sa = {final_val = 3.5}, xsa = {final_val = 3.25}, checkpoints = f.checkpoints}
-  xsa.cache.store(ex.opts.out, "part3-10steps", config, fake)
+  xsa.cache.store(ex.opts.out, "part3-10steps-seed3", config, fake)
   local got, c = experiment.results("part3", ex.opts)
   T.eq(got.xsa.final_val, 3.25)
   T.eq(xsa.cache.key(c), xsa.cache.key(config))
@@ -121,7 +184,7 @@ T.case("a stopped paired run resumes from its saved state; --no-resume starts ov
   if not xsa.data.find(xsa.data.TEXT_NAMES) then error("the TinyStories corpus is missing") end
   local full = tiny():pair{checkpoints = true, label = "tiny"}
   local ex = tiny({"--no-cache"})
-  local f = experiment.files(ex.opts.out, "mine-4steps", ex:pair_config())
+  local f = experiment.files(ex.opts.out, "mine-4steps-seed0", ex:pair_config())
   local function stop_at(n) return function(step) if step == n then error("interrupted!") end end end
   local r, err = capture(function() return ex:pair{checkpoints = true, label = "tiny", on_point = stop_at(2)} end)
   T.ok(not r[1] and tostring(r[2]):find("interrupted!", 1, true), tostring(r[2]))

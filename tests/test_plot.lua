@@ -44,6 +44,29 @@ T.case("render: one data block per series, script reads them", function()
   T.ok(d2:find("1 NaN\n2 NaN", 1, true), d2)
 end)
 
+T.case("error bars and bands over seeds: data rows, clauses, ranges", function()
+  local fig = plot.figure{cols = 2}
+  local p = fig:panel{title = "mean and interval"}
+  p:band({0, 1, 2}, {2.5, 2.0, 1.8}, {3.0, 2.4, 2.0}, {color = plot.colors.sa, alpha = 0.2, label = "95% band"})
+  p:errorbars({1, 2}, {0.5, -0.2}, {0.1, -0.9}, {0.9, 0 / 0}, {color = plot.colors.xsa, label = "mean, 95% CI"})
+  local q = fig:panel{title = "bars with seeds"}
+  q:bars({1}, {0.4}, {color = plot.colors.xsa})
+  q:points({0.9, 1.1}, {-0.6, 1.4}, {color = "#444444"})
+  local script, data = fig:render("eb", "/d")
+  T.ok(script:find('"eb.dat" index 1 using 1:2:3:4 with yerrorbars pt 7 ps 0.9 lw 1.5 lc rgb "#2471A3" title "mean, 95% CI"', 1, true), script)
+  T.ok(data:find("1 0.5 0.1 0.9\n2 -0.2 -0.2 -0.2\n", 1, true), "a missing bound draws the marker alone: " .. data)
+  -- the dots outside the bar stay in view: the bar panel's range covers them
+  local lo, hi = script:match("# panel 2.-set yrange %[([%-%d%.e]+):([%-%d%.e]+)%]")
+  T.ok(tonumber(lo) < -0.6 and tonumber(hi) > 1.4, "y range " .. tostring(lo) .. ":" .. tostring(hi))
+  T.raises(function() p:errorbars({1, 2}, {1, 2}, {1}, {2, 3}) end, "2 x values but 1 y values")
+  if have_gnuplot then
+    local d = tmpdir()
+    T.ok(fig:save(d .. "/eb.png"), "renders")
+    T.eq(read(d .. "/eb.png"):sub(2, 4), "PNG")
+    os.execute("rm -rf '" .. d .. "'")
+  end
+end)
+
 T.case("argument errors", function()
   local fig = plot.figure{}
   local p = fig:panel{}

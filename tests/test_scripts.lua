@@ -99,6 +99,22 @@ T.case("--help of every script", function()
       end
     end
   end
+  local function default_of(out, flag) return out:match("%-%-" .. flag .. " [%u,%.]+%s+[^\n]-%(default ([^)]+)%)") end
+  local _, out = run("part1_bias.lua", "--help")
+  T.eq(default_of(out, "max%-tokens"), "80000")
+  T.eq(default_of(out, "probe%-batches"), "8")
+  T.eq(default_of(out, "batch"), "16")
+  _, out = run("part5_bias_trained.lua", "--help")
+  T.eq(default_of(out, "probe%-batches"), "8", "part 5 probes 8 batches")
+  T.eq(default_of(out, "probe%-tokens"), "80000", "of an 80k-token set")
+  T.eq(default_of(out, "probe%-batch"), "16")
+  _, out = run("part6_lambda_sweep.lua", "--help")
+  T.eq(default_of(out, "probe%-batches"), "3", "part 6 probes 3 batches per lambda")
+  T.eq(default_of(out, "probe%-tokens"), "80000")
+  for _, sc in ipairs{"part3_train.lua", "part4_seqlen.lua", "part5_bias_trained.lua", "part6_lambda_sweep.lua", "run_all.lua"} do
+    _, out = run(sc, "--help")
+    T.ok(out:find("--seeds", 1, true) and out:find("--data-seed", 1, true) and out:find("--init-seed", 1, true), sc .. " seeds flags")
+  end
   local code, _, err = run("part3_train.lua", "--stepz 3")
   T.eq(code, 2)
   T.ok(err:find("unknown option '--stepz'", 1, true), err)
@@ -130,10 +146,18 @@ T.case("part1: probe, figure, cache hit / miss / --no-cache / corrupt", function
   local s = summary("part1")
   T.eq(#s.result.layers, 2)
   for _, l in ipairs(s.result.layers) do
-    for _, k in ipairs{"value_cos", "self_attn", "pre_cos"} do T.ok(finite(l[k]), k) end
+    for _, k in ipairs{"value_cos", "self_attn", "pre_cos", "pre_cos_pos1"} do T.ok(finite(l[k]), k) end
     T.ok(l.self_attn > 0 and l.self_attn <= 1, "a_ii is a probability")
+    -- position 0 (y = v, cos 1) is left out of the reported value
+    T.ok(l.pre_cos > l.pre_cos_pos1, "all positions above positions >= 1")
   end
-  T.ok(out:find("| layer |", 1, true), out)
+  -- the protocol: the validation loader of the --max-tokens set (80k by default)
+  T.eq(s.result.split, "val")
+  T.eq(s.config.split, "val")
+  T.eq(s.result.probe_batches, 2)
+  T.ok(s.result.tokens <= s.result.val_windows * 64, "only validation windows")
+  T.ok(out:find("| layer |", 1, true) and out:find("positions ≥ 1", 1, true), out)
+  T.ok(s.figures[1].caption:find("position 0", 1, true), "the figure's caption explains positions >= 1")
   code, _, err = run("part1_bias.lua", q())
   T.eq(code, 0)
   T.ok(err:find("cache hit:", 1, true), "second run: " .. err)
@@ -166,10 +190,19 @@ T.case("part3: paired training, checkpoints, result JSON, cache", function()
   all_finite(r, "result")
   T.ok(finite(r.sa.final_val) and finite(r.xsa.final_val) and finite(r.improvement_pct))
   T.ok(r.sa.val[3] < r.sa.val[1] and r.xsa.val[3] < r.xsa.val[1], "training lowers the val loss")
+  -- the table's final value is the end of the validation curve (over all val batches)
+  T.eq(r.sa.val[3], r.sa.final_val)
+  T.eq(r.xsa.val[3], r.xsa.final_val)
+  T.eq(r.config.final_point, "all")
+  T.ok(s.figures[1].caption:find("last point of each validation curve is the loss over the whole validation set", 1, true))
+  -- one seed: a verdict without an interval, and how to get one
+  T.eq(s.stats.n, 1)
+  T.eq(s.stats.t_lo, nil)
+  T.ok(out:find("one seed cannot give an interval", 1, true) and out:find("run with --seeds 5", 1, true), out)
   T.ok(r.tokens_per_s > 0 and r.elapsed_s > 0)
   for _, k in ipairs{"init", "sa", "xsa"} do
     local p = r.checkpoints[k]
-    T.ok(p:find("10steps", 1, true), p)
+    T.ok(p:find("10steps-seed0", 1, true), p)
     T.ok(exists(p), p .. " missing")
   end
   -- the checkpoints load, and the trained SA reproduces the final val loss
@@ -177,9 +210,116 @@ T.case("part3: paired training, checkpoints, result JSON, cache", function()
   T.eq(m:config().attention, "sa")
   local entry = assert(xsa.json.read_file(s.entry))
   T.eq(entry.result.sa.final_val, r.sa.final_val)
-  T.ok(out:find("| SA |", 1, true) and out:find("improvement of XSA over SA", 1, true), out)
+  T.ok(out:find("| seed | SA final val loss |", 1, true) and out:find("| 0 | ", 1, true) and out:find("verdict", 1, true), out)
   code, _, err = run("part3_train.lua", q())
   T.ok(code == 0 and err:find("cache hit:", 1, true), "second run: " .. err)
+end)
+
+T.case("part3 --seeds: one cache entry per seed, more seeds train only the new ones", function()
+  local dir = TMP .. "/seeds"
+  local flags = "--quick --out " .. shq(dir) .. " --plots " .. shq(dir)
+  local code, out, err = run("part3_train.lua", flags .. " --seeds 2")
+  T.eq(code, 0, err)
+  T.eq(count(err, "cache miss:"), 2, err)
+  T.ok(err:find("part3-10steps-seed0-", 1, true) and err:find("part3-10steps-seed1-", 1, true), err)
+  code, out, err = run("part3_train.lua", flags .. " --seeds 3")
+  T.eq(code, 0, err)
+  T.eq(count(err, "cache hit:"), 2, err)
+  T.eq(count(err, "cache miss:"), 1, err)
+  T.ok(err:find("cache miss: part3 paired training (seed 2)", 1, true), err)
+  local s = assert(xsa.json.read_file(dir .. "/summary/part3.json"))
+  T.eq(#s.runs, 3)
+  T.eq(table.concat(s.seeds, ","), "0,1,2")
+  -- the statistics are those of the per-seed final val losses
+  local sa, xs = {}, {}
+  for i, x in ipairs(s.runs) do
+    sa[i], xs[i] = x.sa_val, x.xsa_val
+    T.eq(x.seed, i - 1)
+    T.eq(x.sa.val[#x.sa.val], x.sa_val, "curve end = table value")
+  end
+  local want = xsa.stats.paired_summary(sa, xs, {seed = 0})
+  for _, k in ipairs{"mean", "sd", "t_lo", "t_hi", "boot_lo", "boot_hi", "p_t", "k_xsa_lower", "verdict"} do
+    T.eq(s.stats[k], want[k], "stats." .. k)
+  end
+  T.ok(out:find(want.verdict, 1, true), out)
+  T.ok(out:find("XSA lower in " .. want.k_xsa_lower .. " of 3 seeds", 1, true), out)
+  -- seeds differ in both the weights and the batch order
+  T.ok(s.runs[1].sa_val ~= s.runs[2].sa_val, "independent runs")
+  -- a list of seeds, and --data-seed (the order held, the weights vary)
+  code, _, err = run("part3_train.lua", flags .. " --seeds 2,0")
+  T.eq(code, 0, err)
+  T.eq(count(err, "cache hit:"), 2, err)
+  code, _, err = run("part3_train.lua", flags .. " --seeds 2 --data-seed 0")
+  T.eq(code, 0, err)
+  T.ok(err:find("cache hit: part3 paired training (seed 0)", 1, true), "seed 0 with its own order is the same run: " .. err)
+  T.ok(err:find("part3-10steps-init1-data0-", 1, true), err)
+  if GNUPLOT then
+    local img = read(dir .. "/part3_loss.png")
+    T.ok(img and #img > 1000, "figure")
+    local gp = read(dir .. "/part3_loss.gp")
+    T.ok(gp:find("filledcurves", 1, true) and gp:find("yerrorbars", 1, true), "band and error bar")
+  end
+end)
+
+long_case("part3 --seeds --jobs 2: seeds side by side in child processes, each its own entry", function()
+  local dir = TMP .. "/jobs"
+  local flags = "--quick --out " .. shq(dir) .. " --plots " .. shq(dir) .. " --seeds 2"
+  local code, out, err = run("part3_train.lua", flags .. " --jobs 2")
+  T.eq(code, 0, err)
+  T.ok(out:find("jobs: seeds 0,1 in 2 processes side by side (1 BLAS thread each)", 1, true), out)
+  -- each child computed its seed (cache miss), then the parent read both (hits)
+  T.eq(count(err, "cache miss:"), 2, err)
+  T.eq(count(err, "cache hit:"), 2, err)
+  T.ok(err:find("part3 seed 1 step 10/10", 1, true), "a child's progress names its seed: " .. err)
+  local s = assert(xsa.json.read_file(dir .. "/summary/part3.json"))
+  T.eq(#s.runs, 2)
+  T.eq(s.stats.n, 2)
+  code, _, err = run("part3_train.lua", flags)
+  T.eq(count(err, "cache hit:"), 2, "the same entries without --jobs: " .. err)
+  code, _, err = run("part3_train.lua", "--quick --out " .. shq(dir) .. " --plots " .. shq(dir) .. " --seeds 3 --jobs 2")
+  T.eq(code, 0, err)
+  T.eq(count(err, "cache miss:"), 1, "only the new seed trains: " .. err)
+end)
+
+T.case("part3 --seeds: the statistics of stand-in results of known values", function()
+  -- the entries of three seeds rewritten with known final val losses: the
+  -- script reads them (cache hits) and reports what they give
+  local dir = TMP .. "/seeds"
+  local flags = "--quick --out " .. shq(dir) .. " --plots " .. shq(dir) .. " --seeds 3"
+  T.eq(run("part3_train.lua", flags), 0) -- cached: the summary of seeds 0..2
+  local s = assert(xsa.json.read_file(dir .. "/summary/part3.json"))
+  local xsa_vals = {3.96, 3.98, 4.012}
+  for i, x in ipairs(s.runs) do
+    local e = assert(xsa.json.read_file(x.entry))
+    local r = e.result
+    r.sa.final_val, r.xsa.final_val = 4, xsa_vals[i]
+    r.sa.val[#r.sa.val], r.xsa.val[#r.xsa.val] = 4, xsa_vals[i]
+    r.improvement_pct = 100 * (4 - xsa_vals[i]) / 4
+    xsa.json.write_file(x.entry, e)
+  end
+  local code, out, err = run("part3_train.lua", flags)
+  T.eq(code, 0, err)
+  T.eq(count(err, "cache hit:"), 3, err)
+  local st = assert(xsa.json.read_file(dir .. "/summary/part3.json")).stats
+  -- d = 1, 0.5, -0.3 %: mean 0.4, sd sqrt(0.43) = 0.655744, t(0.975, 2) = 4.302653
+  T.near(st.mean, 0.4, 1e-9)
+  T.near(st.sd, 0.65574385243020, 1e-9)
+  T.near(st.t_lo, -1.22895803313155, 1e-9)
+  T.near(st.t_hi, 2.02895803313155, 1e-9)
+  T.near(st.p_t, 0.40149439833541, 1e-9) -- df 2: p = 1 - t / sqrt(2 + t^2), t = 1.056541
+  T.near(st.p_wilcoxon, 0.5, 1e-12)       -- ranks 3, 2, 1 (the last negative): W+ = 5, P(W+ >= 5) = 2/8
+  T.eq(st.k_xsa_lower, 2)
+  T.ok(st.boot_lo < st.mean and st.mean < st.boot_hi, "bootstrap interval around the mean")
+  T.eq(st.verdict, "inconclusive at N=3 seeds (mean 0.40%, 95% CI -1.23 to 2.03)")
+  T.ok(out:find("verdict (final val loss, improvement = 100 (SA - XSA) / SA per seed): inconclusive at N=3 seeds", 1, true), out)
+  T.ok(out:find("XSA lower in 2 of 3 seeds", 1, true), out)
+  T.ok(out:find("| 2 | 4.0000 | 4.0120 | -0.30% |", 1, true), out)
+  -- the report states the verdict with its interval
+  code, _, err = run("report.lua", "--out " .. shq(dir) .. " --plots " .. shq(dir))
+  T.eq(code, 0, err)
+  local html = read(dir .. "/report.html")
+  T.ok(html:find("inconclusive at N=3 seeds (mean 0.40%, 95% CI -1.23 to 2.03)", 1, true), "report verdict")
+  T.ok(html:find("95% t interval -1.23 to +2.03", 1, true), "report interval")
 end)
 
 T.case("part3: a diverging run stops naming step and model, keeping what was saved", function()
@@ -213,7 +353,40 @@ T.case("part5: needs part 3, then probes trained and untrained models", function
   -- XSA with lambda 1 removes the self-value component: post ~ 0; SA: post == pre
   for _, l in ipairs(s.result.models.xsa) do T.ok(math.abs(l.post_cos) < 0.05, "XSA post " .. l.post_cos) end
   for _, l in ipairs(s.result.models.sa) do T.near(l.post_cos, l.pre_cos, 1e-6) end
+  -- positions >= 1: full XSA leaves only rounding (position 0 is y = v, where z is residue)
+  for _, l in ipairs(s.result.models.xsa) do T.ok(math.abs(l.post_cos_pos1) < 1e-3, "XSA post (pos >= 1) " .. l.post_cos_pos1) end
   T.eq(#s.means, 3)
+  for _, m in ipairs(s.means) do
+    T.eq(m.positions, ">= 1")
+    local probe = s.result.models[m.model]
+    T.near(m.pre, (probe[1].pre_cos_pos1 + probe[2].pre_cos_pos1) / 2, 1e-12, "summary mean is over positions >= 1")
+    T.ok(finite(m.pre_all) and finite(m.post_all), "all-positions values kept")
+  end
+  -- the protocol: 2 (--quick; default 8) validation batches of a separate probe set
+  T.eq(s.result.probe_batches, 2)
+  T.eq(s.config.probe.split, "val")
+  T.eq(s.config.probe.max_tokens, 20000)
+  T.eq(s.config.probe.batch_size, 4)
+  T.ok(s.figures[1].caption:find("positions ≥ 1", 1, true))
+end)
+
+T.case("part5 --seeds: the probes of every seed of part 3, with intervals", function()
+  local dir = TMP .. "/seeds"
+  local code, out, err = run("part5_bias_trained.lua", "--quick --seeds 3 --out " .. shq(dir) .. " --plots " .. shq(dir))
+  T.eq(code, 0, err)
+  T.eq(count(err, "cache miss: part5 probes (seed"), 3, err)
+  local s = assert(xsa.json.read_file(dir .. "/summary/part5.json"))
+  T.eq(#s.runs, 3)
+  for _, m in ipairs(s.means) do
+    local vals = {}
+    for i, x in ipairs(s.runs) do vals[i] = xsa.study.layer_mean(x.result.models[m.model], "pre_cos_pos1") end
+    local lo, hi = xsa.stats.t_interval(vals)
+    T.near(m.pre, xsa.stats.mean(vals), 1e-12)
+    T.near(m.pre_ci[1], lo, 1e-12)
+    T.near(m.pre_ci[2], hi, 1e-12)
+  end
+  T.ok(out:find("mean over 3 seeds", 1, true), out)
+  if GNUPLOT then T.ok(read(dir .. "/part5_bias_trained.gp"):find("yerrorbars", 1, true), "error bars") end
 end)
 
 long_case("part5 --train: trains part 3 itself when its checkpoints are missing", function()
@@ -243,6 +416,16 @@ long_case("part4: one cached pair per sequence length", function()
   T.eq(count(err, "cache miss:"), 1, err)
   T.eq(#summary("part4").result.runs, 3)
   T.ok(out:find("| seq_len |", 1, true))
+  code, out, err = run("part4_seqlen.lua", q("--seq-lens 16,32 --seeds 2"))
+  T.eq(code, 0, err)
+  T.eq(count(err, "cache hit:"), 2, err)
+  T.eq(count(err, "cache miss:"), 2, err)
+  runs = summary("part4").result.runs
+  T.eq(runs[1].stats.n, 2)
+  T.eq(#runs[1].seeds, 2)
+  T.near(runs[1].improvement_pct, (runs[1].seeds[1].improvement_pct + runs[1].seeds[2].improvement_pct) / 2, 1e-9)
+  T.ok(out:find("| 16 |", 1, true) and out:find("95% CI", 1, true), out)
+  if GNUPLOT then T.ok(read(PLOTS .. "/part4_seqlen.gp"):find("yerrorbars", 1, true), "error bars") end
 end)
 
 long_case("part6: lambda sweep from one init", function()
@@ -258,9 +441,24 @@ long_case("part6: lambda sweep from one init", function()
   T.near(runs[1].xsa_val, runs[1].sa_val, 1e-5)
   -- both SA baselines come from the same init and batches
   T.near(runs[1].sa_val, runs[2].sa_val, 1e-5)
-  T.ok(math.abs(runs[2].xsa_post_cos) < 0.05, "lambda 1 post cos " .. runs[2].xsa_post_cos)
+  T.ok(math.abs(runs[2].xsa_post_cos) < 1e-3, "lambda 1 post cos (positions >= 1) " .. runs[2].xsa_post_cos)
+  -- the checkpoints: each lambda's XSA model, and the seed's SA baseline once
+  local c1, c2 = runs[1].seeds[1].checkpoints, runs[2].seeds[1].checkpoints
+  T.ok(exists(c1.xsa) and exists(c2.xsa) and c1.xsa ~= c2.xsa, "one XSA checkpoint per lambda")
+  T.ok(exists(c1.sa) and c1.sa == c2.sa, "the shared SA baseline")
+  T.eq(xsa.gpt.load(c2.xsa):config().lambda, 1)
+  local s = summary("part6")
+  T.eq(s.config.probe_batches, 2)
+  T.eq(s.config.probe.split, "val")
   code, _, err = run("part6_lambda_sweep.lua", q())
   T.eq(count(err, "cache hit:"), 2, err)
+  code, _, err = run("part6_lambda_sweep.lua", q("--seeds 2"))
+  T.eq(code, 0, err)
+  T.eq(count(err, "cache hit:"), 2, err)
+  T.eq(count(err, "cache miss:"), 2, err)
+  runs = summary("part6").result.runs
+  T.eq(runs[2].stats.n, 2)
+  T.ok(runs[2].seeds[2].checkpoints.sa ~= runs[2].seeds[1].checkpoints.sa, "each seed its own SA baseline")
 end)
 
 T.case("report: one page with every part", function()
@@ -274,6 +472,11 @@ T.case("report: one page with every part", function()
   T.eq(html:find("Missing parts", 1, true) ~= nil, SANITIZED, "missing parts listed")
   for _, i in ipairs(parts) do T.ok(html:find('id="part' .. i .. '"', 1, true), "part " .. i) end
   T.ok(html:find("final validation loss", 1, true))
+  -- each part's explanation, the paper figure it reproduces, the two lines, why it works
+  T.ok(html:find("Reproduces: the diagnostic of the paper&#39;s Figure 1", 1, true) or
+    html:find("Reproduces: the diagnostic of the paper's Figure 1", 1, true), "paper figure of part 1")
+  T.ok(html:find("Figure 3", 1, true) and html:find("Figure 5", 1, true) and html:find("Algorithm 1", 1, true))
+  T.ok(html:find("Vn = V / |V|", 1, true) and html:find("Why it works", 1, true), "the two lines; why it works")
   T.ok(out:find(#parts .. " parts present", 1, true), out)
   -- an empty results folder lists the commands
   code, out = run("report.lua", "--out " .. shq(TMP .. "/none") .. " --plots " .. shq(TMP .. "/none"))
@@ -286,8 +489,12 @@ T.case("report: one page with every part", function()
 end)
 
 long_case("run_all: every part in order (cached), then the report", function()
-  local code, out, err = run("run_all.lua", q("--skip part4"), "XSA_EXE=" .. shq(EXE))
+  local code, out, err = run("run_all.lua", q("--skip part4 --seeds 2"), "XSA_EXE=" .. shq(EXE))
   T.eq(code, 0, err)
+  for _, p in ipairs{"part3", "part5", "part6"} do
+    T.ok(out:find("=== " .. p .. ": [^\n]*%-%-seeds' '2'") or out:find("=== " .. p .. ": [^\n]*%-%-seeds 2"), p .. " gets --seeds: " .. out)
+  end
+  T.eq(#summary("part3").runs, 2)
   for _, p in ipairs{"part1", "part2", "part3", "part5", "part6", "report"} do
     T.ok(out:find("=== " .. p, 1, true), p)
   end
@@ -344,7 +551,7 @@ kill -%s $pid; { wait $pid; } 2>/dev/null; echo "status=$?"]], shq(EXE), shq(ROO
     io.stdout:write(string.format("  %s after step %d: %s", sig, n, res))
     return tonumber(res:match("status=(%d+)")), text
   end
-  local function resumed_from(text) return tonumber(text:match("resume: part3 paired training from step (%d+) of 48")) end
+  local function resumed_from(text) return tonumber(text:match("resume: part3 paired training %(seed 0%) from step (%d+) of 48")) end
   local status, text = session(6, "INT")
   T.eq(status, 130, text)
   local at1 = tonumber(text:match("interrupted after (%d+) of 48 steps; results so far written to"))

@@ -74,8 +74,11 @@ T.case("pair records points, means and final val", function()
     T.near(r.sa.train[1], 10 + 0.001, 1e-12)
     -- last interval 11..12 (t = 10, 11) on epoch-3 batches 3001, 3002
     T.near(r.xsa.train[4], ((10 - 2.0 + 0.001) + (10 - 2.2 + 0.002)) / 2, 1e-12)
-    -- final over all three val batches
+    -- final over all three val batches, and it is the last point of the curve
     T.near(r.sa.final_val, 10 - 1.2 + 0.002, 1e-12)
+    T.eq(r.sa.val[4], r.sa.final_val)
+    T.eq(r.xsa.val[4], r.xsa.final_val)
+    T.eq(r.config.final_point, "all")
     T.near(r.improvement_pct, 100 * (r.sa.final_val - r.xsa.final_val) / r.sa.final_val, 1e-12)
     T.eq(#r.sa.step_loss, 12)
     T.eq(r.completed_steps, 12)
@@ -87,6 +90,24 @@ T.case("pair records points, means and final val", function()
     -- serialises
     local back = real.json.decode(real.json.encode(r))
     T.eq(back.steps[4], 12)
+  end)
+end)
+
+T.case("pair: final_point = \"subset\" keeps the last point on eval_batches", function()
+  with_fake(function()
+    local function run(fp)
+      return train.pair(fake.model{losses = function(t, id) return 10 - 0.1 * t + (id % 1000) * 0.001 end},
+        fake.model{losses = function(t, id) return 10 - 0.2 * t + (id % 1000) * 0.001 end},
+        fake.loader{batches = 5, shuffle = true}, fake.loader{batches = 3},
+        {steps = 12, eval_every = 5, eval_batches = 2, progress = false, final_point = fp})
+    end
+    local sub, all = run("subset"), run()
+    T.near(sub.sa.val[4], 10 - 1.2 + 0.0015, 1e-12)  -- batches 1..2
+    T.near(sub.sa.final_val, 10 - 1.2 + 0.002, 1e-12) -- all three, evaluated apart
+    T.eq(all.sa.final_val, sub.sa.final_val)
+    T.eq(all.sa.val[4], all.sa.final_val)
+    T.eq(table.concat(all.sa.val, ",", 1, 3), table.concat(sub.sa.val, ",", 1, 3), "earlier points unchanged")
+    T.raises(function() run("some") end, "final_point must be")
   end)
 end)
 
@@ -242,10 +263,11 @@ T.case("pair resumes from an interrupt during an evaluation or the final val los
     local full = train.pair(fake.model{losses = function(t, id) return 4 - 0.1 * t + id * 1e-4 end},
       fake.model{losses = function(t, id) return 4 - 0.2 * t + id * 1e-4 end},
       fake.loader{batches = 5, shuffle = true}, fake.loader{batches = 3}, ropts())
-    -- val batch calls: 2 per model at each point (0, 5, 10, 12: calls 1-16), then 3
-    -- per model for the final val loss; call 6 is SA's second at step 5, 17 and
-    -- 19 are in SA's final pass
-    for _, stop_at in ipairs{6, 17, 19} do
+    -- val batch calls: 2 per model at the points 0, 5, 10 (calls 1-12), then all
+    -- 3 per model at the last point, 12, whose value is the final val loss
+    -- (SA 13-15, XSA 16-18); call 6 is SA's second at step 5, 14 is in SA's
+    -- last point, 17 in XSA's
+    for _, stop_at in ipairs{6, 14, 17} do
       local vl = fake.loader{batches = 3}
       local plain, calls = vl.batch, 0
       function vl:batch(i)

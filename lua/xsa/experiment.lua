@@ -58,18 +58,33 @@ M.scripts = {part1 = "part1_bias.lua", part2 = "part2_geometry.lua", part3 = "pa
 
 -- The configuration of a paired run of experiment `name` given the flags:
 -- what defines the data, the initial weights and the training (the cache
--- key). over: seq_len (part 4's lengths), lambda (part 6's), probe_batches.
+-- key). over: seed (one of opts.seed_list; default the first: the batch
+-- order follows it unless --data-seed holds it, the initial weights unless
+-- --init-seed does), seq_len (part 4's lengths), lambda (part 6's),
+-- probe_batches, probe (the probe set's data configuration).
 function M.pair_config(opts, name, over)
   over = over or {}
+  local seed = over.seed or (opts.seed_list and opts.seed_list[1]) or opts.seed
+  local data_seed, init_seed = study.seeds_of(opts, seed)
   return {
-    part = name, data = study.data_config(opts, over.seq_len), model = study.model_config(opts, over.seq_len),
+    part = name, data = study.data_config(opts, over.seq_len, nil, data_seed),
+    model = study.model_config(opts, over.seq_len, init_seed),
     train = study.adam_config(opts), lambda = over.lambda or opts.lambda, probe_batches = over.probe_batches,
+    probe = over.probe,
   }
 end
 
--- The cache name of a paired run: NAME-<steps>steps.
+-- The seed part of a cache name: "seed3" (weights and batch order from
+-- seed 3), or "init3-data0" when they differ (--data-seed, --init-seed).
+function M.seed_tag(config)
+  local d, m = config.data and config.data.seed, config.model and config.model.seed
+  if d == m then return string.format("seed%d", m or 0) end
+  return string.format("init%d-data%d", m or 0, d or 0)
+end
+
+-- The cache name of a paired run: NAME-<steps>steps-<seed tag>.
 function M.pair_name(name, config)
-  return string.format("%s-%dsteps", name, config.train.steps)
+  return string.format("%s-%dsteps-%s", name, config.train.steps, M.seed_tag(config))
 end
 
 -- Files of a cached paired run: the entry DIR/NAME-HASH.json; checkpoints
@@ -92,16 +107,26 @@ local function files_of(dir, name, config)
 end
 M.files = files_of
 
--- The cache check of a paired run (with its checkpoints when `checkpoints`).
-local function pair_check(checkpoints, extra)
+-- The kinds of checkpoints o.checkpoints asks for: true = init, sa, xsa;
+-- or a list of some of them.
+local function checkpoint_kinds(c)
+  if c == true then return {"init", "sa", "xsa"} end
+  if type(c) == "table" then return c end
+  return {}
+end
+
+-- The cache check of a paired run: with its checkpoints (`kinds`, and any
+-- other the result names) on disk.
+local function pair_check(kinds, extra)
   return function(r)
     local ok, why = study.check_pair(r)
     if not ok then return false, why end
-    if checkpoints then
-      for _, k in ipairs{"init", "sa", "xsa"} do
-        local f = r.checkpoints and r.checkpoints[k]
-        if not (f and sys.exists(f)) then return false, "checkpoint " .. tostring(f) .. " is missing" end
-      end
+    for _, k in ipairs(kinds or {}) do
+      local f = r.checkpoints and r.checkpoints[k]
+      if not (f and sys.exists(f)) then return false, "checkpoint " .. tostring(f) .. " is missing" end
+    end
+    for k, f in pairs(type(r.checkpoints) == "table" and r.checkpoints or {}) do
+      if not sys.exists(f) then return false, "checkpoint " .. tostring(k) .. " " .. tostring(f) .. " is missing" end
     end
     if extra then return extra(r) end
     return true
@@ -119,15 +144,16 @@ function M.exe()
 end
 
 -- The finished paired run of experiment `name` for the flags `opts` (its
--- training flags select it), with its checkpoints: from the cache, or, with
--- o.train, computed first by running its script (scripts/M.scripts[name] or
--- o.script) with the same flags. Returns result, config; or nil and a
--- message naming the command to run. o.by names the asking script.
+-- training flags select it; o.seed one of the seeds, default the first),
+-- with its checkpoints: from the cache, or, with o.train, computed first by
+-- running its script (scripts/M.scripts[name] or o.script) with the same
+-- flags (all the seeds). Returns result, config; or nil and a message
+-- naming the command to run. o.by names the asking script.
 function M.results(name, opts, o)
   o = o or {}
-  local config = M.pair_config(opts, name)
+  local config = M.pair_config(opts, name, {seed = o.seed})
   local cname = M.pair_name(name, config)
-  local check = pair_check(true)
+  local check = pair_check(checkpoint_kinds(true))
   local r, why = cache.load(opts.out, cname, config, check)
   if r then return r, config end
   local script = o.script or M.scripts[name] or (name .. ".lua")
@@ -168,6 +194,9 @@ function M.new(spec)
     spec = {name = script, summary = spec.summary, description = spec.description, epilog = spec.epilog,
       options = spec.options or study.options({}), quick = spec.quick}}, Ex)
   self.opts = study.setup(args.parse(spec.argv or arg or {}, self.spec))
+  self.seeds = self.opts.seed_list or {self.opts.seed or 0}
+  -- one of several seeds (labels name the seed): --seeds, or a --jobs child
+  self.replicated = #self.seeds > 1 or self.opts.worker == true
   local c = spec.config
   if type(c) == "function" then c = c(self.opts, self) end
   self.config = c
@@ -192,7 +221,7 @@ end
 -- when it is missing (and o.train is not set) prints what to run and exits 1.
 function Ex:results(name, o)
   o = o or {}
-  local r, config = M.results(name, self.opts, {train = o.train, script = o.script, by = self.name})
+  local r, config = M.results(name, self.opts, {train = o.train, script = o.script, by = self.name, seed = o.seed})
   if not r then self:fail(config) end
   return r, config
 end
@@ -317,8 +346,12 @@ end
 --   name         the cache name (default NAME-<steps>steps)
 --   config       default ex.config, else ex:pair_config()
 --   label        progress label (default NAME); what: for cache messages
+--   seed         one of ex.seeds (default the first): the configuration
+--                ex:pair_config{seed = seed} when o.config is not given
 --   checkpoints  keep the initial weights and both trained models (with
---                AdamW) as safetensors next to the entry: r.checkpoints
+--                AdamW) as safetensors next to the entry: r.checkpoints;
+--                or a list of the kinds to keep ({"xsa"}, {"sa", "xsa"})
+--   optimizer    false: checkpoints of the trained models without AdamW
 --   baseline     an earlier SA record to reuse (xsa.train.pair)
 --   on_start(sa_model, train_loader, val_loader)   before training
 --   on_point(step, vals, trains, result)   at each evaluation point (xsa.train.pair)
@@ -334,10 +367,13 @@ end
 function Ex:pair(o)
   o = o or {}
   local xsa = xsa_lib()
-  local config = o.config or self.config or self:pair_config()
+  local config = o.config or (o.seed == nil and self.config) or self:pair_config{seed = o.seed}
   local name = o.name or M.pair_name(self.name, config)
   local opts = self.opts
   local f = files_of(opts.out, name, config)
+  local kinds = checkpoint_kinds(o.checkpoints)
+  local keep = {}
+  for _, k in ipairs(kinds) do keep[k] = true end
   local label = o.label or self.name
   local what = o.what or label
   local function say(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
@@ -362,7 +398,7 @@ function Ex:pair(o)
     else
       sa_model, xsa_model = study.new_pair(config.model, config.lambda)
     end
-    if o.checkpoints and not (saved and sys.exists(f.checkpoints.init)) then
+    if keep.init and not (saved and sys.exists(f.checkpoints.init)) then
       (saved and study.new_model(config.model) or sa_model):save(f.checkpoints.init)
     end
     if o.on_start then o.on_start(sa_model, tl, vl) end
@@ -373,25 +409,108 @@ function Ex:pair(o)
         if st == "checkpoint" or st == "interrupted" then return write_state(f, config, ctx) end
         if st == "nan" then remove_state(f) end -- resuming would diverge again
         if st ~= "done" then return partial_save(f, config, res, ctx) end
-        if not o.checkpoints then return nil end
-        ctx.sa:save(f.checkpoints.sa, {optimizer = ctx.sa_opt})
-        ctx.xsa:save(f.checkpoints.xsa, {optimizer = ctx.xsa_opt})
-        return f.checkpoints.sa .. ", " .. f.checkpoints.xsa
+        local written = {}
+        for _, k in ipairs{"sa", "xsa"} do
+          if keep[k] then
+            ctx[k]:save(f.checkpoints[k], o.optimizer ~= false and {optimizer = ctx[k .. "_opt"]} or nil)
+            written[#written + 1] = f.checkpoints[k]
+          end
+        end
+        return #written > 0 and table.concat(written, ", ") or nil
       end,
     }))
-    if o.checkpoints then r.checkpoints = f.checkpoints end
+    if #kinds > 0 then
+      r.checkpoints = {}
+      for _, k in ipairs(kinds) do r.checkpoints[k] = f.checkpoints[k] end
+    end
     if o.after then o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
     sa_model:free()
     xsa_model:free()
     return r
-  end, {no_cache = opts.no_cache, check = pair_check(o.checkpoints, o.check), label = what})
+  end, {no_cache = opts.no_cache, check = pair_check(kinds, o.check), label = what})
   remove_state(f) -- the finished entry replaces any saved state
   return result, status, entry
 end
 
+----------------------------------------------------------------------------
+-- seeds: one after the other, or side by side in child processes (--jobs)
+
+-- The flags of this run as an argv list for a child process: those given,
+-- minus the seed selection and --jobs.
+local function child_argv(self)
+  local given = {}
+  for k, v in pairs(self.opts.given or {}) do given[k] = v end
+  given.seeds, given.seed, given.jobs, given.worker = nil, nil, nil, nil
+  local argv = args.to_argv(setmetatable({given = given}, {__index = self.opts}), self.spec, true)
+  if not (self.opts.given and self.opts.given.threads) then
+    argv[#argv + 1] = "--threads"
+    argv[#argv + 1] = "1"
+  end
+  return argv
+end
+
+-- Runs every seed of ex.seeds as `--seeds S --worker` children of this
+-- script, --jobs at a time (xargs -P), and waits. A child fills its seed's
+-- cache entries; its progress lines (XSA_PROGRESS=log unless set) name the
+-- seed. A child stopped by Ctrl-C ends the run as interrupted; one that
+-- failed is reported with its status.
+function Ex:run_workers()
+  local opts = self.opts
+  local jobs = math.min(opts.jobs, #self.seeds)
+  local script = sys.abspath(arg and arg[0] or (sys.root() .. "/scripts/" .. self.spec.name))
+  local cmd = {sys.shell_quote(M.exe()), sys.shell_quote(script)}
+  for _, a in ipairs(child_argv(self)) do cmd[#cmd + 1] = sys.shell_quote(a) end
+  local dir = os.tmpname()
+  os.remove(dir)
+  sys.mkdir(dir)
+  local seeds = {}
+  for i, s in ipairs(self.seeds) do seeds[i] = tostring(s) end
+  io.stdout:write(string.format("jobs: seeds %s in %d processes side by side (%s each)\n", table.concat(seeds, ","), jobs,
+    opts.given and opts.given.threads and ("--threads " .. opts.threads) or "1 BLAS thread"))
+  io.stdout:flush()
+  local child = table.concat(cmd, " ") .. ' --seeds "$1," --worker; echo $? >' .. sys.shell_quote(dir) .. '/"$1"'
+  local sh = string.format("printf '%%s\\n' %s | XSA_PROGRESS=${XSA_PROGRESS:-log} xargs -P %d -I{} sh -c %s sh {}",
+    table.concat(seeds, " "), jobs, sys.shell_quote(child))
+  os.execute(sh)
+  local failed, interrupted = {}, false
+  for _, s in ipairs(seeds) do
+    local f = io.open(dir .. "/" .. s)
+    local code = f and tonumber(f:read("a"))
+    if f then f:close() end
+    os.remove(dir .. "/" .. s)
+    if code == 130 or code == nil or code > 128 then interrupted = true
+    elseif code ~= 0 then failed[#failed + 1] = string.format("seed %s (exit status %d)", s, code) end
+  end
+  os.remove(dir)
+  if interrupted then error("interrupted!", 0) end
+  if #failed > 0 then
+    error(string.format("%s: the worker of %s failed; its messages are above", self.name, table.concat(failed, ", ")), 0)
+  end
+end
+
+-- fn(seed, i) for every seed of ex.seeds, in order; returns the results as
+-- a list. With --jobs J > 1 and several seeds, the seeds first train in J
+-- child processes at a time (Ex:run_workers), each filling its own cache
+-- entries, and fn then reads them here (cache hits). In a child (--worker)
+-- fn runs for its one seed and the process ends: the figure, the table and
+-- the summary are the parent's.
+function Ex:each_seed(fn)
+  local opts = self.opts
+  if opts.worker then
+    fn(self.seeds[1], 1)
+    io.stdout:flush()
+    os.exit(0)
+  end
+  if (opts.jobs or 1) > 1 and #self.seeds > 1 then self:run_workers() end
+  local out = {}
+  for i, s in ipairs(self.seeds) do out[i] = fn(s, i) end
+  return out
+end
+
 -- Saves a figure under --plots in --format; returns its summary record.
-function Ex:save_figure(fig, name)
-  local info = study.save_figure(fig, self.opts, name)
+-- `caption`: what the report writes under the figure (optional).
+function Ex:save_figure(fig, name, caption)
+  local info = study.save_figure(fig, self.opts, name, caption)
   self.figures[#self.figures + 1] = info
   return info
 end

@@ -464,6 +464,9 @@ add("figure:body", "figure:body(S, data, datafile, block) -> next_block", "Appen
 add("panel:line", "panel:line(xs, ys [, {label=, color=, width=, dash=, points=}]) -> panel", "A line.", "p:line({1, 2, 3}, {3, 2, 1}, {label = \"SA\"})")
 add("panel:points", "panel:points(xs, ys [, {label=, color=, pointsize=, pointtype=}]) -> panel", "Points.", "p:points({1, 2}, {2, 1})")
 add("panel:band", "panel:band(xs, lo, hi [, {color=, alpha=0.25, label=}]) -> panel", "The area between two curves.", "p:band({1, 2}, {1, 1}, {2, 3})")
+add("panel:errorbars", "panel:errorbars(xs, ys, lo, hi [, {color=, width=, pointsize=, pointtype=, label=}]) -> panel",
+  "Markers at (x, y) with vertical bars from lo to hi, e.g. means with their 95% intervals; a non-finite bound draws the marker alone.",
+  "p:errorbars({1, 2}, {0.5, 0.8}, {0.2, 0.6}, {0.8, 1.0})")
 add("panel:bars", "panel:bars(xs, ys [, {color=, barwidth=0.35, label=, values=}]) -> panel", "Boxes centred on xs, optionally labelled with values.",
   "p:bars({1, 2}, {0.5, -0.2}, {values = \"%.2f\"})")
 add("panel:labels", "panel:labels(xs, ys, texts [, {color=, fontsize=, offset=}]) -> panel", "Text at data points.", "p:labels({1}, {2}, {\"peak\"})")
@@ -534,9 +537,23 @@ add("xsa.cache.fetch", "xsa.cache.fetch(dir, name, config, compute [, {no_cache=
 add("xsa.study.options", "xsa.study.options(defaults [, extra [, skip]]) -> options", "The flags every training script has.",
   "local spec = {name = \"x.lua\", options = xsa.study.options({steps = 100})}")
 add("xsa.study.setup", "xsa.study.setup(opts) -> opts", "Threads and absolute output folders after parsing.", "local opts = xsa.study.setup(xsa.args.parse(arg, spec))")
-add("xsa.study.data_config", "xsa.study.data_config(opts [, seq_len [, batch]]) -> table", "The data part of a configuration.", "local dc = xsa.study.data_config(opts)")
+add("xsa.study.data_config", "xsa.study.data_config(opts [, seq_len [, batch [, seed]]]) -> table", "The data part of a configuration; seed: of the batch order (default --seed).", "local dc = xsa.study.data_config(opts)")
+add("xsa.study.probe_data_config", "xsa.study.probe_data_config(opts [, seq_len]) -> table",
+  "The probe set of parts 5 and 6: the validation windows of the first --probe-tokens tokens in batches of --probe-batch.",
+  "local _, val = xsa.study.loaders(xsa.study.probe_data_config(opts))")
+add("xsa.study.probe_options", "xsa.study.probe_options(batches) -> options",
+  "The flags of a probe set: --probe-batches (default `batches`), --probe-tokens (80000), --probe-batch (16).",
+  "local o = xsa.study.options({}, xsa.study.probe_options(8))")
+add("xsa.study.parse_seeds", "xsa.study.parse_seeds(text) -> list | nil, why",
+  "The seeds of --seeds: \"N\" is 0..N-1, \"3,7,11\" (with a comma) that list.", "print(#xsa.study.parse_seeds(\"5\"))")
+add("xsa.study.seed_list", "xsa.study.seed_list(opts) -> list | nil, why",
+  "The seeds a run replicates over: --seeds, else --seed alone (both given, or --data-seed with --init-seed over several seeds: an error).",
+  "local seeds = xsa.study.seed_list(opts)")
+add("xsa.study.seeds_of", "xsa.study.seeds_of(opts, seed) -> data_seed, init_seed",
+  "The seeds of the batch order and of the initial weights for one seed (--data-seed and --init-seed hold one of them).",
+  "print(xsa.study.seeds_of(opts, 3))")
 add("xsa.study.loaders", "xsa.study.loaders(dc) -> train, val", "Loaders of a data configuration.", "local train, val = xsa.study.loaders(dc)")
-add("xsa.study.model_config", "xsa.study.model_config(opts [, seq_len]) -> table", "The model part of a configuration.", "local mc = xsa.study.model_config(opts)")
+add("xsa.study.model_config", "xsa.study.model_config(opts [, seq_len [, seed]]) -> table", "The model part of a configuration; seed: of the initial weights (default --seed).", "local mc = xsa.study.model_config(opts)")
 add("xsa.study.new_model", "xsa.study.new_model(mc) -> model", "A fresh SA model.", "local m = xsa.study.new_model(mc)")
 add("xsa.study.new_pair", "xsa.study.new_pair(mc, lambda) -> sa, xsa", "An SA model and an XSA clone with identical weights.", "local sa, xm = xsa.study.new_pair(mc, 1)")
 add("xsa.study.adam_config", "xsa.study.adam_config(opts) -> table", "The training part of a configuration.", "local tc = xsa.study.adam_config(opts)")
@@ -546,7 +563,7 @@ add("xsa.study.check_pair", "xsa.study.check_pair(result) -> ok, why", "The cach
 add("xsa.study.pct", "xsa.study.pct(x) -> string", "\"+1.80%\" or \"n/a\".", "print(xsa.study.pct(1.8))")
 add("xsa.study.compare_words", "xsa.study.compare_words(sa, xsa [, what]) -> string", "The sentence comparing two losses.", "print(xsa.study.compare_words(4.2, 4.1))")
 add("xsa.study.md_table", "xsa.study.md_table(headers, rows) -> string", "A markdown table.", "print(xsa.study.md_table({\"a\", \"b\"}, {{1, 2}}))")
-add("xsa.study.save_figure", "xsa.study.save_figure(fig, opts, name) -> entry", "Saves a figure into the plots folder and says where.",
+add("xsa.study.save_figure", "xsa.study.save_figure(fig, opts, name [, caption]) -> entry", "Saves a figure into the plots folder and says where; caption is what the report writes under it.",
   "xsa.study.save_figure(fig, opts, \"my_fig\")")
 add("xsa.study.write_summary", "xsa.study.write_summary(opts, part, summary)", "The summary of a part's latest run (what the report reads).",
   "xsa.study.write_summary(opts, \"part3\", {result = r})")
@@ -554,6 +571,31 @@ add("xsa.study.command_line", "xsa.study.command_line() -> string", "The command
 add("xsa.study.main", "xsa.study.main(fn)", "Runs fn; Ctrl-C ends with status 130 and no traceback.", "xsa.study.main(function() end)")
 add("xsa.study.improvement_bars", "xsa.study.improvement_bars(panel, xs, vals [, width])", "Bars coloured by which model is ahead.",
   "xsa.study.improvement_bars(p, {1, 2}, {0.5, -0.3})")
+add("xsa.study.improvement_bars_ci", "xsa.study.improvement_bars_ci(panel, xs, stats [, width])",
+  "Improvement bars over seeds: the mean per x (coloured by sign), its 95% t interval and every seed's value as a dot (stats: paired_stats per x).",
+  "xsa.study.improvement_bars_ci(p, {1, 2}, {s1, s2}, 0.5)")
+add("xsa.study.points_ci", "xsa.study.points_ci(panel, xs, per_x [, {color=, label=, offset=, line=, dash=, values=, fontsize=}]) -> mean, lo, hi",
+  "Means over seeds with 95% t error bars and each seed's value as a dot (per_x[i]: the seeds' values at xs[i]).",
+  "xsa.study.points_ci(p, {1, 2}, {{0.1, 0.2}, {0.3, 0.25}}, {color = \"#2471A3\"})")
+add("xsa.study.loss_curves", "xsa.study.loss_curves(panel, results, kind)",
+  "SA and XSA loss curves (kind \"train\" or \"val\") of one seed (the gap shaded) or several (the mean with its 95% band, each seed thin).",
+  "xsa.study.loss_curves(p, {r}, \"val\")")
+add("xsa.study.seed_improvement_panel", "xsa.study.seed_improvement_panel(fig, stats) -> panel",
+  "A panel of each seed's improvement, their mean with its 95% t interval and the verdict.",
+  "xsa.study.seed_improvement_panel(fig, xsa.study.paired_stats(sa, xs, seeds))")
+add("xsa.study.mean_ci", "xsa.study.mean_ci(values [, level]) -> {n=, mean=, sd=, lo=, hi=}",
+  "The mean of the finite values with its 95% t interval (lo, hi nil for one value).", "print(xsa.study.mean_ci({1, 2, 3}).hi)")
+add("xsa.study.curve_band", "xsa.study.curve_band(results, model, kind) -> steps, mean, lo, hi",
+  "A curve over seeds: per evaluation point the mean of results[i][model][kind] and its 95% t interval.",
+  "local steps, m, lo, hi = xsa.study.curve_band(results, \"sa\", \"val\")")
+add("xsa.study.paired_stats", "xsa.study.paired_stats(sa, xsa_values, seeds) -> summary",
+  "xsa.stats.paired_summary of per-seed final losses with 10,000 bootstrap resamples from seed 0, plus the seeds.",
+  "print(xsa.study.paired_stats({4, 4.1}, {3.9, 4.05}, {0, 1}).verdict)")
+add("xsa.study.stats_lines", "xsa.study.stats_lines(summary [, what [, hint]]) -> lines",
+  "The verdict line and the numbers line (mean, sd, t and bootstrap intervals, p-values, XSA lower in k of N); with hint, how to get an interval from one seed.",
+  "for _, l in ipairs(xsa.study.stats_lines(s)) do print(l) end")
+add("xsa.study.collect", "xsa.study.collect(list, pick) -> list", "pick(x) of every element, in order.",
+  "local finals = xsa.study.collect(results, function(r) return r.sa.final_val end)")
 add("xsa.study.layer_mean", "xsa.study.layer_mean(probe, key) -> number", "Mean of a per-layer probe metric.", "print(xsa.study.layer_mean(probe, \"pre_cos\"))")
 add("xsa.study.probe", "xsa.study.probe(model, loader, n) -> table", "The probe as JSON-safe data.", "local p = xsa.study.probe(model, val, 2)")
 add("xsa.report.build", "xsa.report.build{out=, plots=, folder_flags=} -> html, info", "The report page as a string.",
@@ -614,14 +656,17 @@ group("xsa.experiment", "an experiment script's plumbing: flags, cache, checkpoi
 add("xsa.experiment.new", "xsa.experiment.new(spec) -> experiment",
   "The same as calling xsa.experiment(spec): spec has name, title, summary, options, quick, config (a table or fn(opts)), script, argv.",
   "local ex = xsa.experiment.new{name = \"mine\"}")
-add("xsa.experiment.results", "xsa.experiment.results(name, opts [, {train=, script=, by=}]) -> result, config | nil, message",
-  "The finished paired run of experiment `name` for the flags opts, from the cache, or (train = true) computed first by running its script with the same flags.",
+add("xsa.experiment.results", "xsa.experiment.results(name, opts [, {seed=, train=, script=, by=}]) -> result, config | nil, message",
+  "The finished paired run of experiment `name` for the flags opts (and one of their seeds), from the cache, or (train = true) computed first by running its script with the same flags.",
   "local r = xsa.experiment.results(\"part3\", ex.opts)")
-add("xsa.experiment.pair_config", "xsa.experiment.pair_config(opts, name [, {seq_len=, lambda=, probe_batches=}]) -> config",
-  "The configuration (the cache key) of a paired run: data, model, training and lambda settings from the flags.",
+add("xsa.experiment.pair_config", "xsa.experiment.pair_config(opts, name [, {seed=, seq_len=, lambda=, probe_batches=, probe=}]) -> config",
+  "The configuration (the cache key) of a paired run: data (batch order from the seed or --data-seed), model (weights from the seed or --init-seed), training and lambda settings from the flags.",
   "local c = xsa.experiment.pair_config(ex.opts, \"part3\")")
 add("xsa.experiment.pair_name", "xsa.experiment.pair_name(name, config) -> string",
-  "The cache name of a paired run: NAME-<steps>steps.", "print(xsa.experiment.pair_name(\"part3\", c))")
+  "The cache name of a paired run: NAME-<steps>steps-<seed tag>.", "print(xsa.experiment.pair_name(\"part3\", c))")
+add("xsa.experiment.seed_tag", "xsa.experiment.seed_tag(config) -> string",
+  "The seed part of a cache name: \"seed3\", or \"init3-data0\" when the weights and the batch order come from different seeds.",
+  "print(xsa.experiment.seed_tag(c))")
 add("xsa.experiment.pair_quick", "xsa.experiment.pair_quick([extra]) -> table",
   "The --quick settings of a paired run (10 steps, 10k tokens, batch 4), with extra merged in.",
   "local q = xsa.experiment.pair_quick{steps = 20}")

@@ -119,6 +119,7 @@ function Panel:points(xs, ys, o)
   check_xy("points", xs, ys)
   o = o or {}
   local rows = {}
+  extend(self, ys)
   for i = 1, #xs do rows[i] = num(xs[i]) .. " " .. num(ys[i]) end
   return add_series(self, {rows = rows, clause = string.format("using 1:2 with points pt %d ps %s lc rgb %s %s",
     o.pointtype or 7, num(o.pointsize or 1.2), gq(o.color or "#333333"), title_of(o))})
@@ -134,6 +135,28 @@ function Panel:band(xs, lo, hi, o)
   return add_series(self, {rows = rows, clause = string.format(
     "using 1:2:3 with filledcurves lc rgb %s fs transparent solid %s noborder %s",
     gq(o.color or "#888888"), num(o.alpha or 0.25), title_of(o))})
+end
+
+-- p:errorbars(xs, ys, lo, hi, {color=, width=1.5, pointsize=0.9, pointtype=7,
+-- label=}): a marker at (x, y) with a vertical bar from lo to hi (e.g. a mean
+-- and its 95% interval); a non-finite lo/hi draws the marker alone.
+function Panel:errorbars(xs, ys, lo, hi, o)
+  check_xy("errorbars", xs, ys)
+  check_xy("errorbars", xs, lo)
+  check_xy("errorbars", xs, hi)
+  o = o or {}
+  local rows = {}
+  extend(self, ys)
+  extend(self, lo)
+  extend(self, hi)
+  for i = 1, #xs do
+    local l, h = lo[i], hi[i]
+    if not (finite(l) and finite(h)) then l, h = ys[i], ys[i] end
+    rows[i] = num(xs[i]) .. " " .. num(ys[i]) .. " " .. num(l) .. " " .. num(h)
+  end
+  return add_series(self, {rows = rows, clause = string.format(
+    "using 1:2:3:4 with yerrorbars pt %d ps %s lw %s lc rgb %s %s", o.pointtype or 7, num(o.pointsize or 0.9),
+    num(o.width or 1.5), gq(o.color or "#333333"), title_of(o))})
 end
 
 -- p:bars(xs, ys, {color=, width=0.35, label=, values=true|"%.3f"}): boxes

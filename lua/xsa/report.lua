@@ -70,7 +70,8 @@ local function figure_html(f, warnings)
   local svg = ok and err and read(tmp)
   os.remove(tmp)
   if svg and svg:find("<svg", 1, true) then
-    return '<figure>' .. inline_svg(svg, "f" .. fig_counter .. "_") .. "<figcaption>" .. esc(f.name) ..
+    return '<figure>' .. inline_svg(svg, "f" .. fig_counter .. "_") .. "<figcaption>" ..
+      (f.caption and ('<span class="cap">' .. esc(f.caption) .. "</span><br>") or "") .. esc(f.name) ..
       " (script: " .. esc(f.gp) .. ")</figcaption></figure>\n"
   end
   local png = read(f.path)
@@ -79,7 +80,8 @@ local function figure_html(f, warnings)
       tostring(err) .. ")"
     local mime = f.path:match("%.svg$") and "image/svg+xml" or "image/png"
     return '<figure><img class="fig" alt="' .. esc(f.name) .. '" src="data:' .. mime .. ';base64,' .. base64(png) ..
-      '"><figcaption>' .. esc(f.name) .. "</figcaption></figure>\n"
+      '"><figcaption>' .. (f.caption and ('<span class="cap">' .. esc(f.caption) .. "</span><br>") or "") ..
+      esc(f.name) .. "</figcaption></figure>\n"
   end
   warnings[#warnings + 1] = "figure " .. f.name .. " could not be rendered: " .. tostring(err)
   return '<p class="missing">Figure ' .. esc(f.name) .. " is not available (" .. esc(tostring(err)) .. ").</p>\n"
@@ -153,23 +155,43 @@ end
 
 local parts = {}
 
+-- The statement of a paired comparison over seeds (study.stats_lines) as
+-- sentences, or nil without stats.
+local function stats_words(st, what, out)
+  if type(st) ~= "table" or not st.verdict then return out end
+  for _, l in ipairs(study.stats_lines(st, what, true)) do out[#out + 1] = l .. "." end
+  return out
+end
+
+local function ci(c, f)
+  if type(c) ~= "table" or not finite(c[1]) then return "" end
+  return string.format(" (95%% t interval " .. f .. " to " .. f .. ")", c[1], c[2])
+end
+
 parts.part1 = {
   title = "Part 1: self-value bias of an untrained model",
   command = "xsa scripts/part1_bias.lua",
-  about = "A freshly initialised model (standard attention) reads a few batches of TinyStories. For every layer " ..
-    "the probe averages three quantities over heads, tokens and batches: how similar the value vectors of " ..
-    "different tokens are (mean cos(v_i, v_j), i ≠ j), how much attention a token pays to itself " ..
-    "(mean a_ii), and how closely a token's attention output points along its own value vector " ..
-    "(mean cos(y_i, v_i)). The last one is the self-value component that XSA removes.",
+  paper = "the diagnostic of the paper's Figure 1 (attention similarity bias), at toy scale on an untrained 2-layer model",
+  about = "A freshly initialised model (standard attention) reads the validation batches of the first 80,000 " ..
+    "tokens of TinyStories. For every layer the probe averages three quantities over heads, tokens and batches: " ..
+    "how similar the value vectors of different tokens are (mean cos(v_i, v_j), i ≠ j), how much attention a " ..
+    "token pays to itself (mean a_ii), and how closely a token's attention output y_i = Σ_j a_ij v_j points " ..
+    "along its own value vector (mean cos(y_i, v_i)). The last one is the self-value component that XSA removes.",
+  explain = {"Why it matters: every block adds the attention output to the residual stream, and that stream " ..
+    "already carries the token's own representation on to the MLP and the next layer. When the attention output " ..
+    "leans towards the token's own value, attention partly repeats what the residual path delivers anyway, and " ..
+    "that share of its output adds nothing new. Two ingredients produce the lean, and the probe shows both: values " ..
+    "within a sequence point in similar directions, and every token keeps some attention weight on itself."},
   words = function(s)
     local r = s.result or {}
     local out = {}
     for l, m in ipairs(r.layers or {}) do
-      out[#out + 1] = string.format("Layer %d: mean cos(v_i,v_j) = %s, mean a_ii = %s, mean cos(y_i,v_i) = %s.", l,
-        f4(m.value_cos), f4(m.self_attn), f4(m.pre_cos))
+      out[#out + 1] = string.format("Layer %d: mean cos(v_i,v_j) = %s, mean a_ii = %s, mean cos(y_i,v_i) = %s at positions ≥ 1 (%s over all positions).",
+        l, f4(m.value_cos), f4(m.self_attn), f4(m.pre_cos_pos1), f4(m.pre_cos))
     end
     if r.probe_batches then
-      out[#out + 1] = string.format("Measured on %d batches (%d tokens).", r.probe_batches, r.tokens or 0)
+      out[#out + 1] = string.format("Measured on %d %s batches (%d tokens).", r.probe_batches,
+        r.split == "val" and "validation" or "training", r.tokens or 0)
     end
     return out
   end,
@@ -178,10 +200,20 @@ parts.part1 = {
 parts.part2 = {
   title = "Part 2: the geometry of the projection",
   command = "xsa scripts/part2_geometry.lua --animate",
+  paper = "the change itself, the paper's Algorithm 1",
   about = "XSA takes each token's attention output Y, finds its component along the token's own value " ..
     "vector V (α = Y·V/|V|) and subtracts λ times it: Z = Y − λ α V/|V|. With λ = 0 this is standard " ..
     "attention (Z = Y); with λ = 1 nothing of Z points along V (Z ⟂ V). The picture draws one such token " ..
     "in two dimensions.",
+  explain = {"The change to the code is two lines between the attention and the output projection, per head:",
+    {code = "Y  = attention(Q, K, V)            -- as in SA\n" ..
+      "Vn = V / |V|                       -- line 1: each token's own value, unit length\n" ..
+      "Z  = Y - lambda * (Y . Vn) * Vn    -- line 2: drop Y's component along it\n" ..
+      "out = Z W_o                        -- SA projects Y instead"},
+    "At λ = 1, Z is orthogonal to V for every token and head exactly, by construction, not approximately; " ..
+    "a λ between 0 and 1 removes that fraction of the component. The token's own information is not lost: the " ..
+    "residual connection still carries it forward; only the attention output stops repeating it. XSA adds no " ..
+    "parameter, and its cost is one dot product and one subtraction per token and head."},
   words = function(s)
     local r = s.result or {}
     return {string.format("For the vectors drawn, cos(Y, V) = %s; at λ = %s, cos(Z, V) = %s.", f4(r.cos_yv),
@@ -192,13 +224,28 @@ parts.part2 = {
 parts.part3 = {
   title = "Part 3: paired training of SA and XSA",
   command = "xsa scripts/part3_train.lua",
+  paper = "the training comparison of the paper's Figure 3, at toy scale",
   about = "Two models start from the same initial weights: one with standard attention (SA), one with XSA. " ..
-    "At every step both see the same batch and take an AdamW step. The curves show the mean training loss " ..
-    "since the previous evaluation point and the validation loss on a fixed subset of validation batches; " ..
-    "the final value is measured on the whole validation set.",
+    "At every step both see the same batch and take an AdamW step, so a difference in loss comes from the " ..
+    "attention alone. The curves show the mean training loss since the previous evaluation point and the " ..
+    "validation loss on a fixed subset of validation batches; the last point of each validation curve is over " ..
+    "the whole validation set and is the final value of the table. With --seeds N the pair is trained N times " ..
+    "from independent initial weights and batch orders, and the improvement 100·(SA − XSA)/SA of each seed " ..
+    "gives the verdict with a 95% interval.",
   words = function(s)
     local r = s.result or {}
     local out = {}
+    local runs = s.runs or {}
+    if #runs > 1 then
+      out[#out + 1] = string.format("%d seeds (%s), one paired run each.", #runs, table.concat(s.seeds or {}, ", "))
+      for _, x in ipairs(runs) do
+        out[#out + 1] = string.format("Seed %d: %s (improvement %s).", x.seed,
+          compare(x.sa_val, x.xsa_val, "final validation loss"), pct(x.improvement_pct))
+      end
+      stats_words(s.stats, "final val loss", out)
+      if finite(s.train_s) then out[#out + 1] = string.format("Training took %.0f s over the %d paired runs.", s.train_s, #runs) end
+      return out
+    end
     if r.sa and r.xsa then
       out[#out + 1] = "In this run " .. compare(r.sa.final_val, r.xsa.final_val, "final validation loss") ..
         string.format(" (improvement %s; positive means XSA is lower).", pct(r.improvement_pct))
@@ -216,7 +263,8 @@ parts.part3 = {
         out[#out + 1] = string.format("Training took %.1f s (%.1f s of it evaluating), %.0f tokens/s over both models.",
           r.elapsed_s, r.eval_s or 0, r.tokens_per_s or 0)
       end
-      out[#out + 1] = "A single run at this scale can favour either model; the seed and the data order matter."
+      out[#out + 1] = "One seed cannot give an interval: a single run at this scale can favour either model. " ..
+        "Run with --seeds 5 for the verdict with a 95% interval."
     end
     return out
   end,
@@ -225,18 +273,37 @@ parts.part3 = {
 parts.part4 = {
   title = "Part 4: sequence length",
   command = "xsa scripts/part4_seqlen.lua",
+  paper = "the question of the paper's Figure 5 (does the gain grow with the sequence length?), at toy scale",
   about = "The paired training of part 3, repeated with a fresh pair of models for each sequence length " ..
-    "(the window of text the model sees). The figure shows the final validation loss of both models per " ..
-    "length and XSA's improvement in percent (positive when XSA's loss is lower).",
+    "(the window of text the model sees) and each seed. The figure shows the final validation loss of both " ..
+    "models per length and XSA's improvement in percent (positive when XSA's loss is lower).",
+  explain = {"The reasoning behind the question: with a longer window each token attends over more positions, " ..
+    "so there is more room for the self-value lean to accumulate and more for XSA to remove. The paper reports " ..
+    "the gain growing with length at 1.3B parameters; a 2-layer model on a small corpus may or may not show the " ..
+    "same trend, and the intervals below say how much of any difference is beyond seed-to-seed noise."},
   words = function(s)
     local runs = (s.result or {}).runs or {}
-    local out, better = {}, 0
+    local out, better, clear = {}, 0, 0
     for _, r in ipairs(runs) do
-      out[#out + 1] = string.format("seq_len %d: %s.", r.seq_len, compare(r.sa_val, r.xsa_val, "final validation loss"))
+      local st = r.stats
+      if st and st.n and st.n > 1 then
+        out[#out + 1] = string.format("seq_len %d: %s; XSA lower in %d of %d seeds.", r.seq_len, st.verdict,
+          st.k_xsa_lower, st.n)
+        if st.t_lo and (st.t_lo > 0 or st.t_hi < 0) then clear = clear + 1 end
+      else
+        out[#out + 1] = string.format("seq_len %d: %s.", r.seq_len, compare(r.sa_val, r.xsa_val, "final validation loss"))
+      end
       if finite(r.xsa_val) and finite(r.sa_val) and r.xsa_val < r.sa_val then better = better + 1 end
     end
     if #runs > 0 then
-      out[#out + 1] = string.format("XSA's loss is lower at %d of the %d lengths in this run.", better, #runs)
+      local st = runs[1].stats
+      if st and st.n and st.n > 1 then
+        out[#out + 1] = string.format("The 95%% interval of the mean improvement excludes 0 at %d of the %d lengths.",
+          clear, #runs)
+      else
+        out[#out + 1] = string.format("XSA's loss is lower at %d of the %d lengths in this run (one seed: no interval).",
+          better, #runs)
+      end
     end
     return out
   end,
@@ -245,19 +312,28 @@ parts.part4 = {
 parts.part5 = {
   title = "Part 5: the bias after training",
   command = "xsa scripts/part5_bias_trained.lua --train",
-  about = "The probe of part 1 applied to the trained models of part 3 and to their shared initial weights, " ..
-    "on validation text. A fourth metric, the mean cos(z_i, v_i) after the projection, shows what is left " ..
-    "of the self-value component in what each layer passes on (for SA, z = y). \"Bias removed\" is " ..
-    "100·(|pre| − |post|)/|pre|.",
+  paper = "the diagnostic of the paper's Figure 1 again, now after training",
+  about = "The probe of part 1 applied to the trained models of part 3 (every seed) and to their shared initial " ..
+    "weights, on the validation batches of the first 80,000 tokens. A fourth metric, the mean cos(z_i, v_i) " ..
+    "after the projection, shows what is left of the self-value component in what each layer passes on " ..
+    "(for SA, z = y). \"Bias removed\" is 100·(|pre| − |post|)/|pre|. Both cosines are averaged over positions " ..
+    "≥ 1: at position 0 a token attends only to itself, so y_0 = v_0 (cosine 1) and z_0 is rounding residue; " ..
+    "including it would raise the pre-projection mean by about 1/64 of the gap to 1 and make \"bias removed\" " ..
+    "partly float noise.",
+  explain = {"What to look for: the projection does not stop the alignment from forming inside the raw attention " ..
+    "output Y (a trained XSA model can even align Y with v more strongly than SA does, since whatever forms there " ..
+    "is removed before it leaves the layer); it removes it from Z, the output the rest of the network sees."},
   words = function(s)
     local out = {}
     local names = {untrained = "the untrained model", sa = "trained SA", xsa = "trained XSA"}
     local by = {}
+    local n = #(s.runs or {})
     for _, m in ipairs(s.means or {}) do
       by[m.model] = m
-      out[#out + 1] = string.format("For %s, averaged over layers, cos(y_i,v_i) before the projection is %s and cos(z_i,v_i) after it is %s (%s of the bias removed).",
-        names[m.model] or m.model, f4(m.pre), f4(m.post),
-        finite(m.removed_pct) and string.format("%.1f%%", m.removed_pct) or "n/a")
+      out[#out + 1] = string.format("For %s, averaged over layers (positions ≥ 1%s), cos(y_i,v_i) before the projection is %s%s and cos(z_i,v_i) after it is %s%s (%s of the bias removed); over all positions %s and %s.",
+        names[m.model] or m.model, n > 1 and string.format(", mean over %d seeds", n) or "", f4(m.pre), ci(m.pre_ci, "%.4f"),
+        f4(m.post), ci(m.post_ci, "%.4f"), finite(m.removed_pct) and string.format("%.1f%%", m.removed_pct) or "n/a",
+        f4(m.pre_all), f4(m.post_all))
     end
     if by.sa and by.xsa and finite(by.sa.pre) and finite(by.xsa.pre) then
       out[#out + 1] = string.format("Before the projection, trained XSA's mean cos(y_i,v_i) is %s trained SA's (%s vs %s).",
@@ -271,26 +347,48 @@ parts.part5 = {
 parts.part6 = {
   title = "Part 6: how much projection (λ sweep)",
   command = "xsa scripts/part6_lambda_sweep.lua",
-  about = "One initialisation for every λ; each XSA(λ) model is trained against its own SA baseline cloned " ..
-    "from that initialisation, on the same batches. The left panel is the paired improvement in percent " ..
-    "of the final validation loss; the right panel the remaining self-value bias (mean cos(z_i, v_i)) of " ..
-    "the trained models.",
+  paper = "not in the paper: an extension (partial XSA, 0 < λ < 1)",
+  about = "One initialisation per seed for every λ; each XSA(λ) model is trained against its own SA baseline " ..
+    "cloned from that initialisation, on the same batches. The left panel is the paired improvement in percent " ..
+    "of the final validation loss; the right panel the remaining self-value bias (mean cos(z_i, v_i) over " ..
+    "layers and positions ≥ 1, on 3 validation batches of the first 80,000 tokens) of the trained models. " ..
+    "Each λ's trained XSA model and the seed's SA baseline are kept as checkpoints.",
+  explain = {"The question: is removing the whole component (λ = 1) best, or does keeping part of it help? " ..
+    "Any λ lowers the post-projection alignment roughly in proportion; whether the loss follows is what the " ..
+    "left panel measures."},
   words = function(s)
     local runs = (s.result or {}).runs or {}
     local out = {}
     local best
     for _, r in ipairs(runs) do
-      out[#out + 1] = string.format("λ = %g: improvement %s, XSA mean cos(z,v) %s (SA baseline %s).", r.lambda,
-        pct(r.improvement_pct), f4(r.xsa_post_cos), f4(r.sa_post_cos))
+      local st = r.stats
+      if st and st.n and st.n > 1 then
+        out[#out + 1] = string.format("λ = %g: %s; XSA lower in %d of %d seeds; XSA mean cos(z,v) %s%s (SA baseline %s).",
+          r.lambda, st.verdict, st.k_xsa_lower, st.n, f4(r.xsa_post_cos), ci(r.xsa_post_cos_ci, "%.4f"), f4(r.sa_post_cos))
+      else
+        out[#out + 1] = string.format("λ = %g: improvement %s, XSA mean cos(z,v) %s (SA baseline %s).", r.lambda,
+          pct(r.improvement_pct), f4(r.xsa_post_cos), f4(r.sa_post_cos))
+      end
       if finite(r.improvement_pct) and (not best or r.improvement_pct > best.improvement_pct) then best = r end
     end
     if best then
-      out[#out + 1] = string.format("The largest paired improvement in this sweep is %s at λ = %g.",
-        pct(best.improvement_pct), best.lambda)
+      local st = best.stats
+      out[#out + 1] = string.format("The largest %s paired improvement in this sweep is %s at λ = %g%s.",
+        st and st.n and st.n > 1 and "mean" or "", pct(best.improvement_pct), best.lambda,
+        st and st.t_lo and string.format(" (95%% t interval %+.2f to %+.2f)", st.t_lo, st.t_hi) or " (one seed: no interval)")
     end
     return out
   end,
 }
+
+-- Why XSA could help, in a few sentences (the report's closing section).
+M.why = {"Why it could work: the residual connection already hands each token's own representation to the MLP " ..
+  "and the next layer. Restricting the attention output to what is orthogonal to the token's own value makes " ..
+  "attention contribute only what the residual path does not already carry: context from other tokens. The split " ..
+  "is a division of labour (attention for context, the MLP for the token itself) obtained by removing a redundant " ..
+  "direction, not by adding capacity, which is why it costs no parameter.",
+  "Whether that shows up as a lower loss in models this small is an empirical question: the verdicts above, with " ..
+  "their intervals over seeds, are the answer this study gives."}
 
 M.parts = parts
 M.order = {"part1", "part2", "part3", "part4", "part5", "part6"}
@@ -302,7 +400,7 @@ h1{font-size:1.7em}h2{border-bottom:2px solid #2471A3;padding-bottom:.2em;margin
 table{border-collapse:collapse;margin:.8em 0;font-size:.92em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}table.cfg td{text-align:left;font-family:monospace}
 .sa{color:#E74C3C;font-weight:bold}.xsa{color:#2471A3;font-weight:bold}.missing{color:#a00}
-.numbers li{margin:.2em 0}table.samples td{text-align:left;vertical-align:top;max-width:30em}code{background:#f4f4f4;padding:0 .2em}details{margin:.6em 0}
+.numbers li{margin:.2em 0}.paper{color:#555;font-style:italic}.explain{background:#f7f9fb;border-left:3px solid #2471A3;padding:.3em .7em}.cap{color:#333;font-size:1.1em}pre{background:#f4f4f4;padding:.5em;overflow-x:auto}table.samples td{text-align:left;vertical-align:top;max-width:30em}code{background:#f4f4f4;padding:0 .2em}details{margin:.6em 0}
 ]]
 
 -- Builds the HTML. o: {out = results folder, plots = figures folder,
@@ -324,7 +422,15 @@ function M.build(o)
     else
       info.present[#info.present + 1] = key
       body[#body + 1] = string.format('<h2 id="%s">%s</h2>', key, esc(part.title))
+      if part.paper then body[#body + 1] = '<p class="paper">Reproduces: ' .. esc(part.paper) .. ".</p>" end
       body[#body + 1] = "<p>" .. esc(part.about) .. "</p>"
+      for _, e in ipairs(part.explain or {}) do
+        if type(e) == "table" then
+          body[#body + 1] = "<pre><code>" .. esc(e.code) .. "</code></pre>"
+        else
+          body[#body + 1] = '<p class="explain">' .. esc(e) .. "</p>"
+        end
+      end
       local ok, words = pcall(part.words, s)
       if ok and #words > 0 then
         local li = {}
@@ -348,8 +454,10 @@ function M.build(o)
     "<p>XSA changes one thing in attention: after Y = softmax(QKᵀ/√d + causal mask)·V, it removes from " ..
       "each token's output the component along that token's own value vector, Z = Y − λ(Y·V̂)V̂ " ..
       "(λ = 1: full XSA, λ = 0: SA), and passes Z to the output projection. This page gathers the " ..
-      "results of the study's scripts as they were last run; every sentence below is computed from those " ..
-      'numbers. Colours: <span class="sa">SA red</span>, <span class="xsa">XSA blue</span>.</p>',
+      "results of the study's scripts as they were last run: every sentence in the lists of results is computed " ..
+      "from those numbers (the shaded paragraphs explain the idea of each part). A verdict over seeds is decided " ..
+      "by the 95% t interval of the mean improvement 100·(SA − XSA)/SA: \"inconclusive\" when it contains 0. " ..
+      'Colours: <span class="sa">SA red</span>, <span class="xsa">XSA blue</span>.</p>',
     string.format("<p>Generated %s from <code>%s</code>.</p>", os.date("!%Y-%m-%d %H:%M UTC"), esc(o.out)),
   }
   if #info.missing > 0 then
@@ -362,6 +470,8 @@ function M.build(o)
     end
     head[#head + 1] = '<div class="missing"><p>Missing parts:</p><ul>' .. table.concat(li) .. "</ul></div>"
   end
+  body[#body + 1] = '<h2 id="why">Why it works, and what is measured here</h2>'
+  for _, w in ipairs(M.why) do body[#body + 1] = "<p>" .. esc(w) .. "</p>" end
   local html = table.concat(head, "\n") .. "\n" .. table.concat(body, "\n") .. "\n</body></html>\n"
   return html, info
 end

@@ -32,7 +32,14 @@ function M.options(d, extra, skip)
     {"n-layer", "int", d.n_layer or 2, "transformer blocks"},
     {"d-model", "int", d.d_model or 128, "model width"},
     {"n-head", "int", d.n_head or 2, "attention heads"},
-    {"seed", "int", d.seed or 0, "seed of the initial weights and of the batch order"},
+    {"seed", "int", d.seed or 0, "seed of the initial weights and of the batch order (one paired run)"},
+    {"seeds", "string", nil, "seed replication: N (seeds 0..N-1) or a list (3,7,11); each seed an independent " ..
+      "paired run, summarised with a 95% interval", check = function(v) return M.parse_seeds(v) ~= nil, select(2, M.parse_seeds(v)) end},
+    {"data-seed", "int", nil, "hold the batch order at this seed while the initial weights follow each seed"},
+    {"init-seed", "int", nil, "hold the initial weights at this seed while the batch order follows each seed"},
+    {"jobs", "int", 1, "seeds trained side by side, each in its own process with 1 BLAS thread (--seeds)",
+      check = function(v) return v >= 1, "must be at least 1" end},
+    {"worker", "bool", false, "internal (--jobs): train the one seed of --seeds, then exit"},
     {"threads", "int", d.threads or 0, "BLAS/engine threads (0: leave as is)"},
     {"out", "string", "cache", "results folder (JSON, checkpoints, cache entries)"},
     {"plots", "string", "plots", "figures folder"},
@@ -53,10 +60,64 @@ function M.options(d, extra, skip)
   return o
 end
 
+-- The seeds of --seeds: "N" is seeds 0..N-1, "a,b,c" (a comma) is that
+-- list. Returns the list, or nil and why.
+function M.parse_seeds(s)
+  s = tostring(s)
+  local function bad(why) return nil, why .. " (--seeds N runs seeds 0..N-1; --seeds 3,7,11 those seeds)" end
+  if not s:find(",", 1, true) then
+    local n = math.tointeger(tonumber(s))
+    if not n or n < 1 then return bad(string.format("'%s' is not a positive number of seeds", s)) end
+    if n > 10000 then return bad(string.format("%d seeds is more than 10000", n)) end
+    local out = {}
+    for i = 1, n do out[i] = i - 1 end
+    return out
+  end
+  local out, seen = {}, {}
+  for item in s:gmatch("[^,]+") do
+    local v = math.tointeger(tonumber(item))
+    if not v or v < 0 then return bad(string.format("'%s' is not a seed (an integer >= 0)", item)) end
+    if seen[v] then return bad(string.format("seed %d is given twice", v)) end
+    seen[v] = true
+    out[#out + 1] = v
+  end
+  if #out == 0 then return bad("no seed given") end
+  return out
+end
+
+-- The seeds a run replicates over (opts.seed_list): --seeds, else --seed
+-- alone. --seed together with --seeds, or --data-seed together with
+-- --init-seed over several seeds (nothing would vary), is an error.
+function M.seed_list(opts)
+  if opts.seeds == nil then return {opts.seed or 0} end
+  local given = opts.given or {}
+  if given.seed then return nil, "give --seed S (one seed) or --seeds (several), not both" end
+  local list, why = M.parse_seeds(opts.seeds)
+  if not list then return nil, why end
+  if #list > 1 and opts.data_seed and opts.init_seed then
+    return nil, "--data-seed and --init-seed together leave nothing to vary between seeds"
+  end
+  return list
+end
+
+-- The seeds of the batch order and of the initial weights for seed s.
+function M.seeds_of(opts, s)
+  return opts.data_seed or s, opts.init_seed or s
+end
+
 -- Settings after parsing: threads, absolute folders relative to the root
--- for the defaults and to the working directory for user-given paths.
+-- for the defaults and to the working directory for user-given paths, the
+-- seed list (opts.seed_list).
 function M.setup(opts)
   local xsa = xsa_lib()
+  if opts.seeds ~= nil or opts.seed ~= nil then
+    local list, why = M.seed_list(opts)
+    if not list then
+      io.stderr:write(why, "\n")
+      os.exit(2)
+    end
+    opts.seed_list = list
+  end
   if opts.threads and opts.threads > 0 then xsa.set_threads(opts.threads) end
   local root = sys.abspath(sys.root())
   local function place(key, default)
@@ -76,11 +137,29 @@ function M.setup(opts)
   return opts
 end
 
--- The data part of a configuration (what defines the loaders).
-function M.data_config(opts, seq_len, batch)
+-- The data part of a configuration (what defines the loaders); `seed` is
+-- the seed of the batch order (default --seed).
+function M.data_config(opts, seq_len, batch, seed)
   return {
     max_tokens = opts.max_tokens, seq_len = seq_len or opts.seq_len, batch_size = batch or opts.batch,
-    val_frac = opts.val_frac, seed = opts.seed,
+    val_frac = opts.val_frac, seed = seed or opts.seed,
+  }
+end
+
+-- The probe set of parts 5 and 6: the validation windows of the first
+-- --probe-tokens tokens in batches of --probe-batch (the notebook probes an
+-- 80k-token set in batches of 16, whatever the training set was).
+function M.probe_data_config(opts, seq_len)
+  return {max_tokens = opts.probe_tokens, seq_len = seq_len or opts.seq_len, batch_size = opts.probe_batch,
+    val_frac = opts.val_frac, seed = 0, split = "val"}
+end
+
+-- The options of a probe set (parts 5 and 6).
+function M.probe_options(batches)
+  return {
+    {"probe-batches", "int", batches, "validation batches of the probe set each probe averages over"},
+    {"probe-tokens", "int", 80000, "tokens of the probe set (its validation windows are probed)"},
+    {"probe-batch", "int", 16, "sequences per probe batch"},
   }
 end
 
@@ -90,7 +169,7 @@ function M.loaders(dc)
   local t0 = os.time()
   local train, val = xsa.data.tinystories{
     max_tokens = dc.max_tokens, seq_len = dc.seq_len, batch = dc.batch_size,
-    val_fraction = dc.val_frac, seed = dc.seed,
+    val_fraction = dc.val_frac, seed = dc.seed or 0,
   }
   if os.time() - t0 > 2 then
     io.stderr:write(string.format("data: ready in %ds\n", os.time() - t0))
@@ -102,11 +181,12 @@ function M.loaders(dc)
   return train, val
 end
 
--- The model part of a configuration.
-function M.model_config(opts, seq_len)
+-- The model part of a configuration; `seed` is the seed of the initial
+-- weights (default --seed).
+function M.model_config(opts, seq_len, seed)
   return {
     vocab = opts.vocab or 50257, n_layer = opts.n_layer, d_model = opts.d_model, n_head = opts.n_head,
-    seq_len = seq_len or opts.seq_len, seed = opts.seed,
+    seq_len = seq_len or opts.seq_len, seed = seed or opts.seed,
   }
 end
 
@@ -126,9 +206,11 @@ function M.new_pair(mc, lambda)
 end
 
 -- The training part of a configuration (what xsa.train.pair is given).
+-- final_point = "all": the last point of the validation curve is over the
+-- whole val set and is the final val loss (xsa.train.pair).
 function M.adam_config(opts)
   return {steps = opts.steps, lr = opts.lr, weight_decay = opts.weight_decay, eval_every = opts.eval_every,
-    eval_batches = opts.eval_batches}
+    eval_batches = opts.eval_batches, final_point = "all"}
 end
 
 -- The options of xsa.train.pair: the training part of a configuration
@@ -193,7 +275,8 @@ end
 -- outputs
 
 -- Saves a figure; prints where (or how to render it without gnuplot).
-function M.save_figure(fig, opts, name)
+-- `caption` (optional) is the sentence the report writes under it.
+function M.save_figure(fig, opts, name, caption)
   local path = opts.plots .. "/" .. name .. "." .. opts.format
   local out, msg = fig:save(path, {format = opts.format})
   if out then
@@ -202,7 +285,7 @@ function M.save_figure(fig, opts, name)
   else
     io.stderr:write("figure not rendered: ", msg, "\n")
   end
-  return {name = name, path = path, gp = opts.plots .. "/" .. name .. ".gp", rendered = out ~= nil}
+  return {name = name, path = path, gp = opts.plots .. "/" .. name .. ".gp", rendered = out ~= nil, caption = caption}
 end
 
 -- The summary of a part's latest run (what the report reads).
@@ -256,6 +339,185 @@ function M.improvement_bars(panel, xs, vals, width)
   if #nx > 0 then panel:bars(nx, ny, {color = plot.colors.sa, barwidth = width, values = "%+.2f%%", label = "SA's loss lower"}) end
 end
 
+----------------------------------------------------------------------------
+-- across seeds
+
+local function stats_lib() return require "xsa.stats" end
+
+-- The mean of a list of numbers with its 95% t interval (lo, hi nil for one
+-- value): {n=, mean=, sd=, lo=, hi=}. Non-finite values are left out.
+function M.mean_ci(values, level)
+  local stats = stats_lib()
+  local xs = {}
+  for _, v in ipairs(values) do if numbers.finite(v) then xs[#xs + 1] = v end end
+  if #xs == 0 then return {n = 0} end
+  local out = {n = #xs, mean = stats.mean(xs)}
+  if #xs > 1 then
+    out.sd = stats.sd(xs)
+    out.lo, out.hi = stats.t_interval(xs, level)
+  end
+  return out
+end
+
+-- A curve across seeds: runs[i][model][kind] (kind "val" or "train") at the
+-- evaluation points runs[1].steps; per point the mean over seeds and its 95%
+-- t interval. Returns steps, mean, lo, hi (lo/hi NaN for one seed).
+function M.curve_band(runs, model, kind)
+  local steps, mean, lo, hi = {}, {}, {}, {}
+  for i, step in ipairs(runs[1].steps) do
+    local vals = {}
+    for _, r in ipairs(runs) do vals[#vals + 1] = r[model][kind][i] end
+    local c = M.mean_ci(vals)
+    steps[i], mean[i] = step, c.mean or 0 / 0
+    lo[i], hi[i] = c.lo or 0 / 0, c.hi or 0 / 0
+  end
+  return steps, mean, lo, hi
+end
+
+-- The paired comparison over seeds of the final val losses (lists by seed):
+-- xsa.stats.paired_summary (d = 100 (SA - XSA) / SA per seed; mean, sd, 95%
+-- t interval, bootstrap interval with 10,000 resamples drawn from seed 0,
+-- exact Wilcoxon and paired-t p-values, k_xsa_lower, verdict), plus
+-- `seeds` (the seeds, in the order of the lists).
+function M.paired_stats(sa, xsa_values, seeds)
+  local s = stats_lib().paired_summary(sa, xsa_values, {resamples = 10000, seed = 0})
+  s.seeds = seeds
+  return s
+end
+
+local function p_text(p) return numbers.finite(p) and (p < 0.001 and string.format("%.1e", p) or string.format("%.3f", p)) or "n/a" end
+
+-- The lines that state a paired comparison over seeds (printed by the
+-- scripts, written by the report): the verdict, then the numbers. `what`
+-- names the comparison ("final val loss"); `hint` adds, for one seed, how to
+-- get an interval.
+function M.stats_lines(s, what, hint)
+  local out = {}
+  what = what or "final val loss"
+  out[1] = string.format("verdict (%s, improvement = 100 (SA - XSA) / SA per seed): %s", what, s.verdict)
+  if s.n > 1 then
+    out[2] = string.format("mean %+.2f%% (sd %.2f) over %d seeds; 95%% t interval %+.2f to %+.2f; bootstrap (10,000 resamples) %+.2f to %+.2f; paired t p = %s, exact Wilcoxon p = %s; XSA lower in %d of %d seeds",
+      s.mean, s.sd or 0, s.n, s.t_lo, s.t_hi, s.boot_lo, s.boot_hi, p_text(s.p_t), p_text(s.p_wilcoxon),
+      s.k_xsa_lower, s.n)
+  elseif hint then
+    out[2] = "for a 95% interval run with --seeds 5 (five independent paired runs, about five times the time)"
+  end
+  return out
+end
+
+-- Values of one field of every seed's result as a list: pick(r) per run.
+function M.collect(runs, pick)
+  local out = {}
+  for i, r in ipairs(runs) do out[i] = pick(r) end
+  return out
+end
+
+-- Loss curves of SA and XSA (kind "train" or "val") of the results of one
+-- or more seeds into a panel. One seed: both curves with the gap between
+-- them shaded. Several: per model the mean over seeds with its 95% t band at
+-- each point, and each seed as a thin line.
+function M.loss_curves(panel, results, kind)
+  local plot = xsa_lib().plot
+  local N, r1 = #results, results[1]
+  if N == 1 then
+    panel:band(r1.steps, r1.sa[kind], r1.xsa[kind], {color = "#7D3C98", alpha = 0.18, label = "gap"})
+    panel:line(r1.steps, r1.sa[kind], {label = "SA", color = plot.colors.sa, points = true, pointsize = 0.7})
+    panel:line(r1.steps, r1.xsa[kind], {label = "XSA", color = plot.colors.xsa, points = true, pointsize = 0.7})
+    return
+  end
+  for _, m in ipairs{{"sa", "SA"}, {"xsa", "XSA"}} do
+    local steps, mean, lo, hi = M.curve_band(results, m[1], kind)
+    local color = plot.colors[m[1]]
+    panel:band(steps, lo, hi, {color = color, alpha = 0.2, label = m[2] .. " 95% band"})
+    for _, r in ipairs(results) do panel:line(r.steps, r[m[1]][kind], {color = color, width = 0.6}) end
+    panel:line(steps, mean, {label = m[2] .. " mean of " .. N .. " seeds", color = color, points = true, pointsize = 0.6})
+  end
+end
+
+-- The next panel of fig: each seed's improvement (dots), their mean with its
+-- 95% t interval (an error bar) and the verdict (st: paired_stats).
+function M.seed_improvement_panel(fig, st)
+  local plot = xsa_lib().plot
+  local lo, hi = math.min(0, st.t_lo, table.unpack(st.d)), math.max(0, st.t_hi, table.unpack(st.d))
+  local pad = (hi - lo) * 0.15 + 1e-9
+  local p = fig:panel{title = "improvement per seed, % (positive: XSA lower)", xlabel = "",
+    ylabel = "100 (SA - XSA) / SA", xrange = {0.4, 1.6}, yrange = {lo - pad, hi + 2 * pad},
+    xtics = {{"seeds", 0.85}, {"mean", 1.25}}, zero = true, key = "top left"}
+  local xs = {}
+  for i = 1, st.n do xs[i] = 0.7 + 0.3 * (i - 0.5) / st.n end
+  p:points(xs, st.d, {color = "#555555", pointsize = 1.1, label = "one seed"})
+  p:errorbars({1.25}, {st.mean}, {st.t_lo}, {st.t_hi}, {color = plot.colors.xsa, pointsize = 1.4, width = 2.5,
+    label = "mean, 95% t interval"})
+  p:text(0.03, 0.06, plot.escape(st.verdict), {graph = true, fontsize = 9})
+  return p
+end
+
+-- Improvement bars over seeds: per x the mean improvement (bar, blue where
+-- XSA's loss is lower, red where SA's is), its 95% t interval (error bar)
+-- and every seed's value (grey dots), labelled with the mean above the
+-- highest of them. `sts` are paired_stats per x. One seed: the bars alone.
+function M.improvement_bars_ci(panel, xs, sts, width)
+  local plot = xsa_lib().plot
+  local means = {}
+  for i, s in ipairs(sts) do means[i] = s.mean end
+  if sts[1] and sts[1].n == 1 then return M.improvement_bars(panel, xs, means, width) end
+  local px, py, nx, ny, zx, zy = {}, {}, {}, {}, {}, {}
+  for i, v in ipairs(means) do
+    if v > 0 then px[#px + 1] = xs[i]; py[#py + 1] = v
+    elseif v < 0 then nx[#nx + 1] = xs[i]; ny[#ny + 1] = v
+    else zx[#zx + 1] = xs[i]; zy[#zy + 1] = v end
+  end
+  if #zx > 0 then panel:bars(zx, zy, {color = plot.colors.untrained, barwidth = width, label = "mean: equal"}) end
+  if #px > 0 then panel:bars(px, py, {color = plot.colors.xsa, barwidth = width, alpha = 0.45, label = "mean: XSA's loss lower"}) end
+  if #nx > 0 then panel:bars(nx, ny, {color = plot.colors.sa, barwidth = width, alpha = 0.45, label = "mean: SA's loss lower"}) end
+  local dx, dy, lo, hi, top, texts = {}, {}, {}, {}, {}, {}
+  for i, s in ipairs(sts) do
+    local n = #s.d
+    local m = s.mean
+    for j, d in ipairs(s.d) do
+      dx[#dx + 1] = xs[i] - width * 0.3 + width * 0.6 * (j - 0.5) / n
+      dy[#dy + 1] = d
+      m = math.max(m, d)
+    end
+    lo[i], hi[i] = s.t_lo, s.t_hi
+    top[i] = math.max(m, s.t_hi or m)
+    texts[i] = string.format("%+.2f%%", s.mean)
+  end
+  panel:points(dx, dy, {color = "#444444", pointsize = 0.7, label = "one seed"})
+  panel:errorbars(xs, means, lo, hi, {color = "#222222", pointsize = 0.5, width = 2, label = "mean, 95% t interval"})
+  panel:labels(xs, top, texts, {offset = {0, 0.9}, fontsize = 9})
+end
+
+-- Points with 95% error bars over seeds at xs + offset: per x the mean of
+-- the seeds' values (lists), its t interval, and each seed's value as a
+-- small dot. One seed: the points alone. o: color, label, offset, line,
+-- dash, values (a format: each mean written above its interval), fontsize.
+function M.points_ci(panel, xs, per_x, o)
+  local px, mean, lo, hi, dx, dy, top, texts = {}, {}, {}, {}, {}, {}, {}, {}
+  local off = o.offset or 0
+  for i, vals in ipairs(per_x) do
+    local c = M.mean_ci(vals)
+    px[i], mean[i], lo[i], hi[i] = xs[i] + off, c.mean or 0 / 0, c.lo or 0 / 0, c.hi or 0 / 0
+    top[i] = c.hi or c.mean or 0 / 0
+    for _, v in ipairs(vals) do
+      dx[#dx + 1] = xs[i] + off
+      dy[#dy + 1] = v
+      if numbers.finite(v) and v > top[i] then top[i] = v end
+    end
+    texts[i] = o.values and numbers.finite(mean[i]) and string.format(o.values, mean[i]) or ""
+  end
+  if o.values then panel:labels(px, top, texts, {offset = {0, 0.7}, fontsize = o.fontsize or 8}) end
+  if o.line then panel:line(px, mean, {color = o.color, width = 1.5, dash = o.dash}) end
+  if #per_x[1] > 1 then
+    panel:points(dx, dy, {color = o.color, pointsize = 0.45, pointtype = 6})
+    panel:errorbars(px, mean, lo, hi, {color = o.color, label = o.label and (o.label .. " (mean, 95% t interval)"),
+      pointsize = 1, width = 2})
+  else
+    panel:points(px, mean, {color = o.color, label = o.label, pointsize = 1.2})
+  end
+  return mean, lo, hi
+end
+
 -- Mean of a per-layer metric over layers.
 function M.layer_mean(probe, key)
   local s, n = 0, 0
@@ -271,7 +533,8 @@ function M.probe(model, loader, n_batches)
   local p = xsa.no_grad(function() return model:probe(loader, n_batches) end)
   local out = {}
   for i, l in ipairs(p) do
-    out[i] = {value_cos = l.value_cos, self_attn = l.self_attn, pre_cos = l.pre_cos, post_cos = l.post_cos}
+    out[i] = {value_cos = l.value_cos, self_attn = l.self_attn, pre_cos = l.pre_cos, post_cos = l.post_cos,
+      pre_cos_pos1 = l.pre_cos_pos1, post_cos_pos1 = l.post_cos_pos1}
   end
   return out
 end

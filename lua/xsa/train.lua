@@ -15,7 +15,11 @@
 --   train[i]  the mean training loss of the steps since the previous point
 --             (each step's loss is the forward pass before that step's update);
 --             at step 0 the loss of the first training batch, before any update.
--- After the last step, final_val is the loss over the whole val set.
+-- The last point (the last step) is evaluated on the whole val set, not on
+-- the first eval_batches, and final_val is that point: the end of the
+-- validation curve is the number a table reports (opts.final_point =
+-- "subset" keeps the last point on eval_batches and evaluates final_val
+-- separately, as before).
 --
 -- The result is plain data (serialises to JSON):
 --   { status = "done" | "interrupted" | "nan",
@@ -152,7 +156,7 @@ M.loader_position = loader_position
 
 -- What must agree between a saved state and the run resuming it.
 local SAME = {"steps", "lr", "eval_every", "eval_batches", "val_batches", "train_batches", "batch_size", "seq_len",
-  "weight_decay", "eps"}
+  "weight_decay", "eps", "final_point"}
 
 function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   local xsa = xsa_lib()
@@ -174,6 +178,10 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   if type(lr) ~= "number" or not (lr > 0 and lr <= 3.4e38) then
     error("train.pair: lr must be a positive finite number", 2)
   end
+  local final_point = opts.final_point or "all"
+  if final_point ~= "all" and final_point ~= "subset" then
+    error("train.pair: final_point must be \"all\" or \"subset\"", 2)
+  end
   local names = opts.names or {"SA", "XSA"}
   local label = opts.label or "pair"
   local adam = {lr = lr, betas = opts.betas or {0.9, 0.999}, eps = opts.eps or 1e-8,
@@ -186,7 +194,7 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
     sa = {label = names[1], train = {}, val = {}, step_loss = {}},
     xsa = {label = names[2], train = {}, val = {}, step_loss = {}},
     config = {
-      steps = steps, lr = lr, eval_every = eval_every, eval_batches = eval_batches,
+      steps = steps, lr = lr, eval_every = eval_every, eval_batches = eval_batches, final_point = final_point,
       val_batches = nval, train_batches = train_loader:num_batches(),
       batch_size = bs, seq_len = T, weight_decay = adam.weight_decay,
       betas = adam.betas, eps = adam.eps,
@@ -272,8 +280,9 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   local function point(step, ...)
     local te = progress.now()
     local vals = {}
+    local n = (step == steps and final_point == "all") and nval or eval_batches
     for k = 1, 2 do
-      vals[k] = active[k] and M.evaluate(models[k], val_loader, eval_batches) or base.val[#result.steps + 1]
+      vals[k] = active[k] and M.evaluate(models[k], val_loader, n) or base.val[#result.steps + 1]
     end
     eval_time = eval_time + (progress.now() - te)
     local trains = {...}
@@ -417,7 +426,7 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
     for k = 1, 2 do
       if not active[k] then
         recs[k].final_val = base.final_val
-      elseif eval_batches == nval then
+      elseif eval_batches == nval or final_point == "all" then
         recs[k].final_val = recs[k].val[#recs[k].val]
       else
         recs[k].final_val = M.evaluate(models[k], val_loader, nval)
