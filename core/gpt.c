@@ -15,9 +15,12 @@
 #include <unistd.h>
 
 #include "ckd.h"
+#include <cblas.h>
+
 #include "fileio.h"
 #include "gpt.h"
 #include "optim.h"
+#include "pool.h"
 #include "safetensors.h"
 #include "system.h"
 
@@ -31,7 +34,7 @@ static const char *const layer_names[NPL] = {
     "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
 
 typedef struct {
-    float *ln1, *ln1m, *ln1r, *qkv, *y, *att, *z, *res2, *ln2, *ln2m, *ln2r, *fch, *fchg, *res3;
+    float *ln1, *ln1m, *ln1r, *qkv, *y, *att, *z, *res2, *ln2, *ln2m, *ln2r, *fch, *res3;
 } layer_acts;
 
 struct xsa_gpt {
@@ -50,11 +53,19 @@ struct xsa_gpt {
     size_t tokens_cap;
     int B, T;
     int have_targets;          /* the last forward can be differentiated */
-    int have_logits;
+    int have_logits;           /* lnf holds the last forward's rows (logits on demand) */
+    int have_acts;             /* la holds the last forward's activations */
     unsigned long gen;
     layer_acts *la;
-    float *encoded, *lnf, *lnfm, *lnfr, *logits, *probs, *pscale;
-    float *dres, *dA, *dqkv, *dfch, *dfchg, *ascratch;
+    float *encoded, *lnf, *lnfm, *lnfr;
+    /* the lm_head's gradient (dloss = 1), computed with the loss by the
+     * fused kernel and scaled into place by the backward: dlnf [N,C] in
+     * acts, pend_dw [V,C] from the pool (pool.h) until the backward */
+    float *dlnf, *pend_dw;
+    /* logits [B,T,V], only when asked for (xsa_gpt_logits) */
+    float *logits;
+    size_t logits_cap;         /* floats */
+    int logits_ready;
 };
 
 /* ---- configuration ---------------------------------------------------- */
@@ -258,7 +269,17 @@ void xsa_gpt_free(xsa_gpt *m)
     xsa_storage_free(m->gstore);
     free(m->acts);
     free(m->tokens);
+    free(m->logits);
+    xsa_pool_put(m->pend_dw);
     free(m);
+}
+
+/* Gives the pending lm_head gradient back to the pool (no backward will
+ * use it). */
+static void release_pending(xsa_gpt *m)
+{
+    xsa_pool_put(m->pend_dw);
+    m->pend_dw = NULL;
 }
 
 xsa_gpt *xsa_gpt_clone(const xsa_gpt *m, xsa_attention attention, double lambda)
@@ -285,6 +306,7 @@ int xsa_gpt_copy_from(xsa_gpt *dst, const xsa_gpt *src)
     xsa_storage_bump_version(dst->pstore); /* the parameters changed in place */
     dst->gen++;
     dst->have_targets = 0;
+    release_pending(dst);
     return 0;
 }
 
@@ -298,6 +320,7 @@ int xsa_gpt_set_attention(xsa_gpt *m, xsa_attention attention, double lambda)
     set_lambda(m);
     m->gen++;
     m->have_targets = 0;
+    release_pending(m);
     return 0;
 }
 
@@ -308,7 +331,8 @@ float *xsa_gpt_params_data(const xsa_gpt *m) { return m->pstore->data; }
 float *xsa_gpt_grads_data(const xsa_gpt *m) { return m->gstore->data; }
 size_t xsa_gpt_activation_bytes(const xsa_gpt *m)
 {
-    return m->acts_cap * sizeof(float) + m->tokens_cap * sizeof(int32_t);
+    return m->acts_cap * sizeof(float) + m->tokens_cap * sizeof(int32_t) +
+           m->logits_cap * sizeof(float);
 }
 unsigned long xsa_gpt_generation(const xsa_gpt *m) { return m->gen; }
 
@@ -362,14 +386,15 @@ static int ensure_acts(xsa_gpt *m, int B, int T)
     int bad = 0;
     size_t NC = mulz(N, C, &bad), att = mulz(mulz(mulz((size_t)B, NH, &bad), (size_t)T, &bad),
                                              (size_t)T, &bad);
-    /* per layer: 20 N*C (17 used: ln1 qkv y z res2 ln2 fch fchg res3), 4 N, the weights */
-    size_t per_layer = addz(addz(mulz(NC, 20, &bad), mulz(N, 4, &bad), &bad), att, &bad);
-    size_t att_scr = xsa_nn_attention_scratch_floats(B, T, (int)C, (int)NH);
+    /* per layer: 16 N*C (ln1, qkv 3, y, z, res2, ln2, fch 4, res3), 4 N, the weights.
+     * gelu(fch) is not kept (the backward recomputes it); no [N,V] buffer: the
+     * loss runs over chunks of rows (xsa_nn_lmhead_ce) and the backward's
+     * scratch comes from the pool (backward_floats) */
+    size_t per_layer = addz(addz(mulz(NC, 16, &bad), mulz(N, 4, &bad), &bad), att, &bad);
     size_t total = NC;                                            /* encoded */
     total = addz(total, mulz(L, per_layer, &bad), &bad);
     total = addz(total, addz(NC, mulz(N, 2, &bad), &bad), &bad);  /* lnf */
-    total = addz(total, addz(mulz(mulz(N, V, &bad), 2, &bad), N, &bad), &bad); /* logits probs pscale */
-    total = addz(total, addz(mulz(NC, 13, &bad), att_scr, &bad), &bad);        /* backward */
+    total = addz(total, NC, &bad);                                /* dlnf */
     char what[96];
     snprintf(what, sizeof what, "the activations of a %dx%d batch", B, T);
     if (bad || total > SIZE_MAX / sizeof(float)) return xsa_error("gpt: %s overflow", what);
@@ -412,21 +437,12 @@ static int ensure_acts(xsa_gpt *m, int B, int T)
         TAKE(a->ln2m, N);
         TAKE(a->ln2r, N);
         TAKE(a->fch, N * 4 * C);
-        TAKE(a->fchg, N * 4 * C);
         TAKE(a->res3, N * C);
     }
     TAKE(m->lnf, N * C);
     TAKE(m->lnfm, N);
     TAKE(m->lnfr, N);
-    TAKE(m->logits, N * V);
-    TAKE(m->probs, N * V);
-    TAKE(m->pscale, N);
-    TAKE(m->dres, N * C);
-    TAKE(m->dA, N * C);
-    TAKE(m->dqkv, N * 3 * C);
-    TAKE(m->dfch, N * 4 * C);
-    TAKE(m->dfchg, N * 4 * C);
-    TAKE(m->ascratch, att_scr);
+    TAKE(m->dlnf, N * C);
 #undef TAKE
     (void)p;
     return 0;
@@ -457,10 +473,14 @@ static int check_batch(const xsa_gpt *m, const int32_t *inputs, int B, int T)
 }
 
 /* Embedding and blocks. probe (or NULL) receives per-layer statistics; with
- * probe_only the last block's MLP is skipped (the probe does not need it). */
-static void run_blocks(xsa_gpt *m, int B, int T, double *probe, int probe_only)
+ * probe_only the last block's MLP is skipped (the probe does not need it).
+ * gelu(fch) goes through a scratch buffer from the pool: the backward
+ * recomputes it. */
+static int run_blocks(xsa_gpt *m, int B, int T, double *probe, int probe_only)
 {
     int C = m->cfg.d_model, NH = m->cfg.n_head, L = m->cfg.n_layer, N = B * T;
+    float *fchg = xsa_pool_get((size_t)N * 4 * C);
+    if (!fchg) return -1;
     xsa_nn_embedding_forward(m->encoded, m->tokens, P(m, 0), P(m, 1), B, T, C);
     for (int l = 0; l < L; l++) {
         layer_acts *a = &m->la[l];
@@ -474,10 +494,12 @@ static void run_blocks(xsa_gpt *m, int B, int T, double *probe, int probe_only)
         xsa_nn_residual_forward(a->res2, a->res2, x, (size_t)N * C);
         xsa_nn_layernorm_forward(a->ln2, a->ln2m, a->ln2r, a->res2, P(m, LI(l, LN2W)), P(m, LI(l, LN2B)), N, C);
         xsa_nn_linear_forward(a->fch, a->ln2, P(m, LI(l, FCW)), P(m, LI(l, FCB)), N, C, 4 * C);
-        xsa_nn_gelu_forward(a->fchg, a->fch, (size_t)N * 4 * C);
-        xsa_nn_linear_forward(a->res3, a->fchg, P(m, LI(l, FPW)), P(m, LI(l, FPB)), N, 4 * C, C);
+        xsa_nn_gelu_forward(fchg, a->fch, (size_t)N * 4 * C);
+        xsa_nn_linear_forward(a->res3, fchg, P(m, LI(l, FPW)), P(m, LI(l, FPB)), N, 4 * C, C);
         xsa_nn_residual_forward(a->res3, a->res3, a->res2, (size_t)N * C);
     }
+    xsa_pool_put(fchg);
+    return 0;
 }
 
 static int forward(xsa_gpt *m, const int32_t *inputs, const int32_t *targets, int B, int T,
@@ -496,6 +518,58 @@ int xsa_gpt_eval_loss(xsa_gpt *m, const int32_t *inputs, const int32_t *targets,
     return forward(m, inputs, targets, B, T, loss, 0);
 }
 
+/* Floats of the embedding-and-blocks working set of an evaluation (every
+ * layer reuses it; nothing is kept for a backward). */
+static size_t eval_floats(const xsa_gpt *m, int B, int T)
+{
+    size_t C = (size_t)m->cfg.d_model, NH = (size_t)m->cfg.n_head, N = (size_t)B * T;
+    return N * C * 12 + 2 * N + (size_t)B * NH * T * T;
+}
+
+/* Embedding, blocks and ln_f for a loss alone, in the working set w
+ * (eval_floats): returns ln_f's output rows [N,C] (inside w). The same
+ * kernels in the same order as run_blocks, so the loss is the same. */
+static float *run_blocks_eval(xsa_gpt *m, const int32_t *inputs, int B, int T, float *w)
+{
+    int C = m->cfg.d_model, NH = m->cfg.n_head, L = m->cfg.n_layer, N = B * T;
+    size_t NC = (size_t)N * C;
+    float *x = w, *x2 = x + NC, *ln = x2 + NC, *mean = ln + NC, *rstd = mean + N;
+    float *qkv = rstd + N, *y = qkv + 3 * NC, *z = y + NC, *fch = z + NC, *att = fch + 4 * NC;
+    xsa_nn_embedding_forward(x, inputs, P(m, 0), P(m, 1), B, T, C);
+    for (int l = 0; l < L; l++) {
+        xsa_nn_layernorm_forward(ln, mean, rstd, x, P(m, LI(l, LN1W)), P(m, LI(l, LN1B)), N, C);
+        xsa_nn_linear_forward(qkv, ln, P(m, LI(l, QKVW)), P(m, LI(l, QKVB)), N, C, 3 * C);
+        xsa_nn_attention_forward(z, y, att, qkv, B, T, C, NH, m->lambda_eff, NULL);
+        xsa_nn_linear_forward(x2, z, P(m, LI(l, APW)), P(m, LI(l, APB)), N, C, C);
+        xsa_nn_residual_forward(x2, x2, x, NC); /* res2 */
+        xsa_nn_layernorm_forward(ln, mean, rstd, x2, P(m, LI(l, LN2W)), P(m, LI(l, LN2B)), N, C);
+        xsa_nn_linear_forward(fch, ln, P(m, LI(l, FCW)), P(m, LI(l, FCB)), N, C, 4 * C);
+        xsa_nn_gelu_forward(fch, fch, NC * 4);
+        xsa_nn_linear_forward(x, fch, P(m, LI(l, FPW)), P(m, LI(l, FPB)), N, 4 * C, C);
+        xsa_nn_residual_forward(x, x, x2, NC); /* res3, the next layer's input */
+    }
+    int lf = 2 + L * NPL;
+    xsa_nn_layernorm_forward(ln, mean, rstd, x, P(m, lf), P(m, lf + 1), N, C);
+    return ln;
+}
+
+/* The mean cross-entropy of the logits lnf wte^T against targets, through
+ * the fused, chunked lm_head (nn.h); with dlnf and dw also its gradient. */
+static int lm_loss(xsa_gpt *m, const float *lnf, const int32_t *targets, int N, float *dlnf,
+                   float *dw, float *loss)
+{
+    int C = m->cfg.d_model, V = m->cfg.vocab;
+    int R = xsa_nn_lmhead_rows(N, V);
+    float *s = xsa_pool_get(xsa_nn_lmhead_ce_scratch_floats(N, C, V, R, 0));
+    if (!s) return -1;
+    double l = 0.0;
+    int rc = xsa_nn_lmhead_ce(&l, dlnf, dw, NULL, s, lnf, P(m, 0), targets, N, C, V, R,
+                              xsa_threads(), NULL);
+    xsa_pool_put(s);
+    if (rc == 0 && loss) *loss = (float)l;
+    return rc;
+}
+
 static int forward(xsa_gpt *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                    float *loss, int save)
 {
@@ -505,27 +579,68 @@ static int forward(xsa_gpt *m, const int32_t *inputs, const int32_t *targets, in
     m->gen++;
     m->have_targets = 0;
     m->have_logits = 0;
-    if (ensure_acts(m, B, T) != 0) return -1;
+    m->logits_ready = 0;
     int C = m->cfg.d_model, V = m->cfg.vocab, L = m->cfg.n_layer, N = B * T;
+    if (targets) {
+        /* a training or evaluation run: the logits are not wanted */
+        free(m->logits);
+        m->logits = NULL;
+        m->logits_cap = 0;
+    }
+    if (targets && !save) {
+        /* evaluation: no activations kept, one working set for every layer */
+        release_pending(m);
+        m->have_acts = 0;
+        float *w = xsa_pool_get(eval_floats(m, B, T));
+        if (!w) return -1;
+        float *lnf = run_blocks_eval(m, inputs, B, T, w);
+        int rc = lm_loss(m, lnf, targets, N, NULL, NULL, loss);
+        xsa_pool_put(w);
+        return rc;
+    }
+    if (!targets) release_pending(m);
+    if (ensure_acts(m, B, T) != 0) return -1;
     m->B = B;
     m->T = T;
     memcpy(m->tokens, inputs, (size_t)N * sizeof(int32_t));
     if (targets) memcpy(m->tokens + N, targets, (size_t)N * sizeof(int32_t));
-    run_blocks(m, B, T, NULL, 0);
+    if (run_blocks(m, B, T, NULL, 0) != 0) return -1;
+    m->have_acts = 1;
     int lf = 2 + L * NPL;
     xsa_nn_layernorm_forward(m->lnf, m->lnfm, m->lnfr, m->la[L - 1].res3, P(m, lf), P(m, lf + 1), N, C);
-    xsa_nn_lmhead_forward(m->logits, m->lnf, P(m, 0), N, C, V);
     m->have_logits = 1;
-    if (targets) {
-        double l = xsa_nn_crossentropy_forward(save ? m->probs : NULL, save ? m->pscale : NULL,
-                                               NULL, m->logits, m->tokens + N, N, V, xsa_threads());
-        if (loss) *loss = (float)l;
-        m->have_targets = save;
-    }
+    if (!targets) /* logits asked for: computed now */
+        return xsa_gpt_logits(m) ? 0 : -1;
+    if (!m->pend_dw) m->pend_dw = xsa_pool_get((size_t)V * C);
+    if (!m->pend_dw) return -1;
+    if (lm_loss(m, m->lnf, m->tokens + N, N, m->dlnf, m->pend_dw, loss) != 0) return -1;
+    m->have_targets = 1;
     return 0;
 }
 
-const float *xsa_gpt_logits(const xsa_gpt *m) { return m->have_logits ? m->logits : NULL; }
+const float *xsa_gpt_logits(const xsa_gpt *cm)
+{
+    /* the logits are a cache of the last forward: computed on first use */
+    xsa_gpt *m = (xsa_gpt *)cm;
+    if (!m->have_logits) return NULL;
+    if (!m->logits_ready) {
+        size_t n = (size_t)m->B * m->T * (size_t)m->cfg.vocab;
+        if (n > m->logits_cap) {
+            free(m->logits);
+            m->logits = malloc(n * sizeof(float));
+            m->logits_cap = m->logits ? n : 0;
+            if (!m->logits) {
+                xsa_error("gpt: out of memory for the logits of batch %dx%d (%zu MB)", m->B, m->T,
+                          n * sizeof(float) >> 20);
+                return NULL;
+            }
+        }
+        xsa_nn_lmhead_forward(m->logits, m->lnf, P(m, 0), m->B * m->T, m->cfg.d_model,
+                              m->cfg.vocab);
+        m->logits_ready = 1;
+    }
+    return m->logits;
+}
 
 /* The bias gradient of c_attn, dqkv[N,3C] -> db[3C], without its key
  * third: adding a constant to every key shifts a row of scores by q.b, which
@@ -552,49 +667,60 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
      * twice by accident would double them silently */
     m->have_targets = 0;
     xsa_storage_bump_version(m->gstore); /* the gradients are added to in place */
-    memset(m->dA, 0, NC * sizeof(float));
-    /* scratch: dqkv ([N,3C]) is free until the blocks' backward */
-    xsa_nn_lmhead_ce_backward(m->dA, G(m, 0), m->dqkv, m->probs, m->pscale, m->tokens + N,
-                              m->lnf, P(m, 0), dloss, N, C, V);
+    /* scratch from the pool (shared with other models between steps) */
+    float *scr = xsa_pool_get(NC * 13 + xsa_nn_attention_scratch_floats(B, T, C, NH));
+    if (!scr) {
+        release_pending(m);
+        return -1;
+    }
+    float *dres = scr, *dA = dres + NC, *dqkv = dA + NC, *dfch = dqkv + 3 * NC;
+    float *dfchg = dfch + 4 * NC, *ascratch = dfchg + 4 * NC;
+    /* the lm_head and the loss: their gradient came with the forward
+     * (dloss = 1); scaled by dloss into place */
+    for (size_t i = 0; i < NC; i++) dA[i] = dloss * m->dlnf[i];
+    cblas_saxpy(V * C, dloss, m->pend_dw, 1, G(m, 0), 1);
+    release_pending(m);
     int lf = 2 + L * NPL;
-    memset(m->dres, 0, NC * sizeof(float));
-    xsa_nn_layernorm_backward(m->dres, G(m, lf), G(m, lf + 1), m->dA, m->la[L - 1].res3, P(m, lf),
+    memset(dres, 0, NC * sizeof(float));
+    xsa_nn_layernorm_backward(dres, G(m, lf), G(m, lf + 1), dA, m->la[L - 1].res3, P(m, lf),
                               m->lnfm, m->lnfr, N, C);
     for (int l = L - 1; l >= 0; l--) {
         layer_acts *a = &m->la[l];
         const float *x = l == 0 ? m->encoded : m->la[l - 1].res3;
         /* res3 = res2 + mlp(ln_2(res2)): dres flows to res2 unchanged */
-        memset(m->dfchg, 0, NC * 4 * sizeof(float));
-        xsa_nn_linear_backward(m->dfchg, G(m, LI(l, FPW)), G(m, LI(l, FPB)), m->dres, a->fchg,
+        xsa_nn_gelu_forward(dfch, a->fch, NC * 4); /* gelu(fch) again, in dfch's space */
+        memset(dfchg, 0, NC * 4 * sizeof(float));
+        xsa_nn_linear_backward(dfchg, G(m, LI(l, FPW)), G(m, LI(l, FPB)), dres, dfch,
                                P(m, LI(l, FPW)), N, 4 * C, C);
-        memset(m->dfch, 0, NC * 4 * sizeof(float));
-        xsa_nn_gelu_backward(m->dfch, a->fch, m->dfchg, NC * 4);
-        memset(m->dA, 0, NC * sizeof(float));
-        xsa_nn_linear_backward(m->dA, G(m, LI(l, FCW)), G(m, LI(l, FCB)), m->dfch, a->ln2,
+        memset(dfch, 0, NC * 4 * sizeof(float));
+        xsa_nn_gelu_backward(dfch, a->fch, dfchg, NC * 4);
+        memset(dA, 0, NC * sizeof(float));
+        xsa_nn_linear_backward(dA, G(m, LI(l, FCW)), G(m, LI(l, FCB)), dfch, a->ln2,
                                P(m, LI(l, FCW)), N, C, 4 * C);
-        xsa_nn_layernorm_backward(m->dres, G(m, LI(l, LN2W)), G(m, LI(l, LN2B)), m->dA, a->res2,
+        xsa_nn_layernorm_backward(dres, G(m, LI(l, LN2W)), G(m, LI(l, LN2B)), dA, a->res2,
                                   P(m, LI(l, LN2W)), a->ln2m, a->ln2r, N, C);
         /* res2 = x + c_proj(attn(c_attn(ln_1(x)))) */
-        memset(m->dA, 0, NC * sizeof(float));
-        xsa_nn_linear_backward(m->dA, G(m, LI(l, APW)), G(m, LI(l, APB)), m->dres, a->z,
+        memset(dA, 0, NC * sizeof(float));
+        xsa_nn_linear_backward(dA, G(m, LI(l, APW)), G(m, LI(l, APB)), dres, a->z,
                                P(m, LI(l, APW)), N, C, C);
-        memset(m->dqkv, 0, NC * 3 * sizeof(float));
-        xsa_nn_attention_backward(m->dqkv, m->ascratch, m->dA, a->qkv, a->att, a->y, B, T, C, NH,
+        memset(dqkv, 0, NC * 3 * sizeof(float));
+        xsa_nn_attention_backward(dqkv, ascratch, dA, a->qkv, a->att, a->y, B, T, C, NH,
                                   m->lambda_eff);
-        memset(m->dA, 0, NC * sizeof(float));
-        xsa_nn_linear_backward(m->dA, G(m, LI(l, QKVW)), NULL, m->dqkv, a->ln1,
+        memset(dA, 0, NC * sizeof(float));
+        xsa_nn_linear_backward(dA, G(m, LI(l, QKVW)), NULL, dqkv, a->ln1,
                                P(m, LI(l, QKVW)), N, C, 3 * C);
-        qkv_bias_backward(G(m, LI(l, QKVB)), m->dqkv, N, C);
-        xsa_nn_layernorm_backward(m->dres, G(m, LI(l, LN1W)), G(m, LI(l, LN1B)), m->dA, x,
+        qkv_bias_backward(G(m, LI(l, QKVB)), dqkv, N, C);
+        xsa_nn_layernorm_backward(dres, G(m, LI(l, LN1W)), G(m, LI(l, LN1B)), dA, x,
                                   P(m, LI(l, LN1W)), a->ln1m, a->ln1r, N, C);
     }
-    xsa_nn_embedding_backward(G(m, 0), G(m, 1), m->dres, m->tokens, B, T, C);
+    xsa_nn_embedding_backward(G(m, 0), G(m, 1), dres, m->tokens, B, T, C);
+    xsa_pool_put(scr);
     return 0;
 }
 
 const float *xsa_gpt_activation(const xsa_gpt *m, int layer, const char *name)
 {
-    if (!m->acts || layer < 0 || layer >= m->cfg.n_layer) return NULL;
+    if (!m->acts || !m->have_acts || layer < 0 || layer >= m->cfg.n_layer) return NULL;
     const layer_acts *a = &m->la[layer];
     if (strcmp(name, "qkv") == 0) return a->qkv;
     if (strcmp(name, "z") == 0) return a->z;
@@ -610,11 +736,13 @@ int xsa_gpt_probe(xsa_gpt *m, const int32_t *inputs, int B, int T, double *out)
     m->gen++;
     m->have_targets = 0;
     m->have_logits = 0;
+    release_pending(m);
     if (ensure_acts(m, B, T) != 0) return -1;
     m->B = B;
     m->T = T;
     memcpy(m->tokens, inputs, (size_t)B * T * sizeof(int32_t));
-    run_blocks(m, B, T, out, 1);
+    if (run_blocks(m, B, T, out, 1) != 0) return -1;
+    m->have_acts = 1;
     return 0;
 }
 

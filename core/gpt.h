@@ -13,7 +13,12 @@
  * (wte.weight [V,C], wpe.weight [T,C], h.{i}.ln_1.weight, ...,
  * h.{i}.attn.c_attn.weight [C,3C] input-major, ..., ln_f.bias).
  * Activations live in buffers allocated for the largest B*T seen and reused:
- * a steady-state step allocates nothing.
+ * a steady-state step allocates nothing. No [B*T, V] buffer exists during
+ * training or evaluation: the lm_head, the log-softmax, the cross-entropy and
+ * its gradient run fused over chunks of rows (xsa_nn_lmhead_ce in nn.h), and
+ * the lm_head's gradient computed with the loss waits in a buffer of the
+ * process-wide pool (pool.h) until the backward, which also takes its scratch
+ * from the pool: two models trained in turn share those buffers.
  *
  * Example:
  *   xsa_gpt_config c; xsa_gpt_config_default(&c);
@@ -91,11 +96,18 @@ float *xsa_gpt_grads_data(const xsa_gpt *m);
  * *loss (may be NULL) gets the mean cross-entropy. */
 int xsa_gpt_forward(xsa_gpt *m, const int32_t *inputs, const int32_t *targets,
                     int B, int T, float *loss);
-/* The same forward and loss without saving what the backward needs (no
- * softmax buffer written: cheaper for evaluation). */
+/* The same loss (bit for bit) without saving anything for a backward: the
+ * blocks run in one working set from the pool and the lm_head in chunks,
+ * so an evaluation needs neither the activations nor the logits. Afterwards
+ * xsa_gpt_logits and xsa_gpt_activation return NULL until the next forward. */
 int xsa_gpt_eval_loss(xsa_gpt *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                       float *loss);
-/* Logits [B,T,V] of the last forward (valid until the next forward). */
+/* Logits [B,T,V] of the last xsa_gpt_forward (valid until the next forward).
+ * A forward without targets computes them; after a forward with targets
+ * they are computed on the first call (from the saved ln_f output) into a
+ * buffer that the next forward with targets frees. NULL when there is no
+ * forward to take them from, or (with an error) when that buffer cannot be
+ * allocated. */
 const float *xsa_gpt_logits(const xsa_gpt *m);
 /* Counts forwards; a loss's backward checks the model has not moved on. */
 unsigned long xsa_gpt_generation(const xsa_gpt *m);
@@ -104,7 +116,8 @@ unsigned long xsa_gpt_generation(const xsa_gpt *m);
 int xsa_gpt_backward(xsa_gpt *m, float dloss);
 void xsa_gpt_zero_grad(xsa_gpt *m);
 
-/* Saved activations of layer l from the last forward, for tests:
+/* Saved activations of layer l from the last xsa_gpt_forward or probe, for tests
+ * (NULL after xsa_gpt_eval_loss):
  * "qkv" [B,T,3C], "y" [B,T,C] (pre-projection; = z for SA), "z" [B,T,C],
  * "att" [B,NH,T,T]. NULL for an unknown name or layer. */
 const float *xsa_gpt_activation(const xsa_gpt *m, int layer, const char *name);

@@ -9,6 +9,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
@@ -17,6 +18,7 @@
 #include <immintrin.h>
 #endif
 
+#include "matmul_bf16.h"
 #include "nn.h"
 
 /* ---- embedding ---------------------------------------------------------- */
@@ -518,7 +520,7 @@ static double row_lse(const float *l, float *pr, int V, double *ssum)
 }
 
 typedef struct {
-    int task; /* 0 forward, 1 backward */
+    int task; /* 0 forward, 1 backward, 2 a chunk of the fused lm_head */
     int r0, r1, V, N;
     const float *logits;
     float *probs, *pscale, *losses, *dlogits;
@@ -526,11 +528,124 @@ typedef struct {
     const int32_t *targets;
     float dloss;
     double total;
+    float *chunk;      /* task 2: [rows,V] logits in, exponentials out (when grad) */
+    uint16_t *chunk16; /* task 2: or the exponentials as bf16 here (when non-NULL) */
+    int grad;          /* task 2: write exponentials and pscale[n] = dloss / sum */
 } ce_job;
+
+/* Task 2: columns r0..r1 of a transposed chunk of logits et[V][n] (the
+ * chunk's n rows of the batch are its columns): per column the log-sum-exp
+ * over the V entries and the loss; with grad also the exponentials
+ * exp(l - max) (in place, or as bf16 into chunk16[V][n]) and
+ * pscale[r] = dloss / sum. Sums are float over 64 entries, then double. */
+#define CE_COL_BLOCKS 16 /* 16-column blocks processed together (256 columns) */
+
+static void ce_cols(ce_job *j)
+{
+    int n = j->N, V = j->V;
+    float *et = j->chunk;
+    double total = 0.0;
+    /* groups of up to CE_COL_BLOCKS blocks of 16 columns; each pass goes
+     * down the rows of et once for the whole group */
+    for (int g0 = j->r0; g0 < j->r1; g0 += 16 * CE_COL_BLOCKS) {
+        int g1 = j->r1 - g0 < 16 * CE_COL_BLOCKS ? j->r1 : g0 + 16 * CE_COL_BLOCKS;
+        int nb = (g1 - g0 + 15) / 16;
+        float lt[16 * CE_COL_BLOCKS], mxs[16 * CE_COL_BLOCKS];
+        double sums[16 * CE_COL_BLOCKS];
+        for (int i = 0; i < g1 - g0; i++) lt[i] = et[(size_t)j->targets[g0 + i] * n + g0 + i];
+#if defined(__AVX512F__)
+        __mmask16 km[CE_COL_BLOCKS];
+        __m512 mx[CE_COL_BLOCKS], acc[CE_COL_BLOCKS];
+        __m512d s0[CE_COL_BLOCKS], s1[CE_COL_BLOCKS];
+        for (int b = 0; b < nb; b++) {
+            int w = g1 - (g0 + 16 * b) < 16 ? g1 - (g0 + 16 * b) : 16;
+            km[b] = (__mmask16)(w == 16 ? 0xffffu : (1u << w) - 1u);
+            mx[b] = _mm512_set1_ps(-INFINITY);
+            s0[b] = s1[b] = _mm512_setzero_pd();
+        }
+        for (int v = 0; v < V; v++) {
+            const float *row = et + (size_t)v * n + g0;
+            for (int b = 0; b < nb; b++)
+                mx[b] = _mm512_max_ps(mx[b], _mm512_maskz_loadu_ps(km[b], row + 16 * b));
+        }
+        for (int v0 = 0; v0 < V; v0 += 64) {
+            int v1 = V - v0 < 64 ? V : v0 + 64;
+            for (int b = 0; b < nb; b++) acc[b] = _mm512_setzero_ps();
+            for (int v = v0; v < v1; v++) {
+                float *row = et + (size_t)v * n + g0;
+                for (int b = 0; b < nb; b++) {
+                    __m512 e = _mm512_maskz_mov_ps(
+                        km[b], exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(km[b], row + 16 * b), mx[b])));
+                    if (j->grad) {
+                        if (j->chunk16) {
+                            __m512i u = _mm512_castps_si512(e);
+                            __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+                            u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+                            _mm256_mask_storeu_epi16(j->chunk16 + (size_t)v * n + g0 + 16 * b, km[b],
+                                                     _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
+                        } else {
+                            _mm512_mask_storeu_ps(row + 16 * b, km[b], e);
+                        }
+                    }
+                    acc[b] = _mm512_add_ps(acc[b], e);
+                }
+            }
+            for (int b = 0; b < nb; b++) {
+                s0[b] = _mm512_add_pd(s0[b], _mm512_cvtps_pd(_mm512_castps512_ps256(acc[b])));
+                s1[b] = _mm512_add_pd(s1[b], _mm512_cvtps_pd(_mm256_castpd_ps(
+                                                 _mm512_extractf64x4_pd(_mm512_castps_pd(acc[b]), 1))));
+            }
+        }
+        for (int b = 0; b < nb; b++) {
+            _mm512_storeu_ps(mxs + 16 * b, mx[b]);
+            _mm512_storeu_pd(sums + 16 * b, s0[b]);
+            _mm512_storeu_pd(sums + 16 * b + 8, s1[b]);
+        }
+#else
+        for (int i = 0; i < g1 - g0; i++) {
+            mxs[i] = -INFINITY;
+            sums[i] = 0.0;
+        }
+        for (int v = 0; v < V; v++) {
+            const float *row = et + (size_t)v * n + g0;
+            for (int i = 0; i < g1 - g0; i++)
+                if (row[i] > mxs[i]) mxs[i] = row[i];
+        }
+        for (int v = 0; v < V; v++) {
+            float *row = et + (size_t)v * n + g0;
+            for (int i = 0; i < g1 - g0; i++) {
+                float e = expf(row[i] - mxs[i]);
+                if (j->grad) {
+                    if (j->chunk16) {
+                        uint32_t u;
+                        memcpy(&u, &e, sizeof u);
+                        u += 0x7fffu + ((u >> 16) & 1u);
+                        j->chunk16[(size_t)v * n + g0 + i] = (uint16_t)(u >> 16);
+                    } else {
+                        row[i] = e;
+                    }
+                }
+                sums[i] += e;
+            }
+        }
+#endif
+        for (int i = 0; i < g1 - g0; i++) {
+            double loss = log(sums[i]) + mxs[i] - lt[i];
+            if (j->grad) j->pscale[g0 + i] = (float)(j->dloss / sums[i]);
+            if (j->losses) j->losses[g0 + i] = (float)loss;
+            total += loss;
+        }
+    }
+    j->total = total;
+}
 
 static void ce_rows(ce_job *j)
 {
     size_t V = (size_t)j->V;
+    if (j->task == 2) {
+        ce_cols(j);
+        return;
+    }
     if (j->task == 0) {
         double total = 0.0;
         for (int n = j->r0; n < j->r1; n++) {
@@ -585,6 +700,10 @@ static double ce_run(ce_job *proto, int nthreads)
         jobs[k] = *proto;
         jobs[k].r0 = (int)((long)N * k / nthreads);
         jobs[k].r1 = (int)((long)N * (k + 1) / nthreads);
+        if (proto->task == 2) { /* whole 16-column blocks per thread */
+            jobs[k].r0 = k == 0 ? 0 : (jobs[k].r0 + 15) / 16 * 16;
+            jobs[k].r1 = k == nthreads - 1 ? N : (jobs[k].r1 + 15) / 16 * 16;
+        }
         jobs[k].total = 0.0;
     }
     for (int k = 1; k < nthreads; k++)
@@ -667,4 +786,114 @@ void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
             for (int c = 0; c < C; c++) d[c] -= g * x[c];
         }
     }
+}
+
+/* ---- fused and chunked: lm_head + cross-entropy (+ gradient) ------------- */
+
+int xsa_nn_lmhead_rows(int N, int V)
+{
+    static int env = -1;
+    if (env < 0) {
+        const char *e = getenv("XSA_LMHEAD_ROWS");
+        int v = e ? atoi(e) : 0;
+        env = v > 0 ? v : 0;
+    }
+    int r = env;
+    if (r == 0) {
+        /* about 16 MB of logits per chunk: cache-sized, so the softmax and
+         * the two backward products read it from cache, not DRAM */
+        long want = (16L << 20) / ((long)(V > 0 ? V : 1) * (long)sizeof(float));
+        r = want < 16 ? 16 : want > 512 ? 512 : (int)want;
+        r = (r + 15) / 16 * 16;
+    }
+    return r < N ? r : N;
+}
+
+size_t xsa_nn_lmhead_ce_scratch_floats(int N, int C, int V, int rows, int bf16)
+{
+    size_t R = (size_t)(rows < N ? rows : N);
+    size_t f = R * V + R * C + R;            /* logits chunk, scaled rows, row scales */
+    if (bf16) f += (R * V + 2 * R * C) / 2 + 16; /* the chunk, rows and scaled rows in bf16 */
+    return f;
+}
+
+int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
+                     const float *inp, const float *wte, const int32_t *targets, int N, int C,
+                     int V, int rows, int nthreads, const xsa_nn_bf16 *bf)
+{
+    int grad = dinp && dwte;
+    int R = rows < N ? rows : N;
+    size_t RV = (size_t)R * V;
+    /* the chunk is held transposed, et[V][n]: OpenBLAS then packs wte as
+     * the cheaper operand in all three products */
+    float *et = scratch, *xs = scratch + RV, *scale = xs + (size_t)R * C;
+    uint16_t *et16 = NULL, *x16 = NULL, *xs16 = NULL;
+    if (bf) {
+        et16 = (uint16_t *)(scale + R);
+        x16 = et16 + RV;
+        xs16 = x16 + (size_t)R * C;
+    }
+    float g = 1.0f / (float)N;
+    double total = 0.0;
+    for (int r0 = 0; r0 < N; r0 += R) {
+        int n = N - r0 < R ? N - r0 : R;
+        const float *x = inp + (size_t)r0 * C;
+        /* et = wte x^T: [V,n] */
+        if (bf) {
+            xsa_bf16_from_f32(x16, x, (size_t)n * C);
+            if (xsa_bf16_gemm(bf->mm, 0, 1, V, n, C, bf->wte, C, x16, C, 0, et, n) != 0) return -1;
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, V, n, C, 1.0f, wte, C, x, C, 0.0f,
+                        et, n);
+        }
+        ce_job j = {0};
+        j.task = 2;
+        j.N = n;
+        j.V = V;
+        j.chunk = et;
+        j.chunk16 = et16;
+        j.grad = grad;
+        j.targets = targets + r0;
+        j.losses = losses ? losses + r0 : NULL;
+        j.pscale = scale;
+        j.dloss = g;
+        total += ce_run(&j, nthreads);
+        if (!grad) continue;
+        /* dinp rows = scale (e^T wte) - g wte[target] */
+        float *d = dinp + (size_t)r0 * C;
+        if (bf) {
+            if (xsa_bf16_gemm(bf->mm, 1, 0, n, C, V, et16, n, bf->wte, C, 0, d, C) != 0) return -1;
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, V, 1.0f, et, n, wte, C, 0.0f,
+                        d, C);
+        }
+        for (int i = 0; i < n; i++) {
+            float s = scale[i];
+            const float *w = wte + (size_t)targets[r0 + i] * C;
+            float *di = d + (size_t)i * C;
+            const float *xi = x + (size_t)i * C;
+            float *xo = xs + (size_t)i * C;
+            for (int c = 0; c < C; c++) {
+                di[c] = s * di[c] - g * w[c];
+                xo[c] = s * xi[c];
+            }
+        }
+        /* dwte += e (scale x): [V,n] [n,C] */
+        if (bf) {
+            xsa_bf16_from_f32(xs16, xs, (size_t)n * C);
+            if (xsa_bf16_gemm(bf->mm, 0, 0, V, C, n, et16, n, xs16, C, r0 > 0, dwte, C) != 0)
+                return -1;
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, V, C, n, 1.0f, et, n, xs, C,
+                        r0 > 0 ? 1.0f : 0.0f, dwte, C);
+        }
+    }
+    if (grad)
+        for (int i = 0; i < N; i++) {
+            const float *xi = inp + (size_t)i * C;
+            float *dw = dwte + (size_t)targets[i] * C;
+            for (int c = 0; c < C; c++) dw[c] -= g * xi[c];
+        }
+    *loss = total / N;
+    return 0;
 }

@@ -154,4 +154,34 @@ void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
                                const int32_t *targets, const float *inp,
                                const float *wte, float dloss, int N, int C, int V);
 
+/* ---- fused and chunked: tied lm_head + cross-entropy (+ its gradient) ---
+ * *loss = mean over the N rows of CE(inp[n] wte^T, targets[n]) (natural log,
+ * accumulated in double), without an [N,V] array: the rows go `rows` at a
+ * time through a [rows,V] chunk of scratch, which the softmax and, with a
+ * gradient, both backward products read while it is still in cache.
+ * With dinp and dwte non-NULL the gradient of that mean loss (dloss = 1) is
+ * computed in the same pass, chunk by chunk:
+ *   dinp[N,C] = (softmax - onehot) wte / N              (WRITTEN)
+ *   dwte[V,C] = (softmax - onehot)^T inp / N            (WRITTEN, accumulated
+ *               over the chunks)
+ * the caller scales them by dloss when the backward runs. losses[N]
+ * (optional) receives per-row losses. scratch: xsa_nn_lmhead_ce_scratch_floats
+ * floats. bf: NULL for float32 products (cblas_sgemm); else the three
+ * products run bf16 x bf16 -> f32 through matmul_bf16.h with bf->wte, a bf16
+ * copy of wte (the softmax, the loss and the accumulation stay float32).
+ * Splits the softmax rows over nthreads threads. Returns 0, or -1 with an
+ * error (bf16 products only). */
+struct xsa_bf16_mm;
+typedef struct xsa_nn_bf16 {
+    struct xsa_bf16_mm *mm;
+    const uint16_t *wte; /* [V,C] bf16 */
+} xsa_nn_bf16;
+int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
+                     const float *inp, const float *wte, const int32_t *targets, int N, int C,
+                     int V, int rows, int nthreads, const xsa_nn_bf16 *bf);
+/* Rows per chunk for N rows of a V vocabulary (about 16 MB of logits;
+ * XSA_LMHEAD_ROWS in the environment overrides, for tuning). */
+int xsa_nn_lmhead_rows(int N, int V);
+size_t xsa_nn_lmhead_ce_scratch_floats(int N, int C, int V, int rows, int bf16);
+
 #endif

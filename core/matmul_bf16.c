@@ -1,0 +1,293 @@
+/*
+ * matmul_bf16.c: bf16 x bf16 -> float32 products over oneDNN's matmul
+ * primitive (see matmul_bf16.h), or stubs without oneDNN. The conversions
+ * are plain C/AVX-512 and always built.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "error.h"
+#include "matmul_bf16.h"
+#include "system.h"
+
+/* ---- conversions ---------------------------------------------------------- */
+
+void xsa_bf16_from_f32(uint16_t *dst, const float *src, size_t n)
+{
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) {
+        __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
+    }
+#endif
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, src + i, sizeof u);
+        if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu)) {
+            dst[i] = (uint16_t)((u >> 16) | 0x40u); /* NaN stays NaN */
+            continue;
+        }
+        u += 0x7fffu + ((u >> 16) & 1u);
+        dst[i] = (uint16_t)(u >> 16);
+    }
+}
+
+void xsa_bf16_to_f32(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)src[i] << 16;
+        memcpy(dst + i, &u, sizeof u);
+    }
+}
+
+/* ---- CPU check ------------------------------------------------------------ */
+
+static int cpu_has_avx512_bf16(void)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return 0;
+    char line[8192];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "flags", 5) != 0) continue;
+        for (char *tok = strtok(line, " \t\n"); tok; tok = strtok(NULL, " \t\n"))
+            if (strcmp(tok, "avx512_bf16") == 0) found = 1;
+        break; /* the first CPU's flags */
+    }
+    fclose(f);
+    return found;
+}
+
+#if defined(XSA_HAVE_DNNL)
+
+#include <oneapi/dnnl/dnnl.h>
+
+/* libgomp comes with libdnnl (its OpenMP runtime) */
+extern void omp_set_num_threads(int n) __attribute__((weak));
+
+int xsa_bf16_built(void) { return 1; }
+
+const char *xsa_bf16_backend(void)
+{
+    static char buf[48];
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(buf, sizeof buf, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+    return buf;
+}
+
+int xsa_bf16_check(void)
+{
+    static int state = -1; /* -1 unknown, 0 ok, 1 no cpu support */
+    if (state < 0) state = cpu_has_avx512_bf16() ? 0 : 1;
+    if (state)
+        return xsa_error("bf16: this CPU has no avx512_bf16 (not in /proc/cpuinfo flags); "
+                         "use precision \"f32\"");
+    return 0;
+}
+
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc, acc;
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+    char impl[64];
+} mm_entry;
+
+#define MM_MAX 24
+
+struct xsa_bf16_mm {
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    mm_entry e[MM_MAX];
+    int n, last;
+};
+
+static int dnnl_fail(dnnl_status_t st, const char *what)
+{
+    return xsa_error("bf16: oneDNN %s failed (status %d)", what, (int)st);
+}
+
+xsa_bf16_mm *xsa_bf16_mm_new(void)
+{
+    if (xsa_bf16_check() != 0) return NULL;
+    xsa_bf16_mm *mm = calloc(1, sizeof *mm);
+    if (!mm) {
+        xsa_error("bf16: out of memory");
+        return NULL;
+    }
+    mm->last = -1;
+    dnnl_status_t st = dnnl_engine_create(&mm->eng, dnnl_cpu, 0);
+    if (st != dnnl_success) {
+        dnnl_fail(st, "engine creation");
+        free(mm);
+        return NULL;
+    }
+    st = dnnl_stream_create(&mm->stream, mm->eng, dnnl_stream_default_flags);
+    if (st != dnnl_success) {
+        dnnl_fail(st, "stream creation");
+        dnnl_engine_destroy(mm->eng);
+        free(mm);
+        return NULL;
+    }
+    return mm;
+}
+
+void xsa_bf16_mm_free(xsa_bf16_mm *mm)
+{
+    if (!mm) return;
+    for (int i = 0; i < mm->n; i++) {
+        mm_entry *e = &mm->e[i];
+        dnnl_primitive_destroy(e->prim);
+        dnnl_memory_destroy(e->a);
+        dnnl_memory_destroy(e->b);
+        dnnl_memory_destroy(e->c);
+    }
+    dnnl_stream_destroy(mm->stream);
+    dnnl_engine_destroy(mm->eng);
+    free(mm);
+}
+
+static int make_entry(xsa_bf16_mm *mm, mm_entry *e)
+{
+    dnnl_memory_desc_t ad, bd, cd;
+    dnnl_dims_t adims = {e->M, e->K}, bdims = {e->K, e->N}, cdims = {e->M, e->N};
+    dnnl_dims_t as, bs, cs = {e->ldc, 1};
+    if (e->ta) { as[0] = 1; as[1] = e->lda; } else { as[0] = e->lda; as[1] = 1; }
+    if (e->tb) { bs[0] = 1; bs[1] = e->ldb; } else { bs[0] = e->ldb; bs[1] = 1; }
+    dnnl_status_t st;
+    if ((st = dnnl_memory_desc_init_by_strides(&ad, 2, adims, dnnl_bf16, as)) != dnnl_success ||
+        (st = dnnl_memory_desc_init_by_strides(&bd, 2, bdims, dnnl_bf16, bs)) != dnnl_success ||
+        (st = dnnl_memory_desc_init_by_strides(&cd, 2, cdims, dnnl_f32, cs)) != dnnl_success)
+        return dnnl_fail(st, "memory descriptor");
+    dnnl_matmul_desc_t md;
+    if ((st = dnnl_matmul_desc_init(&md, &ad, &bd, NULL, &cd)) != dnnl_success)
+        return dnnl_fail(st, "matmul descriptor");
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    if ((st = dnnl_primitive_attr_create(&attr)) != dnnl_success) return dnnl_fail(st, "attr");
+    if (e->acc) {
+        if ((st = dnnl_post_ops_create(&po)) != dnnl_success ||
+            (st = dnnl_post_ops_append_sum(po, 1.0f)) != dnnl_success ||
+            (st = dnnl_primitive_attr_set_post_ops(attr, po)) != dnnl_success) {
+            if (po) dnnl_post_ops_destroy(po);
+            dnnl_primitive_attr_destroy(attr);
+            return dnnl_fail(st, "sum post-op");
+        }
+    }
+    dnnl_primitive_desc_t pd = NULL;
+    st = dnnl_primitive_desc_create(&pd, &md, attr, mm->eng, NULL);
+    if (po) dnnl_post_ops_destroy(po);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) return dnnl_fail(st, "matmul primitive descriptor (bf16)");
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        snprintf(e->impl, sizeof e->impl, "%s", impl);
+    st = dnnl_primitive_create(&e->prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (st != dnnl_success) return dnnl_fail(st, "matmul primitive");
+    if ((st = dnnl_memory_create(&e->a, &ad, mm->eng, DNNL_MEMORY_NONE)) != dnnl_success ||
+        (st = dnnl_memory_create(&e->b, &bd, mm->eng, DNNL_MEMORY_NONE)) != dnnl_success ||
+        (st = dnnl_memory_create(&e->c, &cd, mm->eng, DNNL_MEMORY_NONE)) != dnnl_success) {
+        dnnl_primitive_destroy(e->prim);
+        if (e->a) dnnl_memory_destroy(e->a);
+        if (e->b) dnnl_memory_destroy(e->b);
+        e->prim = NULL;
+        e->a = e->b = e->c = NULL;
+        return dnnl_fail(st, "memory object");
+    }
+    return 0;
+}
+
+int xsa_bf16_gemm(xsa_bf16_mm *mm, int ta, int tb, int M, int N, int K, const uint16_t *A,
+                  int lda, const uint16_t *B, int ldb, int accumulate, float *C, int ldc)
+{
+    if (!mm) return xsa_error("bf16: no matmul context");
+    mm_entry key = {ta, tb, M, N, K, lda, ldb, ldc, accumulate ? 1 : 0, NULL, NULL, NULL, NULL, ""};
+    int idx = -1;
+    for (int i = 0; i < mm->n; i++) {
+        mm_entry *e = &mm->e[i];
+        if (e->ta == key.ta && e->tb == key.tb && e->M == M && e->N == N && e->K == K &&
+            e->lda == lda && e->ldb == ldb && e->ldc == ldc && e->acc == key.acc) {
+            idx = i;
+            break;
+        }
+    }
+    if (idx < 0) {
+        if (mm->n == MM_MAX) { /* evict the oldest */
+            mm_entry *e = &mm->e[0];
+            dnnl_primitive_destroy(e->prim);
+            dnnl_memory_destroy(e->a);
+            dnnl_memory_destroy(e->b);
+            dnnl_memory_destroy(e->c);
+            memmove(mm->e, mm->e + 1, (MM_MAX - 1) * sizeof *mm->e);
+            mm->n--;
+        }
+        mm->e[mm->n] = key;
+        if (make_entry(mm, &mm->e[mm->n]) != 0) return -1;
+        idx = mm->n++;
+    }
+    mm_entry *e = &mm->e[idx];
+    mm->last = idx;
+    if (omp_set_num_threads) omp_set_num_threads(xsa_threads());
+    dnnl_memory_set_data_handle(e->a, (void *)A);
+    dnnl_memory_set_data_handle(e->b, (void *)B);
+    dnnl_memory_set_data_handle(e->c, C);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    dnnl_status_t st = dnnl_primitive_execute(e->prim, mm->stream, 3, args);
+    if (st == dnnl_success) st = dnnl_stream_wait(mm->stream);
+    if (st != dnnl_success) return dnnl_fail(st, "matmul execution");
+    return 0;
+}
+
+const char *xsa_bf16_impl(const xsa_bf16_mm *mm)
+{
+    return mm && mm->last >= 0 ? mm->e[mm->last].impl : "";
+}
+
+#else /* no oneDNN: stubs */
+
+static int not_built(void)
+{
+    return xsa_error("bf16: this build of xsa has no oneDNN (install libdnnl-dev, then rebuild: "
+                     "make clean && make); use precision \"f32\"");
+}
+
+int xsa_bf16_built(void) { return 0; }
+const char *xsa_bf16_backend(void) { return "none"; }
+
+int xsa_bf16_check(void)
+{
+    (void)cpu_has_avx512_bf16;
+    return not_built();
+}
+
+xsa_bf16_mm *xsa_bf16_mm_new(void)
+{
+    not_built();
+    return NULL;
+}
+
+void xsa_bf16_mm_free(xsa_bf16_mm *mm) { (void)mm; }
+
+int xsa_bf16_gemm(xsa_bf16_mm *mm, int ta, int tb, int M, int N, int K, const uint16_t *A,
+                  int lda, const uint16_t *B, int ldb, int accumulate, float *C, int ldc)
+{
+    (void)mm; (void)ta; (void)tb; (void)M; (void)N; (void)K; (void)A; (void)lda; (void)B;
+    (void)ldb; (void)accumulate; (void)C; (void)ldc;
+    return not_built();
+}
+
+const char *xsa_bf16_impl(const xsa_bf16_mm *mm)
+{
+    (void)mm;
+    return "";
+}
+
+#endif
