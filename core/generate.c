@@ -19,6 +19,7 @@
 
 #include "generate.h"
 #include "nn.h"
+#include "vec.h"
 #include "system.h"
 
 /* Tensors per block in checkpoint order (gpt.h). */
@@ -215,44 +216,7 @@ static void lmhead_packed(float *logits, const float *x, const float *wt, int B,
     }
 }
 
-/* ---- the attention loops, as nn.c writes them (same order of sums) ----- */
-
-static inline float dot(const float *a, const float *b, int n)
-{
-#if defined(__AVX512F__)
-    __m512 acc = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-    if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i), acc);
-    }
-    return _mm512_reduce_add_ps(acc);
-#else
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-#endif
-}
-
-static inline void axpy(float *y, float w, const float *x, int n)
-{
-#if defined(__AVX512F__)
-    __m512 vw = _mm512_set1_ps(w);
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(vw, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-    if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(y + i, k,
-                              _mm512_fmadd_ps(vw, _mm512_maskz_loadu_ps(k, x + i),
-                                              _mm512_maskz_loadu_ps(k, y + i)));
-    }
-#else
-    for (int i = 0; i < n; i++) y[i] += w * x[i];
-#endif
-}
+/* ---- the attention loops: dot and axpy of vec.h, as nn.c (same order of sums) ---- */
 
 /* The linear layers of a decoding step: out[N,OC] = in[N,C] w[C,OC] + b.
  * A step has a few rows (one per sequence), where OpenBLAS's threads cost

@@ -20,6 +20,7 @@
 
 #include "matmul_bf16.h"
 #include "nn.h"
+#include "vec.h"
 
 /* ---- embedding ---------------------------------------------------------- */
 
@@ -272,47 +273,6 @@ void xsa_nn_residual_backward(float *da, float *db, const float *dout, size_t co
 #define VN_EPS 1e-12f
 #define COS_EPS 1e-8
 
-/* The head-size loops of attention (n = HS), 16 lanes with a masked tail.
- * At -O2 without -ffast-math GCC vectorizes neither (a float reduction, and
- * pointers that may alias), and they are most of attention's time. */
-static inline float dot(const float *a, const float *b, int n)
-{
-#if defined(__AVX512F__)
-    __m512 acc = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-    if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i), acc);
-    }
-    return _mm512_reduce_add_ps(acc);
-#else
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-#endif
-}
-
-/* y[0..n) += w * x[0..n) */
-static inline void axpy(float *y, float w, const float *x, int n)
-{
-#if defined(__AVX512F__)
-    __m512 vw = _mm512_set1_ps(w);
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(vw, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-    if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(y + i, k,
-                              _mm512_fmadd_ps(vw, _mm512_maskz_loadu_ps(k, x + i),
-                                              _mm512_maskz_loadu_ps(k, y + i)));
-    }
-#else
-    for (int i = 0; i < n; i++) y[i] += w * x[i];
-#endif
-}
-
 static double cosine(const float *a, const float *b, int n)
 {
     double ab = 0.0, aa = 0.0, bb = 0.0;
@@ -549,11 +509,11 @@ static void ce_cols(ce_job *j)
      * down the rows of et once for the whole group */
     for (int g0 = j->r0; g0 < j->r1; g0 += 16 * CE_COL_BLOCKS) {
         int g1 = j->r1 - g0 < 16 * CE_COL_BLOCKS ? j->r1 : g0 + 16 * CE_COL_BLOCKS;
-        int nb = (g1 - g0 + 15) / 16;
         float lt[16 * CE_COL_BLOCKS], mxs[16 * CE_COL_BLOCKS];
         double sums[16 * CE_COL_BLOCKS];
         for (int i = 0; i < g1 - g0; i++) lt[i] = et[(size_t)j->targets[g0 + i] * n + g0 + i];
 #if defined(__AVX512F__)
+        int nb = (g1 - g0 + 15) / 16;
         __mmask16 km[CE_COL_BLOCKS];
         __m512 mx[CE_COL_BLOCKS], acc[CE_COL_BLOCKS];
         __m512d s0[CE_COL_BLOCKS], s1[CE_COL_BLOCKS];
