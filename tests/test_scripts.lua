@@ -475,7 +475,9 @@ T.case("report: one page with every part", function()
   -- each part's explanation, the paper figure it reproduces, the two lines, why it works
   T.ok(html:find("Reproduces: the diagnostic of the paper&#39;s Figure 1", 1, true) or
     html:find("Reproduces: the diagnostic of the paper's Figure 1", 1, true), "paper figure of part 1")
-  T.ok(html:find("Figure 3", 1, true) and html:find("Figure 5", 1, true) and html:find("Algorithm 1", 1, true))
+  -- part 4 (Figure 5) is not run under the sanitizers
+  T.ok(html:find("Figure 3", 1, true) and html:find("Algorithm 1", 1, true), "Figure 3 and Algorithm 1")
+  if not SANITIZED then T.ok(html:find("Figure 5", 1, true), "Figure 5 (part 4)") end
   T.ok(html:find("Vn = V / |V|", 1, true) and html:find("Why it works", 1, true), "the two lines; why it works")
   T.ok(out:find(#parts .. " parts present", 1, true), out)
   -- an empty results folder lists the commands
