@@ -109,7 +109,7 @@ ex:main(function()
       end
     end
   end
-  local tbl = ex:table({"model", "layer", "pre cos(y_i,v_i)", "post cos(z_i,v_i)", "bias removed %"}, rows)
+  local tbl = ex:table({"model", "layer", "pre cos(y_i,v_i), pos ≥ 1", "post cos(z_i,v_i), pos ≥ 1", "bias removed %"}, rows)
   print("cos: mean over heads, tokens at positions >= 1 and batches" .. (N > 1 and string.format("; mean over %d seeds (95%% t interval)", N) or ""))
   for _, x in ipairs(per_seed) do print(string.format("seed %d: %s", x.seed, x.entry)) end
   ex:summary{config = {part = "part5", seeds = ex.seeds, probe_batches = opts.probe_batches, probe = probe_data,
