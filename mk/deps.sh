@@ -5,16 +5,34 @@
 #
 #   sh mk/deps.sh                 install what is missing (the `make deps` target)
 #   sh mk/deps.sh --fuzz          the same plus clang and libFuzzer for `make fuzz`
+#   sh mk/deps.sh --bf16          the same plus oneDNN (the opt-in bf16 products)
+#   sh mk/deps.sh --mpi           the same plus Open MPI (xsa.mpi, mpirun)
+#   sh mk/deps.sh --all           every optional group above (what CI installs)
 #   sh mk/deps.sh --list-missing  print the missing package names and exit 0
+# Groups combine (--fuzz --mpi); --list-missing comes last.
 #
 # This is the one list of packages: .ci/run and the Makefile both come here.
 # Optional packages, each found at build time, are installed only when asked:
 #   clang libfuzzer-14-dev libclang-rt-14-dev   `make fuzz` (--fuzz)
+#   libdnnl-dev              bf16 matrix products through oneDNN (--bf16)
+#   libopenmpi-dev openmpi-bin   runs under mpirun (--mpi)
 #   python3-torch            the PyTorch reference scripts in tests/reference
 set -u
 PACKAGES="gcc make pkg-config liblua5.4-dev lua5.4 libopenblas-dev libutf8proc-dev libcjson-dev libedit-dev liblzma-dev gnuplot-nox luarocks"
 FUZZ_PACKAGES="clang libfuzzer-14-dev libclang-rt-14-dev"
-if [ "${1:-}" = "--fuzz" ]; then PACKAGES="$PACKAGES $FUZZ_PACKAGES"; shift; fi
+BF16_PACKAGES="libdnnl-dev"
+MPI_PACKAGES="libopenmpi-dev openmpi-bin"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --fuzz) PACKAGES="$PACKAGES $FUZZ_PACKAGES" ;;
+        --bf16) PACKAGES="$PACKAGES $BF16_PACKAGES" ;;
+        --mpi) PACKAGES="$PACKAGES $MPI_PACKAGES" ;;
+        --all) PACKAGES="$PACKAGES $FUZZ_PACKAGES $BF16_PACKAGES $MPI_PACKAGES" ;;
+        --list-missing) break ;;
+        *) echo "mk/deps.sh: unknown option $1 (--fuzz, --bf16, --mpi, --all, --list-missing)" >&2; exit 2 ;;
+    esac
+    shift
+done
 
 missing_packages() {
     if ! command -v dpkg-query >/dev/null 2>&1; then
