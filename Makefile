@@ -7,6 +7,8 @@
 #   xsa                  the executable: REPL and script runner
 # Objects live under $(BUILD); a different BUILD keeps separate trees apart
 # (the sanitizer build uses build-asan and links nothing at the root).
+# A build remembers whether it has MPI in $(BUILD)/mpi.flags, so switching
+# MPI=0 on or off rebuilds what depends on it.
 
 # C compiler and the standard we hold to
 CC       ?= gcc
@@ -25,6 +27,9 @@ PKGS     := lua5.4 $(CORE_PKGS)
 # extra flags for sanitizer builds (make asan / ubsan set them)
 SANITIZE ?=
 WERROR   ?= 0
+# Open MPI (optional: xsa.mpi, runs under mpirun): found through pkg-config
+# (ompi-c) or mpicc --showme; MPI=0 builds without it even when present
+MPI      ?= auto
 # make fuzz: the compiler with libFuzzer (Debian: clang libfuzzer-14-dev libclang-rt-14-dev)
 FUZZ_CC  ?= clang
 # make fuzz: seconds each harness runs (-max_total_time)
@@ -44,9 +49,23 @@ LUA_LIBS      := $(shell pkg-config --libs lua5.4 2>/dev/null)
 EDIT_CFLAGS := $(shell pkg-config --cflags libedit 2>/dev/null)
 EDIT_LIBS   := $(shell pkg-config --libs libedit 2>/dev/null)
 
-CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) $(SANITIZE) $(PKG_CFLAGS) $(EDIT_CFLAGS) $(EXTRA_CFLAGS)
+# Open MPI when present (Debian: libopenmpi-dev; mk/deps.sh --mpi); without
+# it core/comm.c is the one-process case and xsa.mpi a set of no-ops.
+ifneq ($(MPI),0)
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)
+ifneq ($(strip $(MPI_LIBS)),)
+MPI_CFLAGS := -DXSA_HAVE_MPI $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
+endif
+endif
+
+CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) $(SANITIZE) $(PKG_CFLAGS) $(EDIT_CFLAGS) $(MPI_CFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS  := $(SANITIZE) $(EXTRA_LDFLAGS)
-LIBS     := $(CORE_PKG_LIBS) -lm -lpthread -ldl
+LIBS     := $(CORE_PKG_LIBS) $(MPI_LIBS) -lm -lpthread -ldl
+
+MPI_STAMP := $(BUILD)/mpi.flags
+ifeq ($(filter clean deps data,$(MAKECMDGOALS)),)
+$(shell mkdir -p $(BUILD) && { echo '$(MPI_CFLAGS)' | cmp -s - $(MPI_STAMP) || echo '$(MPI_CFLAGS)' > $(MPI_STAMP); })
+endif
 
 CORE_SRC := $(sort $(wildcard core/*.c))
 BIND_SRC := $(sort $(wildcard lua/l_*.c))
@@ -111,6 +130,9 @@ $(LUA_SO): $(BIND_OBJ) $(CORE_OBJ)
 $(EXE): $(BUILD)/lua/main.o $(BIND_OBJ) $(CORE_OBJ)
 	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LUA_LIBS) $(LIBS) $(EDIT_LIBS)
 
+# the files that call MPI or ask whether there is one
+$(BUILD)/core/comm.o $(BUILD)/lua/l_mpi.o $(BUILD)/lua/main.o: $(MPI_STAMP)
+
 $(BUILD)/tests/%: tests/%.c $(LIB_A) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDFLAGS) $(LIBS)
@@ -123,9 +145,10 @@ test: deps
 check: test
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (plus
-# float-to-integer overflow, which gcc leaves out of "undefined").
+# float-to-integer overflow, which gcc leaves out of "undefined"). Built without
+# MPI (MPI=0): Open MPI's own allocations at exit would read as leaks.
 asan sanitize: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" \
+	@$(MAKE) --no-print-directory BUILD=build-asan MPI=0 OPT="-O1 -fno-omit-frame-pointer" \
 	    SANITIZE="-fsanitize=address,undefined,float-cast-overflow \
 	    -fno-sanitize-recover=undefined,float-cast-overflow" all
 	@XSA_EXE=build-asan/xsa XSA_BUILD=build-asan XSA_SANITIZED=1 \
@@ -147,7 +170,7 @@ fuzz: deps
 	    if [ $$rc -ne 0 ]; then \
 	    echo "xsa: make fuzz needs $(FUZZ_CC) with libFuzzer and the sanitizer runtimes. Run:" >&2; \
 	    echo "    sudo apt-get install -y clang libfuzzer-14-dev libclang-rt-14-dev" >&2; exit 1; fi
-	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) OPT="-O1 -fno-omit-frame-pointer" \
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) MPI=0 CC=$(FUZZ_CC) OPT="-O1 -fno-omit-frame-pointer" \
 	    SANITIZE="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" fuzz-bins
 	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh
 

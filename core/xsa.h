@@ -32,5 +32,6 @@
 #include "optim.h"
 #include "gpt.h"
 #include "generate.h"
+#include "comm.h"
 
 #endif

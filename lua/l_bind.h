@@ -13,6 +13,7 @@
  *   l_generate.c    the kv_cache type, generation (model:generate, xsa.gpt.sample)
  *   l_bpe.c         xsa._tokenizer, the tokenizer type
  *   l_data.c        xsa._data, the loader type
+ *   l_mpi.c         xsa.mpi (over core/comm.h: the only file that asks for MPI)
  *   l_bind.c        the helpers below (and the scratch box type)
  * main.c is the executable, not a binding.
  *
@@ -207,6 +208,11 @@ int xsa_lua_open_gpt(lua_State *L);         /* l_gpt.c: xsa.gpt and the model ty
 int xsa_lua_open_optim(lua_State *L);       /* l_optim.c: xsa.optim and the AdamW type */
 int xsa_lua_open_bpe(lua_State *L);         /* l_bpe.c: xsa._tokenizer and its type */
 int xsa_lua_open_data(lua_State *L);        /* l_data.c: xsa._data and the loader type */
+int xsa_lua_open_mpi(lua_State *L);         /* l_mpi.c: xsa.mpi */
+/* l_json.c: json.encode(value [, indent]) and json.decode(text), for l_mpi.c
+ * (gather sends JSON text between ranks). */
+int xsa_lua_json_encode(lua_State *L);
+int xsa_lua_json_decode(lua_State *L);
 
 /* l_optim.c: the optimizer at idx or a "bad argument" error ("attempt to
  * use a freed optimizer" after :free()). */

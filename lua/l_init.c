@@ -50,6 +50,7 @@ static const luaL_Reg libs[] = {
     {"json", xsa_lua_open_json},
     {"_tokenizer", xsa_lua_open_bpe},
     {"_data", xsa_lua_open_data},
+    {"mpi", xsa_lua_open_mpi},
     {NULL, NULL},
 };
 

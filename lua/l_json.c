@@ -384,7 +384,7 @@ static void encode_value(lua_State *L, int idx, int indent)
     lua_remove(L, -2); /* the now empty box */
 }
 
-static int l_json_encode(lua_State *L)
+int xsa_lua_json_encode(lua_State *L)
 {
     luaL_checkany(L, 1);
     int indent = opt_indent(L, 2, 0);
@@ -548,7 +548,7 @@ static int decode_text(lua_State *L, const char *s, size_t len)
     return 1;
 }
 
-static int l_json_decode(lua_State *L)
+int xsa_lua_json_decode(lua_State *L)
 {
     size_t len;
     const char *s = luaL_checklstring(L, 1, &len);
@@ -597,8 +597,8 @@ static int l_json_read_file(lua_State *L)
 /* ---- registration ------------------------------------------------------ */
 
 static const luaL_Reg json_funcs[] = {
-    {"encode", l_json_encode},
-    {"decode", l_json_decode},
+    {"encode", xsa_lua_json_encode},
+    {"decode", xsa_lua_json_decode},
     {"array", l_json_array},
     {"write_file", l_json_write_file},
     {"read_file", l_json_read_file},

@@ -586,6 +586,12 @@ int main(int argc, char **argv)
     int status = lua_pcall(L, 2, 1, 0);
     int result = lua_toboolean(L, -1);
     report(L, status);
+    if (!(result && status == LUA_OK) && xsa_comm_size() > 1) {
+        /* the other ranks may be waiting in a collective for this one */
+        fprintf(stderr, "%s: rank %d of %d failed; ending the job (MPI_Abort)\n", progname, xsa_comm_rank(),
+                xsa_comm_size());
+        xsa_comm_abort(1);
+    }
     lua_close(L);
     return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
 }
