@@ -23,7 +23,7 @@ local ex = xsa.experiment{
   summary = "Paired training: SA and XSA from identical initial weights, the same batch to both at every step,\n" ..
     "AdamW each; train/val loss curves, final val loss table, checkpoints and results; --seeds N replicates\n" ..
     "the pair over seeds and gives the verdict with a 95% interval.",
-  options = study.options({}), quick = xsa.experiment.pair_quick(),
+  options = study.options({}), quick = xsa.experiment.pair_quick(), ranks = true, -- mpirun: seeds over the ranks
   config = function(opts) return xsa.experiment.pair_config(opts, "part3") end,
 }
 local opts = ex.opts

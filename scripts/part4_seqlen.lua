@@ -27,19 +27,28 @@ local ex = xsa.experiment{
       return true
     end}}, {"seq-len"}),
   quick = {steps = 4, max_tokens = 6000, batch = 2, eval_every = 2, eval_batches = 2, seq_lens = {16, 32}},
+  ranks = true, -- mpirun: the (seed, length) runs over the ranks
 }
 local opts = ex.opts
 
 ex:main(function()
   local lens, by_len = {}, {}
   for i, T in ipairs(opts.seq_lens) do lens[i] = math.tointeger(T); by_len[i] = {} end
+  local function run(seed, T)
+    local config = ex:pair_config{seq_len = T, seed = seed}
+    return ex:pair{name = string.format("part4-T%d-%s", T, xsa.experiment.seed_tag(config)),
+      config = config, label = string.format("part4 T=%d seed %d", T, seed),
+      what = string.format("part4 seq_len %d seed %d", T, seed),
+      after = function(res) res.sa.step_loss, res.xsa.step_loss = nil, nil end} -- keep the entries small
+  end
+  local units = {} -- mpirun: every (seed, length) is a run of its own
+  for _, seed in ipairs(ex.seeds) do
+    for _, T in ipairs(lens) do units[#units + 1] = {seed = seed, T = T, label = string.format("seed %d seq_len %d", seed, T)} end
+  end
+  ex:spread(units, function(u) run(u.seed, u.T) end)
   ex:each_seed(function(seed) -- --jobs J: J seeds side by side
     for i, T in ipairs(lens) do
-      local config = ex:pair_config{seq_len = T, seed = seed}
-      local r, status, entry = ex:pair{name = string.format("part4-T%d-%s", T, xsa.experiment.seed_tag(config)),
-        config = config, label = string.format("part4 T=%d seed %d", T, seed),
-        what = string.format("part4 seq_len %d seed %d", T, seed),
-        after = function(res) res.sa.step_loss, res.xsa.step_loss = nil, nil end} -- keep the entries small
+      local r, status, entry = run(seed, T)
       by_len[i][#by_len[i] + 1] = {seed = seed, seq_len = T, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val,
         improvement_pct = r.improvement_pct, elapsed_s = r.elapsed_s, tokens_per_s = r.tokens_per_s, steps = r.steps,
         sa_curve = r.sa.val, xsa_curve = r.xsa.val, cache = status, entry = entry}

@@ -29,6 +29,7 @@ local ex = xsa.experiment{
     table.unpack(study.probe_options(3))}, {"lambda"}),
   quick = {steps = 4, max_tokens = 6000, batch = 2, eval_every = 2, eval_batches = 2, probe_batches = 2,
     probe_tokens = 6000, probe_batch = 2, seq_len = 32, lambdas = {0, 1}},
+  ranks = true, -- mpirun: the (seed, lambda) runs over the ranks
 }
 local opts = ex.opts
 local probe_data = study.probe_data_config(opts, opts.seq_len)
@@ -36,25 +37,44 @@ local probe_data = study.probe_data_config(opts, opts.seq_len)
 ex:main(function()
   local per = {} -- per[i] (lambda i): one record per seed
   for i = 1, #opts.lambdas do per[i] = {} end
+  -- One (seed, lambda) run; `baseline` is this seed's SA record, probe and
+  -- checkpoint from the first run that has them (nil: train SA here too).
+  local function run(seed, lam, baseline)
+    local config = ex:pair_config{lambda = lam, seed = seed, probe_batches = opts.probe_batches, probe = probe_data}
+    return ex:pair{name = string.format("part6-lambda%g-%s", lam, xsa.experiment.seed_tag(config)),
+      config = config, label = string.format("part6 λ=%g seed %d", lam, seed),
+      what = string.format("part6 lambda %g seed %d", lam, seed), baseline = baseline and baseline.record,
+      checkpoints = baseline and {"xsa"} or {"sa", "xsa"}, optimizer = false,
+      after = function(res, m)
+        res.xsa.step_loss = nil
+        local _, pv = study.loaders(probe_data)
+        local n = math.min(opts.probe_batches, pv:num_batches())
+        res.probe = {batches = n, xsa = study.probe(m.xsa, pv, n), sa = baseline and baseline.probe or study.probe(m.sa, pv, n)}
+        if baseline then res.checkpoints.sa = baseline.checkpoint end
+        pv:free()
+      end, check = function(res) return #((res.probe or {}).xsa or {}) > 0, "no probe" end}
+  end
+  local function baseline_of(r)
+    if r.sa.step_loss and r.probe.sa then return {record = r.sa, probe = r.probe.sa, checkpoint = r.checkpoints.sa} end
+  end
+  -- mpirun: first every seed's first lambda (it trains the SA baseline), then,
+  -- once those are cached, the other (seed, lambda) runs, each reading its
+  -- seed's baseline from the cache: the same runs as one process makes
+  local first, rest, lam1 = {}, {}, opts.lambdas[1]
+  for _, seed in ipairs(ex.seeds) do
+    first[#first + 1] = {seed = seed, lambda = lam1, label = string.format("seed %d lambda %g", seed, lam1)}
+    for i = 2, #opts.lambdas do
+      rest[#rest + 1] = {seed = seed, lambda = opts.lambdas[i], label = string.format("seed %d lambda %g", seed, opts.lambdas[i])}
+    end
+  end
+  if ex:spread(first, function(u) run(u.seed, u.lambda) end) then
+    ex:spread(rest, function(u) run(u.seed, u.lambda, baseline_of(run(u.seed, lam1))) end)
+  end
   ex:each_seed(function(seed) -- --jobs J: J seeds side by side
-    local baseline -- this seed's SA record, probe and checkpoint, from the first run that has them
+    local baseline
     for i, lam in ipairs(opts.lambdas) do
-      local config = ex:pair_config{lambda = lam, seed = seed, probe_batches = opts.probe_batches, probe = probe_data}
-      local r, status, entry = ex:pair{name = string.format("part6-lambda%g-%s", lam, xsa.experiment.seed_tag(config)),
-        config = config, label = string.format("part6 λ=%g seed %d", lam, seed),
-        what = string.format("part6 lambda %g seed %d", lam, seed), baseline = baseline and baseline.record,
-        checkpoints = baseline and {"xsa"} or {"sa", "xsa"}, optimizer = false,
-        after = function(res, m)
-          res.xsa.step_loss = nil
-          local _, pv = study.loaders(probe_data)
-          local n = math.min(opts.probe_batches, pv:num_batches())
-          res.probe = {batches = n, xsa = study.probe(m.xsa, pv, n), sa = baseline and baseline.probe or study.probe(m.sa, pv, n)}
-          if baseline then res.checkpoints.sa = baseline.checkpoint end
-          pv:free()
-        end, check = function(res) return #((res.probe or {}).xsa or {}) > 0, "no probe" end}
-      if not baseline and r.sa.step_loss and r.probe.sa then
-        baseline = {record = r.sa, probe = r.probe.sa, checkpoint = r.checkpoints.sa}
-      end
+      local r, status, entry = run(seed, lam, baseline)
+      baseline = baseline or baseline_of(r)
       per[i][#per[i] + 1] = {seed = seed, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
         xsa_post_cos = study.layer_mean(r.probe.xsa, "post_cos_pos1"), sa_post_cos = study.layer_mean(r.probe.sa, "post_cos_pos1"),
         xsa_post_cos_all = study.layer_mean(r.probe.xsa, "post_cos"), elapsed_s = r.elapsed_s, checkpoints = r.checkpoints,

@@ -30,6 +30,15 @@
 --   Ctrl-C          ex:main(fn): exit status 130 without a traceback.
 -- Results of another experiment: xsa.experiment.results("part3", opts)
 -- loads them from the cache, or (train = true) runs that script first.
+-- Under mpirun/srun (xsa.mpi.size() > 1): an experiment made with
+-- spec.ranks = true runs its main function on every rank, and ex:spread /
+-- ex:each_seed hand its independent runs to the ranks round-robin; each rank
+-- writes the cache entries (and checkpoints) of its own runs, atomically, on
+-- the shared filesystem, then after a barrier rank 0 alone goes on: it reads
+-- every run back from the cache (hits) and writes the figures, tables and
+-- summary, as a --jobs parent does. Other experiments run on rank 0 alone.
+-- A run that fails on a rank ends the whole job (MPI_Abort) with the rank,
+-- the run and the error named; finished runs stay cached.
 -- Non-goals: experiments other than "probe something" and "train SA/XSA pairs"
 -- get only ex:cached; several processes writing the same entry.
 local sys = require "xsa.sys"
@@ -43,6 +52,21 @@ local function xsa_lib() return package.loaded.xsa or require("xsa") end
 
 local Ex = {}
 Ex.__index = Ex
+
+-- The number of ranks of an mpirun job (1 otherwise) and this one's rank.
+local function ranks()
+  local m = xsa_lib().mpi
+  if not m then return 1, 0 end
+  return m.size(), m.rank()
+end
+M.ranks = ranks
+
+-- Raised on ranks other than 0 once their share of the runs is done: Ex:main
+-- ends them quietly, so what follows in the script (figures, tables, the
+-- summary) is rank 0's alone.
+local SHARE_DONE = setmetatable({}, {__tostring = function()
+  return "xsa.experiment: this rank's share of the runs is done (rank 0 writes the outputs)"
+end})
 
 -- The --quick settings of a paired run (part 3's; part 5 probes that run,
 -- so it uses the same), plus `extra`.
@@ -195,6 +219,11 @@ function M.new(spec)
       options = spec.options or study.options({}), quick = spec.quick}}, Ex)
   self.opts = study.setup(args.parse(spec.argv or arg or {}, self.spec))
   self.seeds = self.opts.seed_list or {self.opts.seed or 0}
+  self.spread_ranks = spec.ranks == true
+  if ranks() > 1 and (self.opts.jobs or 1) > 1 then
+    io.stderr:write("--jobs starts child processes; under mpirun the ranks take the runs instead: drop --jobs\n")
+    os.exit(2)
+  end
   -- one of several seeds (labels name the seed): --seeds, or a --jobs child
   self.replicated = #self.seeds > 1 or self.opts.worker == true
   local c = spec.config
@@ -207,8 +236,18 @@ setmetatable(M, {__call = function(_, spec) return M.new(spec) end})
 
 -- Runs fn(ex): Ctrl-C (or SIGTERM) ends with status 130, a diverging loss
 -- with status 1, both without a traceback (xsa.study.main).
+-- Under mpirun, fn runs on every rank when the experiment spreads its runs
+-- (spec.ranks), else on rank 0 alone.
 function Ex:main(fn)
-  study.main(function() return fn(self) end)
+  local size, rank = ranks()
+  if size > 1 and rank ~= 0 and not self.spread_ranks then return end
+  study.main(function()
+    local ok, err = xpcall(fn, function(e)
+      if e == SHARE_DONE then return e end
+      return sys.traceback_unless_interrupted(e)
+    end, self)
+    if not ok and err ~= SHARE_DONE then error(err, 0) end
+  end)
 end
 
 -- Prints msg on stderr and exits (status 1 unless given).
@@ -488,14 +527,74 @@ function Ex:run_workers()
   end
 end
 
+-- What a unit of ex:spread is called in messages: its `label`, else its
+-- fields (seed=3 lambda=0.5).
+local function unit_label(u)
+  if type(u) ~= "table" then return tostring(u) end
+  if u.label then return tostring(u.label) end
+  local keys, parts = {}, {}
+  for k in pairs(u) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys)
+  for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(u[k]) end
+  return table.concat(parts, " ")
+end
+
+-- Under mpirun with K > 1 ranks: fn(unit) for this rank's share of `units`
+-- (the i-th goes to rank (i-1) % K), then a barrier, so every unit is done
+-- (its cache entries written) when any rank returns. A run already cached is
+-- a hit inside fn and costs nothing. An error in fn ends the job naming the
+-- rank, the unit and the error; Ctrl-C is passed on. One process: does
+-- nothing (the script's own loop computes every run). Call it the same
+-- number of times on every rank: phases that need an earlier phase's results
+-- (part 6's baseline) are consecutive calls.
+function Ex:spread(units, fn)
+  local size, rank = ranks()
+  if size < 2 then return false end
+  assert(self.spread_ranks, "xsa.experiment: ex:spread under mpirun needs the experiment made with ranks = true")
+  local m = xsa_lib().mpi
+  local mine = 0
+  for i, u in ipairs(units) do
+    if (i - 1) % size == rank then
+      mine = mine + 1
+      local ok, err = xpcall(fn, sys.traceback_unless_interrupted, u)
+      if not ok then
+        if sys.interrupted(err) then error(err, 0) end
+        m.abort(string.format("%s: run %s failed: %s", self.name, unit_label(u), tostring(err)))
+      end
+    end
+  end
+  io.stdout:flush()
+  m.barrier()
+  self.spread_done = true
+  return true
+end
+
+-- After the last ex:spread: ranks other than 0 stop here (Ex:main ends them
+-- quietly); rank 0 goes on to read the runs back and write the outputs.
+function Ex:share_done()
+  local size, rank = ranks()
+  if size > 1 and rank ~= 0 then error(SHARE_DONE, 0) end
+end
+
 -- fn(seed, i) for every seed of ex.seeds, in order; returns the results as
 -- a list. With --jobs J > 1 and several seeds, the seeds first train in J
 -- child processes at a time (Ex:run_workers), each filling its own cache
 -- entries, and fn then reads them here (cache hits). In a child (--worker)
 -- fn runs for its one seed and the process ends: the figure, the table and
--- the summary are the parent's.
+-- the summary are the parent's. Under mpirun (K > 1 ranks) the seeds are
+-- spread over the ranks first (Ex:spread; or the finer units the script
+-- spread itself), then rank 0 alone runs fn for every seed (cache hits).
 function Ex:each_seed(fn)
   local opts = self.opts
+  if ranks() > 1 then
+    -- the seeds over the ranks, unless the script spread finer units already
+    if not self.spread_done then
+      local units = {}
+      for i, s in ipairs(self.seeds) do units[i] = {seed = s, i = i, label = "seed " .. s} end
+      self:spread(units, function(u) fn(u.seed, u.i) end)
+    end
+    self:share_done()
+  end
   if opts.worker then
     fn(self.seeds[1], 1)
     io.stdout:flush()

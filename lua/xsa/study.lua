@@ -118,7 +118,12 @@ function M.setup(opts)
     end
     opts.seed_list = list
   end
-  if opts.threads and opts.threads > 0 then xsa.set_threads(opts.threads) end
+  if opts.threads and opts.threads > 0 then
+    xsa.set_threads(opts.threads)
+  elseif xsa.mpi and xsa.mpi.size() > 1 then
+    -- ranks sharing a node share its cores: max(1, cores / ranks on the node)
+    xsa.set_threads(xsa.mpi.threads_per_rank())
+  end
   local root = sys.abspath(sys.root())
   local function place(key, default)
     if opts.given and opts.given[key] then return sys.abspath(opts[key]) end
@@ -307,21 +312,22 @@ end
 
 -- Runs main(); "interrupted!" (Ctrl-C) ends the script with status 130 and no
 -- traceback (the training loop already said what it saved).
+-- Under mpirun the other ranks may be waiting in a collective for this one,
+-- so a failing rank ends the whole job (xsa.mpi.abort names the rank).
 function M.main(fn)
   local ok, err = xpcall(fn, sys.traceback_unless_interrupted)
   if ok then return end
-  if sys.interrupted(err) then
-    io.stderr:write("interrupted\n")
-    os.exit(130)
+  local mpi = xsa_lib().mpi
+  local function stop(msg, code)
+    if mpi and mpi.size() > 1 then mpi.abort(msg, code) end
+    io.stderr:write(msg, "\n")
+    os.exit(code)
   end
+  if sys.interrupted(err) then stop("interrupted", 130) end
   -- an expected stop (a diverging loss) needs no traceback
   local plain = type(err) == "string" and err:match("^(train%.pair: [^\n]*loss became[^\n]*)")
-  if plain then
-    io.stderr:write(plain, "\n")
-    os.exit(1)
-  end
-  io.stderr:write(tostring(err), "\n")
-  os.exit(1)
+  if plain then stop(plain, 1) end
+  stop(tostring(err), 1)
 end
 
 -- Improvement bars: XSA blue where XSA's loss is lower (positive), SA red
