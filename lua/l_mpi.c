@@ -3,7 +3,8 @@
  *
  *   xsa.mpi.rank(), size(), local_size(), active(), built(),
  *   threads_per_rank(), barrier(), allreduce(t, "sum"|"mean"),
- *   bcast(t, root), gather(value), allreduce_grads(models, weight [, values]),
+ *   bcast(t, root), gather(value), sum(numbers),
+ *   allreduce_grads(models, weight [, values]),
  *   abort(msg [, code])
  *
  * Outside mpirun/srun (or built without MPI) this is rank 0 of size 1 and
@@ -107,6 +108,33 @@ static int l_bcast(lua_State *L)
 }
 
 static void free_bytes(void *p) { free(p); }
+
+/* A list of numbers summed over the ranks in double precision (losses,
+ * counts): a new list. */
+static int l_sum(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+    if (n > (1 << 20)) return luaL_argerror(L, 1, "at most 2^20 numbers");
+    void **slot = xsa_lua_newbox(L, free_bytes);
+    *slot = malloc((size_t)(n ? n : 1) * sizeof(double));
+    if (!*slot) return luaL_error(L, "mpi.sum: out of memory");
+    double *v = *slot;
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_rawgeti(L, 1, i + 1);
+        int isnum = 0;
+        v[i] = lua_tonumberx(L, -1, &isnum);
+        lua_pop(L, 1);
+        if (!isnum) return luaL_error(L, "mpi.sum: item %d is not a number", (int)(i + 1));
+    }
+    if (xsa_comm_allreduce_sum_f64(v, (size_t)n) != 0) return xsa_lua_corefail(L);
+    lua_createtable(L, (int)n, 0);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_pushnumber(L, v[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
 
 static int l_gather(lua_State *L)
 {
@@ -251,6 +279,7 @@ static const luaL_Reg mpi_funcs[] = {
     {"allreduce", l_allreduce},
     {"bcast", l_bcast},
     {"gather", l_gather},
+    {"sum", l_sum},
     {"allreduce_grads", l_allreduce_grads},
     {"abort", l_abort},
     {NULL, NULL},

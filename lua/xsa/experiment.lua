@@ -416,10 +416,44 @@ function Ex:pair(o)
   local label = o.label or self.name
   local what = o.what or label
   local function say(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
+  local size, rank = ranks()
+  local dp = opts.data_parallel and size > 1 and self.spread_ranks
+  if dp then
+    -- every rank trains this pair together: rank 0 decides hit or miss for all
+    local flag = xsa.tensor{0}
+    if rank == 0 and not opts.no_cache and cache.load(opts.out, name, config, pair_check(kinds, o.check)) then
+      flag = xsa.tensor{1}
+    end
+    xsa.mpi.bcast(flag, 0)
+    local hit = flag:item() == 1
+    flag:free()
+    if rank ~= 0 then
+      -- the others read what rank 0 has, or train without writing anything
+      if hit then
+        local r = cache.load(opts.out, name, config)
+        return r, "hit", f.entry
+      end
+      local tl, vl = study.loaders(config.data)
+      local sa_model, xsa_model = study.new_pair(config.model, config.lambda)
+      if o.on_start then o.on_start(sa_model, tl, vl) end
+      local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
+        label = label, baseline = o.baseline, on_point = o.on_point, data_parallel = true}))
+      if #kinds > 0 then
+        r.checkpoints = {}
+        for _, k in ipairs(kinds) do r.checkpoints[k] = f.checkpoints[k] end
+      end
+      if o.after then o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
+      sa_model:free()
+      xsa_model:free()
+      return r, "miss", f.entry
+    end
+  end
   local result, status, entry = cache.fetch(opts.out, name, config, function()
     local tl, vl = study.loaders(config.data)
     local saved, why
-    if opts.resume ~= false then
+    if dp then
+      if sys.exists(f.state) then say("resume: --data-parallel does not resume; starting %s over", what) end
+    elseif opts.resume ~= false then
       saved, why = load_state(f, config, say)
       if saved then
         say("resume: %s from step %d of %d (%s; --no-resume starts over)", what, saved.resume.completed_steps,
@@ -443,6 +477,7 @@ function Ex:pair(o)
     if o.on_start then o.on_start(sa_model, tl, vl) end
     local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
       label = label, baseline = o.baseline, save_every = opts.save_every or 0, on_point = o.on_point,
+      data_parallel = dp or nil,
       resume = saved and saved.resume, optimizers = saved and {saved.sa_opt, saved.xsa_opt},
       save = function(res, st, ctx)
         if st == "checkpoint" or st == "interrupted" then return write_state(f, config, ctx) end
@@ -549,7 +584,7 @@ end
 -- (part 6's baseline) are consecutive calls.
 function Ex:spread(units, fn)
   local size, rank = ranks()
-  if size < 2 then return false end
+  if size < 2 or self.opts.data_parallel then return false end -- data-parallel: all ranks take every run
   assert(self.spread_ranks, "xsa.experiment: ex:spread under mpirun needs the experiment made with ranks = true")
   local m = xsa_lib().mpi
   local mine = 0
@@ -586,7 +621,13 @@ end
 -- spread itself), then rank 0 alone runs fn for every seed (cache hits).
 function Ex:each_seed(fn)
   local opts = self.opts
-  if ranks() > 1 then
+  if ranks() > 1 and opts.data_parallel then
+    -- every rank trains every pair (its rows of each batch); rank 0 goes on
+    local out = {}
+    for i, s in ipairs(self.seeds) do out[i] = fn(s, i) end
+    self:share_done()
+    return out
+  elseif ranks() > 1 then
     -- the seeds over the ranks, unless the script spread finer units already
     if not self.spread_done then
       local units = {}

@@ -40,6 +40,8 @@ function M.options(d, extra, skip)
     {"jobs", "int", 1, "seeds trained side by side, each in its own process with 1 BLAS thread (--seeds)",
       check = function(v) return v >= 1, "must be at least 1" end},
     {"worker", "bool", false, "internal (--jobs): train the one seed of --seeds, then exit"},
+    {"data-parallel", "bool", false, "under mpirun: every rank trains each pair on its rows of every batch " ..
+      "(gradients averaged over the ranks), instead of taking runs of its own"},
     {"threads", "int", d.threads or 0, "BLAS/engine threads (0: leave as is)"},
     {"out", "string", "cache", "results folder (JSON, checkpoints, cache entries)"},
     {"plots", "string", "plots", "figures folder"},

@@ -61,6 +61,21 @@
 -- the last bit; its record is copied. The lambda sweep uses this so that five
 -- lambdas cost six trainings instead of ten.
 --
+-- Data-parallel training: opts.data_parallel = true under mpirun with K > 1
+-- ranks. Every rank runs the same loop on the same batches and takes its
+-- rows of each: rank r the rows floor(r B / K) + 1 .. floor((r + 1) B / K)
+-- (as even as it gets; a batch of fewer rows than ranks is refused). Both
+-- models' gradients, each rank's scaled by its rows / B, and the two step
+-- losses are summed over the ranks in ONE MPI_Allreduce per step
+-- (xsa.mpi.allreduce_grads), which gives the gradient of the whole batch's
+-- mean loss however the rows fell; every rank then applies the same AdamW
+-- update, so the models stay identical. Evaluation splits each val batch the
+-- same way and sums the weighted losses (xsa.mpi.sum). The numbers equal the
+-- one-process run's up to the order of summation (1e-5 relative, not bit for
+-- bit). Only rank 0 shows progress and calls opts.save; a run cannot be
+-- resumed from a saved state (save_every is ignored). One process (or no
+-- mpirun): the option does nothing.
+--
 -- Non-goals: gradient accumulation, learning-rate schedules, more than two
 -- models per run (call pair again with a fresh pair).
 local progress = require "xsa.progress"
@@ -75,8 +90,30 @@ local function free(t)
   if type(t) == "userdata" and t.free then t:free() end
 end
 
--- Mean loss of model over loader:batch(1..n) under no_grad.
-function M.evaluate(model, loader, n)
+-- This rank's rows of a batch of b rows under data parallelism: the first
+-- row (1-based), the count, and its weight count / b.
+local function share(b)
+  local mpi = xsa_lib().mpi
+  local K, r = mpi.size(), mpi.rank()
+  if b < K then
+    error(string.format("train.pair: data_parallel: a batch of %d rows cannot be split over %d ranks " ..
+      "(each rank needs a row: a batch of at least %d, or fewer ranks)", b, K, K), 0)
+  end
+  local lo, hi = (r * b) // K, ((r + 1) * b) // K
+  return lo + 1, hi - lo, (hi - lo) / b
+end
+M.share = share
+
+-- This rank's rows of inputs x and targets y, and their weight.
+local function my_rows(x, y)
+  local first, n, w = share(x:size(1))
+  return x:narrow(1, first, n), y:narrow(1, first, n), w
+end
+
+-- Mean loss of model over loader:batch(1..n) under no_grad; with
+-- data_parallel (under mpirun) each rank evaluates its rows of every batch
+-- and the weighted losses are summed over the ranks.
+function M.evaluate(model, loader, n, data_parallel)
   local xsa = xsa_lib()
   local total = loader:num_batches()
   if n ~= nil and (math.type(n) ~= "integer" or n < 1) then
@@ -84,16 +121,22 @@ function M.evaluate(model, loader, n)
   end
   n = math.min(n or total, total)
   if n < 1 then error("train.evaluate: the loader has no batches", 2) end
-  return xsa.no_grad(function()
-    local sum = 0
+  local dp = data_parallel and xsa.mpi and xsa.mpi.size() > 1
+  local sum = xsa.no_grad(function()
+    local acc = 0
     for i = 1, n do
       local x, y = loader:batch(i)
+      local w = 1
+      if dp then x, y, w = my_rows(x, y) end
       local loss = model:loss(x, y)
-      sum = sum + loss:item()
+      acc = acc + w * loss:item()
       free(loss)
+      if dp then free(x); free(y) end
     end
-    return sum / n
+    return acc
   end)
+  if dp then sum = xsa.mpi.sum({sum})[1] end
+  return sum / n
 end
 
 local function mean(list, from, to)
@@ -182,6 +225,14 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   if final_point ~= "all" and final_point ~= "subset" then
     error("train.pair: final_point must be \"all\" or \"subset\"", 2)
   end
+  local dp = opts.data_parallel == true and xsa.mpi ~= nil and xsa.mpi.size() > 1
+  if dp then
+    share(train_loader.batch_size) -- refuses a batch smaller than the ranks before anything runs
+    share(val_loader.batch_size)
+    if opts.resume then error("train.pair: data_parallel runs cannot resume from a saved state", 2) end
+    save_every = 0
+  end
+  local root = not dp or xsa.mpi.rank() == 0
   local names = opts.names or {"SA", "XSA"}
   local label = opts.label or "pair"
   local adam = {lr = lr, betas = opts.betas or {0.9, 0.999}, eps = opts.eps or 1e-8,
@@ -266,7 +317,7 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   end
 
   local bar = opts.progress_bar or progress.new{label = label, total = steps,
-    mode = opts.progress == false and "off" or nil}
+    mode = (opts.progress == false or not root) and "off" or nil}
   local t0 = progress.now()
   local train_time, eval_time = prior.train, prior.eval
   local start = result.completed_steps
@@ -282,7 +333,7 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
     local vals = {}
     local n = (step == steps and final_point == "all") and nval or eval_batches
     for k = 1, 2 do
-      vals[k] = active[k] and M.evaluate(models[k], val_loader, n) or base.val[#result.steps + 1]
+      vals[k] = active[k] and M.evaluate(models[k], val_loader, n, dp) or base.val[#result.steps + 1]
     end
     eval_time = eval_time + (progress.now() - te)
     local trains = {...}
@@ -333,7 +384,7 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   local function save(status)
     result.status = status
     finish_times()
-    if opts.save then
+    if opts.save and root then
       local ctx = {sa = sa_model, xsa = xsa_model, sa_opt = sa_opt, xsa_opt = xsa_opt}
       if status == "checkpoint" or status == "interrupted" then
         ctx.state = snapshot(status == "checkpoint" and "running" or status)
@@ -369,6 +420,8 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
       -- step 0: the loss of the first training batch before any update
       train_loader:reset()
       local x0, y0 = train_loader:batch(1)
+      local w0 = 1
+      if dp then x0, y0, w0 = my_rows(x0, y0) end
       local l0 = {}
       for k = 1, 2 do l0[k] = active[k] and xsa.no_grad(function()
         local l = models[k]:loss(x0, y0)
@@ -376,6 +429,10 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
         free(l)
         return v
       end) or base.train[1] end
+      if dp then
+        local s0 = xsa.mpi.sum({w0 * l0[1], w0 * l0[2]})
+        for k = 1, 2 do if active[k] then l0[k] = s0[k] end end
+      end
       point(0, l0[1], l0[2])
     end
     local last_point = result.steps[#result.steps]
@@ -388,6 +445,39 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
       local ts = progress.now()
       local x, y = train_loader:next()
       local cur = {}
+      if dp then
+        -- this rank's rows through both models, then one allreduce of both
+        -- gradient blocks and both losses, then the same update everywhere
+        local xs, ys, w = my_rows(x, y)
+        local ks, ms, vals = {}, {}, {}
+        for k = 1, 2 do
+          if active[k] and taken(k) < step then
+            opt[k]:zero_grad()
+            local loss = models[k]:loss(xs, ys)
+            vals[#vals + 1] = loss:item()
+            loss:backward()
+            free(loss)
+            ks[#ks + 1], ms[#ms + 1] = k, models[k]
+          else
+            cur[k] = recs[k].step_loss[step]
+          end
+        end
+        free(xs)
+        free(ys)
+        local g = #ms > 0 and xsa.mpi.allreduce_grads(ms, w, vals) or {}
+        for i, k in ipairs(ks) do
+          local v = g[i]
+          if not finite(v) then -- the same value on every rank: all stop here
+            nan_error = {step = step, model = names[k], value = (v ~= v) and "NaN" or (v > 0 and "+inf" or "-inf")}
+            return
+          end
+          recs[k].step_loss[step] = v
+          opt[k]:step()
+          done[k] = step
+          cur[k] = v
+        end
+        goto stepped
+      end
       for k = 1, 2 do
         if not active[k] or taken(k) >= step then
           -- a reused baseline, or a model that took this step before the run was stopped
@@ -410,6 +500,7 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
         cur[k] = v
         ::next_model::
       end
+      ::stepped::
       train_time = train_time + (progress.now() - ts)
       result.completed_steps = step
       -- evaluate first, so the bar shows this point's val loss, not the last one
@@ -429,7 +520,7 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
       elseif eval_batches == nval or final_point == "all" then
         recs[k].final_val = recs[k].val[#recs[k].val]
       else
-        recs[k].final_val = M.evaluate(models[k], val_loader, nval)
+        recs[k].final_val = M.evaluate(models[k], val_loader, nval, dp)
       end
     end
     eval_time = eval_time + (progress.now() - te)
