@@ -8,6 +8,12 @@
 -- Each part runs as its own xsa process (the same executable), with the
 -- shared flags passed on; a failing part is reported and the others still
 -- run. Ends with the wall time of each part and the report's path.
+--
+-- Under mpirun (mpirun -np K xsa scripts/run_all.lua --seeds 4) the parts
+-- run inside every rank, one after the other (a child process of a rank is
+-- not part of the MPI job): parts 3, 4 and 6 hand their runs to the ranks,
+-- parts 1, 2 and 5 and the report are rank 0's, and a failing part ends the
+-- whole job (the other ranks may be waiting for it).
 local xsa = xsa or require "xsa"
 local study = xsa.study
 
@@ -25,6 +31,7 @@ local spec = {
     {"data-seed", "int", nil, "passed to parts 3-6: hold the batch order at this seed"},
     {"init-seed", "int", nil, "passed to parts 3-6: hold the initial weights at this seed"},
     {"jobs", "int", 1, "passed to parts 3-6: seeds trained side by side in child processes (with --seeds)"},
+    {"data-parallel", "bool", false, "passed to parts 3-6: under mpirun every rank trains each pair on its rows of every batch"},
     {"no-cache", "bool", false, "recompute cached results"},
     {"resume", "bool", true, "let unfinished training runs continue from their saved state (--no-resume: start over)"},
     {"format", "string", "png", "figure format: png or svg"},
@@ -55,6 +62,9 @@ study.main(function()
     end
   end
   if not opts.resume then seeded[#seeded + 1] = "--no-resume" end
+  if opts.data_parallel then seeded[#seeded + 1] = "--data-parallel" end
+  local size, rank = xsa.mpi.size(), xsa.mpi.rank()
+  local say = rank == 0 and function(...) io.stdout:write(...) end or function() end
   local steps = {
     {"part1", "part1_bias.lua", single},
     {"part2", "part2_geometry.lua", {"--animate"}},
@@ -69,6 +79,16 @@ study.main(function()
   for _, s in ipairs(steps) do
     if skip[s[1]] then
       times[#times + 1] = {s[1], "skipped"}
+    elseif size > 1 then
+      -- in this rank (see the top); the report reads what rank 0 wrote
+      local argv = {}
+      for _, a in ipairs(common) do argv[#argv + 1] = a end
+      for _, a in ipairs(s[3]) do argv[#argv + 1] = a end
+      say("\n=== ", s[1], ": ", s[2], " ", table.concat(argv, " "), " (in each of ", size, " ranks)\n")
+      io.stdout:flush()
+      local t0 = xsa.progress.now()
+      if s[1] ~= "report" or rank == 0 then xsa.experiment.run_script(opts.root .. "/scripts/" .. s[2], argv) end
+      times[#times + 1] = {s[1], string.format("%.1f s", xsa.progress.now() - t0)}
     else
       local argv = {shq(x), shq(opts.root .. "/scripts/" .. s[2])}
       for _, a in ipairs(common) do
@@ -90,7 +110,7 @@ study.main(function()
       if not ok then failed[#failed + 1] = s[1] end
     end
   end
-  io.stdout:write("\n", study.md_table({"step", "wall time"}, times))
+  say("\n", study.md_table({"step", "wall time"}, times))
   if #failed > 0 then
     io.stderr:write("run_all: failed: ", table.concat(failed, ", "), "\n")
     os.exit(1)

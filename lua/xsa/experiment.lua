@@ -206,6 +206,20 @@ function M.results(name, opts, o)
   return r, config
 end
 
+-- Runs the script at `path` in this process with `argv` as its arg (arg[0]
+-- = path, arg[-1] the executable), as `xsa path argv...` would in a child.
+-- run_all uses it under mpirun: a child process of a rank is not part of the
+-- job (core/comm.h), so the parts must run inside the ranks themselves.
+function M.run_script(path, argv)
+  local saved = arg
+  local a = {[0] = path, [-1] = saved and saved[-1]}
+  for i, v in ipairs(argv) do a[i] = v end
+  arg = a
+  local ok, err = pcall(dofile, path)
+  arg = saved
+  if not ok then error(err, 0) end
+end
+
 -- A new experiment: parses the flags (spec.argv, default the global arg).
 -- spec: name (required: cache names, summary/NAME.json), title (the
 -- report's heading), script (the usage line; default arg[0]'s file name),
