@@ -76,6 +76,9 @@ static xsa_tensor *check_block(lua_State *L, int idx, const char *fn)
         luaL_error(L, "mpi.%s: the tensor must be float32, not %s", fn, xsa_dtype_name(t->dtype));
     if (!xsa_tensor_is_contiguous(t))
         luaL_error(L, "mpi.%s: the tensor must be contiguous (t:contiguous() gives a copy that is)", fn);
+    char what[32];
+    snprintf(what, sizeof what, "mpi.%s", fn);
+    if (xsa_ag_check_inplace(t, what) != 0) xsa_lua_corefail(L); /* a leaf that requires grad */
     return t;
 }
 
@@ -180,7 +183,9 @@ static int models_of(lua_State *L, int idx, xsa_gpt **ms)
         luaL_error(L, "mpi.allreduce_grads: models must be a list of 1 to %d models", MAX_MODELS);
     for (int i = 0; i < k; i++) {
         lua_rawgeti(L, idx, i + 1);
-        ms[i] = xsa_lua_checkgpt(L, -1);
+        if (!luaL_testudata(L, -1, "xsa.gpt"))
+            luaL_error(L, "mpi.allreduce_grads: models[%d] is not a model (%s)", i + 1, luaL_typename(L, -1));
+        ms[i] = xsa_lua_checkgpt(L, -1); /* raises for a freed model */
         lua_pop(L, 1);
     }
     return k;

@@ -64,7 +64,8 @@
 -- Data-parallel training: opts.data_parallel = true under mpirun with K > 1
 -- ranks. Every rank runs the same loop on the same batches and takes its
 -- rows of each: rank r the rows floor(r B / K) + 1 .. floor((r + 1) B / K)
--- (as even as it gets; a batch of fewer rows than ranks is refused). Both
+-- (as even as it gets; with fewer rows than ranks some ranks get none and
+-- add nothing). Both
 -- models' gradients, each rank's scaled by its rows / B, and the two step
 -- losses are summed over the ranks in ONE MPI_Allreduce per step
 -- (xsa.mpi.allreduce_grads), which gives the gradient of the whole batch's
@@ -91,22 +92,22 @@ local function free(t)
 end
 
 -- This rank's rows of a batch of b rows under data parallelism: the first
--- row (1-based), the count, and its weight count / b.
+-- row (1-based), the count, and its weight count / b. A batch of fewer rows
+-- than ranks (a last, partial val batch) leaves some ranks none: count 0,
+-- weight 0.
 local function share(b)
   local mpi = xsa_lib().mpi
   local K, r = mpi.size(), mpi.rank()
-  if b < K then
-    error(string.format("train.pair: data_parallel: a batch of %d rows cannot be split over %d ranks " ..
-      "(each rank needs a row: a batch of at least %d, or fewer ranks)", b, K, K), 0)
-  end
   local lo, hi = (r * b) // K, ((r + 1) * b) // K
   return lo + 1, hi - lo, (hi - lo) / b
 end
 M.share = share
 
--- This rank's rows of inputs x and targets y, and their weight.
+-- This rank's rows of inputs x and targets y and their weight; nil, nil, 0
+-- when it has none of this batch.
 local function my_rows(x, y)
   local first, n, w = share(x:size(1))
+  if n == 0 then return nil, nil, 0 end
   return x:narrow(1, first, n), y:narrow(1, first, n), w
 end
 
@@ -128,10 +129,12 @@ function M.evaluate(model, loader, n, data_parallel)
       local x, y = loader:batch(i)
       local w = 1
       if dp then x, y, w = my_rows(x, y) end
-      local loss = model:loss(x, y)
-      acc = acc + w * loss:item()
-      free(loss)
-      if dp then free(x); free(y) end
+      if x then -- nil: none of this batch's rows are this rank's
+        local loss = model:loss(x, y)
+        acc = acc + w * loss:item()
+        free(loss)
+        if dp then free(x); free(y) end
+      end
     end
     return acc
   end)
@@ -227,8 +230,6 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   end
   local dp = opts.data_parallel == true and xsa.mpi ~= nil and xsa.mpi.size() > 1
   if dp then
-    share(train_loader.batch_size) -- refuses a batch smaller than the ranks before anything runs
-    share(val_loader.batch_size)
     if opts.resume then error("train.pair: data_parallel runs cannot resume from a saved state", 2) end
     save_every = 0
   end
@@ -423,12 +424,12 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
       local w0 = 1
       if dp then x0, y0, w0 = my_rows(x0, y0) end
       local l0 = {}
-      for k = 1, 2 do l0[k] = active[k] and xsa.no_grad(function()
+      for k = 1, 2 do l0[k] = active[k] and (not x0 and 0 or xsa.no_grad(function()
         local l = models[k]:loss(x0, y0)
         local v = l:item()
         free(l)
         return v
-      end) or base.train[1] end
+      end)) or base.train[1] end
       if dp then
         local s0 = xsa.mpi.sum({w0 * l0[1], w0 * l0[2]})
         for k = 1, 2 do if active[k] then l0[k] = s0[k] end end
@@ -453,10 +454,14 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
         for k = 1, 2 do
           if active[k] and taken(k) < step then
             opt[k]:zero_grad()
-            local loss = models[k]:loss(xs, ys)
-            vals[#vals + 1] = loss:item()
-            loss:backward()
-            free(loss)
+            if xs then
+              local loss = models[k]:loss(xs, ys)
+              vals[#vals + 1] = loss:item()
+              loss:backward()
+              free(loss)
+            else
+              vals[#vals + 1] = 0 -- no rows here: zero gradient, weight 0
+            end
             ks[#ks + 1], ms[#ms + 1] = k, models[k]
           else
             cur[k] = recs[k].step_loss[step]
