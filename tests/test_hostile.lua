@@ -7,7 +7,8 @@
 -- each call; the parent reports the last one printed when the child dies):
 --   regress  one targeted case per crash or wrong answer found and fixed
 --   battery  every function of xsa, xsa.nn, xsa.gpt, xsa.optim, xsa.json,
---            xsa.safetensors, xsa.tokenizer, xsa.data, xsa._data and every
+--            xsa.safetensors, xsa.tokenizer, xsa.data, xsa._data, xsa.mpi
+--            (but abort, which ends the process by design) and every
 --            method of the tensor, model, optimizer, generator, tokenizer and
 --            loader types, found through the tables themselves (a new function
 --            is covered without touching this file), called with no
@@ -692,9 +693,11 @@ local function targets(S)
   local data, tokenizer = xsa.data, xsa.tokenizer
   add_lib("xsa", xsa)
   list[#list + 1] = {"xsa.gpt()", function(...) return xsa.gpt(...) end}
-  for _, lib in ipairs{"nn", "gpt", "optim", "json", "safetensors", "_data", "_tokenizer"} do
+  for _, lib in ipairs{"nn", "gpt", "optim", "json", "safetensors", "_data", "_tokenizer", "mpi"} do
     add_lib("xsa." .. lib, xsa[lib])
   end
+  -- ends the process by design (the whole job under mpirun): no result to check
+  for i = #list, 1, -1 do if list[i][1] == "xsa.mpi.abort" then table.remove(list, i) end end
   add_lib("xsa.tokenizer", tokenizer)
   add_lib("xsa.data", data)
   -- the types: methods from getmetatable(obj).__index (or .methods when

@@ -13,7 +13,7 @@ local function group(name, summary, desc, example)
   D[name] = {sig = name, summary = summary, desc = desc, example = example}
 end
 
-D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.tokenizer",
+D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.mpi", "xsa.tokenizer",
   "xsa.data", "xsa.train", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
   "xsa.geometry"}
@@ -44,6 +44,11 @@ group("xsa.safetensors", "read and write safetensors files",
 group("xsa.json", "deterministic JSON",
   "Encodes Lua values with sorted keys (usable as cache keys) and decodes keeping integers and floats apart.",
   "print(xsa.json.encode({b = 1, a = {1.5, 2}}))")
+group("xsa.mpi", "Open MPI: ranks, collectives, data-parallel gradients",
+  "Under mpirun/srun (a build with Open MPI): this process's rank and the job's size, a barrier, in-place " ..
+  "allreduce and bcast of float32 tensors, gather of JSON-able values to rank 0, and the fused gradient " ..
+  "allreduce of data-parallel training. Anywhere else: rank 0 of size 1, every call a no-op returning its input.",
+  "print(xsa.mpi.rank(), xsa.mpi.size())")
 group("xsa.tokenizer", "GPT-2 byte-level BPE",
   "The GPT-2 tokenizer (the ids of tiktoken's gpt2 encoding), found in $XSA_DATA or the checkout's data/.",
   "local tok = xsa.tokenizer.gpt2()\nprint(tok:encode(\"Hello world\"))")
@@ -387,6 +392,36 @@ add("xsa.json.encode", "xsa.json.encode(v [, {indent=true}]) -> string", "Determ
 add("xsa.json.decode", "xsa.json.decode(s) -> value", "Parses JSON; arrays keep their kind (xsa.json.array).", "local v = xsa.json.decode('{\"a\": [1, 2.0]}')")
 add("xsa.json.array", "xsa.json.array([t]) -> t", "Marks a table as a JSON array (so {} encodes as []).", "print(xsa.json.encode(xsa.json.array()))")
 add("xsa.json.read_file", "xsa.json.read_file(path) -> value | nil, message", "Decodes a JSON file.", "local r = xsa.json.read_file(\"cache/summary/part3.json\")")
+add("xsa.mpi.rank", "xsa.mpi.rank() -> integer", "This process's rank, 0-based (0 outside mpirun).", "print(xsa.mpi.rank())")
+add("xsa.mpi.size", "xsa.mpi.size() -> integer", "The number of ranks in the job (1 outside mpirun).", "print(xsa.mpi.size())")
+add("xsa.mpi.local_size", "xsa.mpi.local_size() -> integer", "The ranks on this node (1 outside mpirun).",
+  "print(xsa.mpi.local_size())")
+add("xsa.mpi.threads_per_rank", "xsa.mpi.threads_per_rank() -> integer",
+  "max(1, online cores / ranks on this node): the BLAS threads that keep a node's ranks from oversubscribing it " ..
+  "(the scripts use it unless --threads is given).", "xsa.set_threads(xsa.mpi.threads_per_rank())")
+add("xsa.mpi.active", "xsa.mpi.active() -> boolean",
+  "true when MPI was started: a launcher (mpirun, srun) started this process and the build has MPI.",
+  "print(xsa.mpi.active())")
+add("xsa.mpi.built", "xsa.mpi.built() -> boolean", "true when this build has Open MPI.", "print(xsa.mpi.built())")
+add("xsa.mpi.barrier", "xsa.mpi.barrier()", "Waits until every rank has called it (sleeping, not polling).",
+  "xsa.mpi.barrier()")
+add("xsa.mpi.allreduce", "xsa.mpi.allreduce(t [, \"sum\"|\"mean\"]) -> t",
+  "Replaces a contiguous float32 tensor by its sum (default) or mean over the ranks, in place (its version " ..
+  "counter moves, as with other in-place writes).", "local t = xsa.tensor{1, 2}\nxsa.mpi.allreduce(t, \"mean\")")
+add("xsa.mpi.bcast", "xsa.mpi.bcast(t [, root]) -> t", "Copies rank root's (default 0) contiguous float32 tensor " ..
+  "into t on every rank, in place.", "local w = xsa.zeros(3)\nxsa.mpi.bcast(w, 0)")
+add("xsa.mpi.gather", "xsa.mpi.gather(value) -> list | nil",
+  "Every rank's value (anything xsa.json encodes) to rank 0: there a list indexed by rank + 1, nil elsewhere. " ..
+  "Values travel as JSON, also in one process.", "local all = xsa.mpi.gather({rank = xsa.mpi.rank()})")
+add("xsa.mpi.sum", "xsa.mpi.sum(numbers) -> list", "A list of numbers summed over the ranks in double precision.",
+  "local total = xsa.mpi.sum({loss, rows})")
+add("xsa.mpi.allreduce_grads", "xsa.mpi.allreduce_grads(models, weight [, values]) -> list",
+  "Data parallelism in one MPI_Allreduce: every model's gradient block and the numbers in values, each rank's " ..
+  "times weight (its rows / the batch's), summed over the ranks; the gradients are replaced, the summed values " ..
+  "returned.", "local losses = xsa.mpi.allreduce_grads({sa, xm}, rows / batch, {l_sa, l_xsa})")
+add("xsa.mpi.abort", "xsa.mpi.abort([message [, code]])",
+  "Prints the message with this rank and ends every rank of the job (MPI_Abort; exit outside mpirun). Code " ..
+  "1 to 255, default 1.", "xsa.mpi.abort(\"run 3 failed\")")
 add("xsa.json.write_file", "xsa.json.write_file(path, v [, opts])", "Encodes v (indented) and writes it atomically.", "xsa.json.write_file(\"/tmp/r.json\", {a = 1})")
 
 add("xsa.tokenizer.gpt2", "xsa.tokenizer.gpt2() -> tokenizer", "The GPT-2 tokenizer, loaded once per process.", "local tok = xsa.tokenizer.gpt2()")
@@ -430,12 +465,18 @@ add("loader:free", "loader:free()", "Releases the loader's tokens at once.", "tr
 ----------------------------------------------------------------------------
 -- training, plots, statistics
 
-add("xsa.train.pair", "xsa.train.pair(sa_model, xsa_model, train, val, {steps=, eval_every=, eval_batches=, lr=, label=, save=}) -> result",
+add("xsa.train.pair", "xsa.train.pair(sa_model, xsa_model, train, val, {steps=, eval_every=, eval_batches=, lr=, label=, save=, data_parallel=}) -> result",
   "Paired training: the same batch to both models at every step, AdamW each, both evaluated on the same val batches; " ..
-  "result.sa/xsa hold train/val curves and final_val, result.improvement_pct the paired gain.",
+  "result.sa/xsa hold train/val curves and final_val, result.improvement_pct the paired gain. data_parallel = true " ..
+  "under mpirun: each rank its rows of every batch, one gradient allreduce per step.",
   "local r = xsa.train.pair(sa, xm, train, val, {steps = 60, eval_every = 10})\nprint(r.improvement_pct)")
-add("xsa.train.evaluate", "xsa.train.evaluate(model, loader, n) -> number", "Mean loss over loader:batch(1..n) under no_grad.",
+add("xsa.train.evaluate", "xsa.train.evaluate(model, loader, n [, data_parallel]) -> number",
+  "Mean loss over loader:batch(1..n) under no_grad; with data_parallel under mpirun each rank its rows of " ..
+  "every batch, the weighted losses summed over the ranks.",
   "print(xsa.train.evaluate(model, val, 4))")
+add("xsa.train.share", "xsa.train.share(rows) -> first, count, weight",
+  "This rank's rows of a batch under data parallelism: rank r of K takes floor(r B / K) + 1 .. " ..
+  "floor((r + 1) B / K); weight = count / B.", "print(xsa.train.share(16))")
 add("xsa.train.improvement", "xsa.train.improvement(sa, xsa) -> number", "100 (sa - xsa) / sa: positive when XSA's loss is lower.",
   "print(xsa.train.improvement(4.0, 3.9))")
 
@@ -673,6 +714,12 @@ add("xsa.experiment.pair_quick", "xsa.experiment.pair_quick([extra]) -> table",
 add("xsa.experiment.files", "xsa.experiment.files(dir, name, config) -> table",
   "The files of a cached paired run: entry, checkpoints (init, sa, xsa), the resume state and its model slots.",
   "local f = xsa.experiment.files(\"cache\", \"part3-300steps\", c)")
+add("xsa.experiment.ranks", "xsa.experiment.ranks() -> size, rank",
+  "The ranks of an mpirun job (1, 0 otherwise), as ex:spread divides runs.", "print(xsa.experiment.ranks())")
+add("xsa.experiment.run_script", "xsa.experiment.run_script(path, argv)",
+  "Runs a script in this process with argv as its arg, as a child `xsa path argv...` would (run_all under " ..
+  "mpirun, where a rank's child process is not part of the job).",
+  "xsa.experiment.run_script(\"scripts/part3_train.lua\", {\"--quick\"})")
 add("xsa.experiment.exe", "xsa.experiment.exe() -> path",
   "The xsa executable running this script (to start another part as a child process).", "print(xsa.experiment.exe())")
 
