@@ -209,7 +209,7 @@ install: all
 	install -m 644 $(filter-out core/tensor_impl.h core/autograd_impl.h core/vec.h,$(wildcard core/*.h)) $(DESTDIR)$(PREFIX)/include/xsa/
 	install -m 755 $(LUA_SO) $(DESTDIR)$(LUA_CMOD)/xsa.so
 	install -m 644 lua/xsa/*.lua $(DESTDIR)$(LUA_LMOD)/xsa/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*XSA_VERSION "\(.*\)".*/\1/p' core/xsa.h)|g' \
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@MPI_LIBS@|$(strip $(MPI_LIBS))|g' -e 's|@VERSION@|$(shell sed -n 's/.*XSA_VERSION "\(.*\)".*/\1/p' core/xsa.h)|g' \
 	    mk/xsa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xsa.pc
 
 # `luarocks make` (xsa-scm-1.rockspec) builds `rock` and installs `rock-install`

@@ -279,6 +279,23 @@ function Ex:results(name, o)
   return r, config
 end
 
+-- Whether --no-cache still means "recompute" for this entry: not when the
+-- entry was written after this command started (by this process, another
+-- rank or a --jobs child), so each run is computed once per command, and the
+-- read-back after the ranks (or the workers) finished is a hit.
+-- (saved_at has whole seconds: one written in the second the command
+-- started counts as old, so at worst a tiny run is computed twice.)
+function Ex:refresh(name, config)
+  if not self.opts.no_cache then return false end
+  local path = cache.path(self.opts.out, name, config)
+  self.computed = self.computed or {}
+  if self.computed[path] then return false end
+  self.computed[path] = true -- the caller computes it now
+  local j = xsa_lib().json.read_file(path)
+  local since = os.date("!%Y-%m-%dT%H:%M:%SZ", self.t0)
+  return not (type(j) == "table" and type(j.saved_at) == "string" and j.saved_at > since)
+end
+
 function Ex:pair_config(over)
   return M.pair_config(self.opts, self.name, over)
 end
@@ -290,7 +307,7 @@ function Ex:cached(compute, o)
   o = o or {}
   local name = o.name or self.name
   return cache.fetch(self.opts.out, name, o.config or self.config, compute,
-    {no_cache = self.opts.no_cache, check = o.check, label = o.label or name})
+    {no_cache = self:refresh(name, o.config or self.config), check = o.check, label = o.label or name})
 end
 
 -- What an unfinished run leaves for inspection: both models (with AdamW)
@@ -431,11 +448,12 @@ function Ex:pair(o)
   local what = o.what or label
   local function say(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
   local size, rank = ranks()
+  local no_cache = self:refresh(name, config)
   local dp = opts.data_parallel and size > 1 and self.spread_ranks
   if dp then
     -- every rank trains this pair together: rank 0 decides hit or miss for all
     local flag = xsa.tensor{0}
-    if rank == 0 and not opts.no_cache and cache.load(opts.out, name, config, pair_check(kinds, o.check)) then
+    if rank == 0 and not no_cache and cache.load(opts.out, name, config, pair_check(kinds, o.check)) then
       flag = xsa.tensor{1}
     end
     xsa.mpi.bcast(flag, 0)
@@ -515,7 +533,7 @@ function Ex:pair(o)
     sa_model:free()
     xsa_model:free()
     return r
-  end, {no_cache = opts.no_cache, check = pair_check(kinds, o.check), label = what})
+  end, {no_cache = no_cache, check = pair_check(kinds, o.check), label = what})
   remove_state(f) -- the finished entry replaces any saved state
   return result, status, entry
 end
