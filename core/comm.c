@@ -80,6 +80,10 @@ int xsa_comm_gather_bytes(const void *buf, size_t n, char **out, size_t *lens)
     lens[0] = n;
     return 0;
 }
+int xsa_comm_allgather_bytes(const void *buf, size_t n, char **out, size_t *lens)
+{
+    return xsa_comm_gather_bytes(buf, n, out, lens);
+}
 void xsa_comm_abort(int code) { exit(code); }
 void xsa_comm_finalize(void) {}
 
@@ -190,7 +194,7 @@ int xsa_comm_bcast(void *buf, size_t n, int root)
     return 0;
 }
 
-int xsa_comm_gather_bytes(const void *buf, size_t n, char **out, size_t *lens)
+static int gather_bytes(const void *buf, size_t n, char **out, size_t *lens, int all_ranks)
 {
     *out = NULL;
     if (state != 1) {
@@ -226,7 +230,7 @@ int xsa_comm_gather_bytes(const void *buf, size_t n, char **out, size_t *lens)
         counts[r] = (int)all[r];
     }
     char *dst = NULL;
-    if (world_rank == 0) {
+    if (world_rank == 0 || all_ranks) {
         dst = malloc(total ? total : 1);
         if (!dst) {
             /* the others are already sending: take part, then fail */
@@ -234,16 +238,29 @@ int xsa_comm_gather_bytes(const void *buf, size_t n, char **out, size_t *lens)
             xsa_comm_abort(1);
         }
     }
-    rc = MPI_Gatherv(buf, (int)n, MPI_BYTE, dst, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (all_ranks)
+        rc = MPI_Allgatherv(buf, (int)n, MPI_BYTE, dst, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
+    else
+        rc = MPI_Gatherv(buf, (int)n, MPI_BYTE, dst, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) {
         free(dst), free(all), free(counts), free(displs);
-        return mpi_fail("mpi.gather: MPI_Gatherv", rc);
+        return mpi_fail(all_ranks ? "mpi.allgather: MPI_Allgatherv" : "mpi.gather: MPI_Gatherv", rc);
     }
-    if (world_rank == 0)
+    if (world_rank == 0 || all_ranks)
         for (int r = 0; r < world_size; r++) lens[r] = all[r];
     *out = dst;
     free(all), free(counts), free(displs);
     return 0;
+}
+
+int xsa_comm_gather_bytes(const void *buf, size_t n, char **out, size_t *lens)
+{
+    return gather_bytes(buf, n, out, lens, 0);
+}
+
+int xsa_comm_allgather_bytes(const void *buf, size_t n, char **out, size_t *lens)
+{
+    return gather_bytes(buf, n, out, lens, 1);
 }
 
 void xsa_comm_abort(int code)

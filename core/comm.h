@@ -52,6 +52,8 @@ int xsa_comm_bcast(void *buf, size_t n, int root);
  * each length; on other ranks *out is NULL. All ranks fail alike when the
  * total exceeds what MPI can count (2 GiB). */
 int xsa_comm_gather_bytes(const void *buf, size_t n, char **out, size_t *lens);
+/* The same, to every rank: *out and lens are filled everywhere. */
+int xsa_comm_allgather_bytes(const void *buf, size_t n, char **out, size_t *lens);
 /* Ends every rank of the job with `code` (MPI_Abort), or this process
  * (exit) when not active. */
 void xsa_comm_abort(int code);

@@ -3,7 +3,7 @@
  *
  *   xsa.mpi.rank(), size(), local_size(), active(), built(),
  *   threads_per_rank(), barrier(), allreduce(t, "sum"|"mean"),
- *   bcast(t, root), gather(value), sum(numbers),
+ *   bcast(t, root), gather(value), allgather(value), sum(numbers),
  *   allreduce_grads(models, weight [, values]),
  *   abort(msg [, code])
  *
@@ -139,7 +139,7 @@ static int l_sum(lua_State *L)
     return 1;
 }
 
-static int l_gather(lua_State *L)
+static int gather(lua_State *L, int all_ranks)
 {
     luaL_checkany(L, 1);
     lua_settop(L, 1);
@@ -154,9 +154,10 @@ static int l_gather(lua_State *L)
     *lens_slot = calloc((size_t)size, sizeof(size_t));
     if (!*lens_slot) return luaL_error(L, "mpi.gather: out of memory");
     char *out = NULL;
-    if (xsa_comm_gather_bytes(bytes, n, &out, *lens_slot) != 0) return xsa_lua_corefail(L);
+    if ((all_ranks ? xsa_comm_allgather_bytes : xsa_comm_gather_bytes)(bytes, n, &out, *lens_slot) != 0)
+        return xsa_lua_corefail(L);
     *out_slot = out;
-    if (xsa_comm_rank() != 0) {
+    if (!all_ranks && xsa_comm_rank() != 0) {
         lua_pushnil(L);
         return 1;
     }
@@ -172,6 +173,9 @@ static int l_gather(lua_State *L)
     }
     return 1;
 }
+
+static int l_gather(lua_State *L) { return gather(L, 0); }
+static int l_allgather(lua_State *L) { return gather(L, 1); }
 
 #define MAX_MODELS 16
 
@@ -284,6 +288,7 @@ static const luaL_Reg mpi_funcs[] = {
     {"allreduce", l_allreduce},
     {"bcast", l_bcast},
     {"gather", l_gather},
+    {"allgather", l_allgather},
     {"sum", l_sum},
     {"allreduce_grads", l_allreduce_grads},
     {"abort", l_abort},

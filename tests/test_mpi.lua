@@ -87,6 +87,7 @@ T.case("one process: gather is a list of one JSON round trip", function()
   T.eq(g[1].s, "x")
   same(mpi.gather(7), {7})
   same(mpi.gather("text"), {"text"})
+  same(mpi.allgather({1, 2}), {{1, 2}}, "allgather: the same list of one")
 end)
 
 T.case("bad input is refused with a message", function()
@@ -189,6 +190,7 @@ m.allreduce(u, "mean"); out.mean = u:tolist()
 local b = xsa.tensor{r, 10 + r}
 m.bcast(b, 1); out.bcast = b:tolist()
 out.gather = m.gather({r = r, name = "rank" .. r})
+out.allgather = m.allgather(r * 10)
 out.total = m.sum({r + 0.5, 2})
 out.bad_root = select(2, pcall(m.bcast, xsa.tensor{1}, 2))
 out.bad_dtype = select(2, pcall(m.allreduce, xsa.tensor({1}, "int32")))
@@ -214,6 +216,8 @@ xsa.json.write_file(arg[1] .. r .. ".json", out)
   end
   same(a.gather, {{r = 0, name = "rank0"}, {r = 1, name = "rank1"}}, "rank 0 gets a list by rank + 1")
   T.eq(b.gather, nil, "the other ranks get nil")
+  same(a.allgather, {0, 10}, "allgather: every rank's value on rank 0")
+  same(b.allgather, {0, 10}, "and on rank 1")
 end)
 
 -- The cache entries of a folder as {file name = entry}, without what
@@ -272,6 +276,13 @@ T.case("mpirun -np 2: a part 6 sweep equals one process's, bit for bit", functio
     " --out " .. shq(two .. "/cache") .. " --plots " .. shq(two .. "/plots"), 120)
   T.eq(c3, 0, l3)
   T.ok(not l3:find("cache miss", 1, true), "nothing recomputed:\n" .. l3)
+  -- --no-cache: every run recomputed once, by one rank; the read-back hits
+  local c4, l4 = run(2, shq(ROOT .. "/scripts/part6_lambda_sweep.lua") .. " " .. flags .. " --no-cache" ..
+    " --out " .. shq(two .. "/cache") .. " --plots " .. shq(two .. "/plots"), 180)
+  T.eq(c4, 0, l4)
+  T.eq(select(2, l4:gsub("%-%-no%-cache, recomputing", "")), 6, "each run once:\n" .. l4)
+  local e4 = entries(two .. "/cache")
+  for f, e in pairs(e1) do same(e4[f], e, f .. " after --no-cache") end
 end)
 
 T.case("data-parallel: 20 step losses within 1e-5 of one process (batch 7 over 2 ranks, 8 and 2 over 3)", function()

@@ -234,6 +234,7 @@ function M.new(spec)
   self.opts = study.setup(args.parse(spec.argv or arg or {}, self.spec))
   self.seeds = self.opts.seed_list or {self.opts.seed or 0}
   self.spread_ranks = spec.ranks == true
+  self.shared_out = ranks() > 1 -- see Ex:refresh
   if ranks() > 1 and (self.opts.jobs or 1) > 1 then
     io.stderr:write("--jobs starts child processes; under mpirun the ranks take the runs instead: drop --jobs\n")
     os.exit(2)
@@ -279,21 +280,23 @@ function Ex:results(name, o)
   return r, config
 end
 
--- Whether --no-cache still means "recompute" for this entry: not when the
--- entry was written after this command started (by this process, another
--- rank or a --jobs child), so each run is computed once per command, and the
--- read-back after the ranks (or the workers) finished is a hit.
--- (saved_at has whole seconds: one written in the second the command
--- started counts as old, so at worst a tiny run is computed twice.)
+-- Whether --no-cache means "recompute" for this entry. In one process:
+-- always. When the runs are shared out, each run once per command: under
+-- mpirun an entry any rank computed in this command (Ex:spread shares the
+-- list) is a hit; after --jobs workers, one written since the command
+-- started. (saved_at has whole seconds: there, an entry of an earlier
+-- command finished in the second this one started would count as fresh.)
 function Ex:refresh(name, config)
   if not self.opts.no_cache then return false end
+  if not self.shared_out then return true end
   local path = cache.path(self.opts.out, name, config)
   self.computed = self.computed or {}
   if self.computed[path] then return false end
   self.computed[path] = true -- the caller computes it now
+  if ranks() > 1 then return true end
   local j = xsa_lib().json.read_file(path)
   local since = os.date("!%Y-%m-%dT%H:%M:%SZ", self.t0)
-  return not (type(j) == "table" and type(j.saved_at) == "string" and j.saved_at > since)
+  return not (type(j) == "table" and type(j.saved_at) == "string" and j.saved_at >= since)
 end
 
 function Ex:pair_config(over)
@@ -588,6 +591,7 @@ function Ex:run_workers()
     elseif code ~= 0 then failed[#failed + 1] = string.format("seed %s (exit status %d)", s, code) end
   end
   os.remove(dir)
+  self.shared_out = true -- the workers computed the runs: the read-back is a hit (Ex:refresh)
   if interrupted then error("interrupted!", 0) end
   if #failed > 0 then
     error(string.format("%s: the worker of %s failed; its messages are above", self.name, table.concat(failed, ", ")), 0)
@@ -631,6 +635,13 @@ function Ex:spread(units, fn)
     end
   end
   io.stdout:flush()
+  -- the entries every rank computed, known to all (--no-cache: computed once)
+  local mine_list = {}
+  for p in pairs(self.computed or {}) do mine_list[#mine_list + 1] = p end
+  self.computed = self.computed or {}
+  for _, list in ipairs(m.allgather(mine_list)) do
+    for _, p in ipairs(list) do self.computed[p] = true end
+  end
   m.barrier()
   self.spread_done = true
   return true

@@ -413,6 +413,9 @@ add("xsa.mpi.bcast", "xsa.mpi.bcast(t [, root]) -> t", "Copies rank root's (defa
 add("xsa.mpi.gather", "xsa.mpi.gather(value) -> list | nil",
   "Every rank's value (anything xsa.json encodes) to rank 0: there a list indexed by rank + 1, nil elsewhere. " ..
   "Values travel as JSON, also in one process.", "local all = xsa.mpi.gather({rank = xsa.mpi.rank()})")
+add("xsa.mpi.allgather", "xsa.mpi.allgather(value) -> list",
+  "Every rank's value (anything xsa.json encodes) to every rank, as a list indexed by rank + 1.",
+  "local names = xsa.mpi.allgather(\"rank\" .. xsa.mpi.rank())")
 add("xsa.mpi.sum", "xsa.mpi.sum(numbers) -> list", "A list of numbers summed over the ranks in double precision.",
   "local total = xsa.mpi.sum({loss, rows})")
 add("xsa.mpi.allreduce_grads", "xsa.mpi.allreduce_grads(models, weight [, values]) -> list",
