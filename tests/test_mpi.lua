@@ -145,10 +145,10 @@ end)
 -- under mpirun
 
 local why_not
-if not mpi.built() then
+if os.getenv("XSA_SANITIZED") then
+  why_not = "the sanitizer build is made without MPI (make asan: MPI=0)"
+elseif not mpi.built() then
   why_not = "this build has no MPI (install libopenmpi-dev openmpi-bin: sh mk/deps.sh --mpi; then make)"
-elseif os.getenv("XSA_SANITIZED") then
-  why_not = "the sanitizer build is made without MPI"
 elseif not os.execute("command -v mpirun >/dev/null 2>&1") then
   why_not = "mpirun is not installed (openmpi-bin: sh mk/deps.sh --mpi)"
 elseif not os.execute("command -v timeout >/dev/null 2>&1") then
