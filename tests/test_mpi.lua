@@ -8,7 +8,8 @@
 --   a part 6 sweep whose cache entries and checkpoints equal, bit for bit,
 --   those of one process with one BLAS thread (the thread count of a rank),
 --   data-parallel training whose first 20 step losses equal the
---   one-process run's to 1e-5 relative (a batch of 7 rows: split 3 + 4),
+--   one-process run's to 1e-5 relative (7 rows over 2 ranks: 3 + 4; 2 rows
+--   over 3 ranks: one rank has none),
 --   a failing rank: the job ends non-zero, naming the rank, the run and
 --   the error, and the other rank's finished run stays cached.
 -- Without mpirun these print one line saying why they are skipped.
@@ -161,7 +162,10 @@ if why_not then
 end
 
 local TMP = T.tmpdir()
+-- root is allowed (CI runs as root); no single-copy (CMA) transfers between
+-- ranks, which containers without ptrace rights refuse
 local ENV = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " ..
+  "OMPI_MCA_btl_vader_single_copy_mechanism=none " ..
   "XSA_PROGRESS=log LUA_PATH=" .. shq(os.getenv("LUA_PATH") or "")
 
 -- Runs `xsa args` under mpirun -np np (nil: without mpirun) with a time
@@ -245,7 +249,7 @@ local function entries(dir)
 end
 
 T.case("mpirun -np 2: a part 6 sweep equals one process's, bit for bit", function()
-  local flags = "--quick --seeds 2 --lambdas 0,0.5,1 --threads 1"
+  local flags = "--quick --seeds 2 --lambdas 0,1 --threads 1"
   local one, two = TMP .. "/one", TMP .. "/two"
   local c1, l1 = run(nil, shq(ROOT .. "/scripts/part6_lambda_sweep.lua") .. " " .. flags ..
     " --out " .. shq(one .. "/cache") .. " --plots " .. shq(one .. "/plots"), 180)
@@ -255,7 +259,7 @@ T.case("mpirun -np 2: a part 6 sweep equals one process's, bit for bit", functio
   T.eq(c2, 0, l2)
   local e1, n1 = entries(one .. "/cache")
   local e2, n2 = entries(two .. "/cache")
-  T.eq(n1, 6, "2 seeds x 3 lambdas")
+  T.eq(n1, 4, "2 seeds x 2 lambdas")
   T.eq(n2, n1)
   for f, e in pairs(e1) do same(e2[f], e, f) end
   -- the checkpoints, byte for byte
@@ -266,9 +270,9 @@ T.case("mpirun -np 2: a part 6 sweep equals one process's, bit for bit", functio
     T.ok(os.execute("cmp -s " .. shq(one .. "/cache/" .. f) .. " " .. shq(two .. "/cache/" .. f)), f .. " differs")
   end
   p:close()
-  T.eq(k, 8, "2 SA baselines and 6 XSA models")
+  T.eq(k, 6, "2 SA baselines and 4 XSA models")
   -- the work was shared: each rank trained some runs (its progress lines)
-  T.ok(select(2, l2:gsub("cache miss", "")) == 6, "every run computed once:\n" .. l2)
+  T.ok(select(2, l2:gsub("cache miss", "")) == 4, "every run computed once:\n" .. l2)
   T.ok(T.read(two .. "/plots/part6_lambda_sweep.png") ~= nil or not os.execute("command -v gnuplot >/dev/null"),
     "rank 0 drew the figure")
   -- run again: every run is a hit, on every rank
@@ -280,12 +284,12 @@ T.case("mpirun -np 2: a part 6 sweep equals one process's, bit for bit", functio
   local c4, l4 = run(2, shq(ROOT .. "/scripts/part6_lambda_sweep.lua") .. " " .. flags .. " --no-cache" ..
     " --out " .. shq(two .. "/cache") .. " --plots " .. shq(two .. "/plots"), 180)
   T.eq(c4, 0, l4)
-  T.eq(select(2, l4:gsub("%-%-no%-cache, recomputing", "")), 6, "each run once:\n" .. l4)
+  T.eq(select(2, l4:gsub("%-%-no%-cache, recomputing", "")), 4, "each run once:\n" .. l4)
   local e4 = entries(two .. "/cache")
   for f, e in pairs(e1) do same(e4[f], e, f .. " after --no-cache") end
 end)
 
-T.case("data-parallel: 20 step losses within 1e-5 of one process (batch 7 over 2 ranks, 8 and 2 over 3)", function()
+T.case("data-parallel: 20 step losses within 1e-5 of one process (batch 7 over 2 ranks, 2 over 3)", function()
   local script = TMP .. "/dp.lua"
   T.writefile(script, [[
 local out, batch = arg[1], tonumber(arg[2])
@@ -302,8 +306,8 @@ if xsa.mpi.rank() == 0 then
     final = {r.sa.final_val, r.xsa.final_val}, sums = all})
 end
 ]])
-  -- 7 rows: 3 + 4; 8 over 3: 2 + 3 + 3; 2 over 3: one rank has none
-  for _, case in ipairs{{2, 7}, {3, 8}, {3, 2}} do
+  -- 7 rows over 2 ranks: 3 + 4; 2 over 3: 0 + 1 + 1 (one rank has none)
+  for _, case in ipairs{{2, 7}, {3, 2}} do
     local np, batch = case[1], case[2]
     local f1, f2 = TMP .. "/dp1-" .. batch .. ".json", TMP .. "/dp" .. np .. "-" .. batch .. ".json"
     local c1, l1 = run(nil, shq(script) .. " " .. shq(f1) .. " " .. batch, 120)
