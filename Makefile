@@ -44,9 +44,18 @@ LUA_LIBS      := $(shell pkg-config --libs lua5.4 2>/dev/null)
 EDIT_CFLAGS := $(shell pkg-config --cflags libedit 2>/dev/null)
 EDIT_LIBS   := $(shell pkg-config --libs libedit 2>/dev/null)
 
-CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) $(SANITIZE) $(PKG_CFLAGS) $(EDIT_CFLAGS) $(EXTRA_CFLAGS)
+# oneDNN (optional, Debian libdnnl-dev, no pkg-config file): found by its
+# header, it gives the opt-in bf16 matrix products (core/matmul_bf16.c);
+# without it that file builds stubs that refuse bf16. DNNL=0 builds without.
+DNNL     ?= $(if $(wildcard /usr/include/oneapi/dnnl/dnnl.h),1,0)
+ifeq ($(DNNL),1)
+DNNL_CFLAGS := -DXSA_HAVE_DNNL
+DNNL_LIBS   := -ldnnl
+endif
+
+CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) $(SANITIZE) $(PKG_CFLAGS) $(EDIT_CFLAGS) $(DNNL_CFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS  := $(SANITIZE) $(EXTRA_LDFLAGS)
-LIBS     := $(CORE_PKG_LIBS) -lm -lpthread -ldl
+LIBS     := $(CORE_PKG_LIBS) $(DNNL_LIBS) -lm -lpthread -ldl
 
 CORE_SRC := $(sort $(wildcard core/*.c))
 BIND_SRC := $(sort $(wildcard lua/l_*.c))
@@ -187,7 +196,7 @@ install: all
 	install -m 755 $(LUA_SO) $(DESTDIR)$(LUA_CMOD)/xsa.so
 	install -m 644 lua/xsa/*.lua $(DESTDIR)$(LUA_LMOD)/xsa/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*XSA_VERSION "\(.*\)".*/\1/p' core/xsa.h)|g' \
-	    mk/xsa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xsa.pc
+	    -e 's|@DNNL_LIBS@|$(DNNL_LIBS)|g' mk/xsa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xsa.pc
 
 # `luarocks make` (xsa-scm-1.rockspec) builds `rock` and installs `rock-install`
 # into a rocks tree: LIBDIR gets xsa.so, LUADIR the Lua modules with the GPT-2
