@@ -49,6 +49,15 @@ LUA_LIBS      := $(shell pkg-config --libs lua5.4 2>/dev/null)
 EDIT_CFLAGS := $(shell pkg-config --cflags libedit 2>/dev/null)
 EDIT_LIBS   := $(shell pkg-config --libs libedit 2>/dev/null)
 
+# oneDNN (optional, Debian libdnnl-dev, no pkg-config file): found by its
+# header, it gives the opt-in bf16 matrix products (core/matmul_bf16.c);
+# without it that file builds stubs that refuse bf16. DNNL=0 builds without.
+DNNL     ?= $(if $(wildcard /usr/include/oneapi/dnnl/dnnl.h),1,0)
+ifeq ($(DNNL),1)
+DNNL_CFLAGS := -DXSA_HAVE_DNNL
+DNNL_LIBS   := -ldnnl
+endif
+
 # Open MPI when present (Debian: libopenmpi-dev; mk/deps.sh --mpi); without
 # it core/comm.c is the one-process case and xsa.mpi a set of no-ops.
 ifneq ($(MPI),0)
@@ -58,9 +67,9 @@ MPI_CFLAGS := -DXSA_HAVE_MPI $(shell pkg-config --cflags ompi-c 2>/dev/null || m
 endif
 endif
 
-CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) $(SANITIZE) $(PKG_CFLAGS) $(EDIT_CFLAGS) $(MPI_CFLAGS) $(EXTRA_CFLAGS)
+CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) $(SANITIZE) $(PKG_CFLAGS) $(EDIT_CFLAGS) $(DNNL_CFLAGS) $(MPI_CFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS  := $(SANITIZE) $(EXTRA_LDFLAGS)
-LIBS     := $(CORE_PKG_LIBS) $(MPI_LIBS) -lm -lpthread -ldl
+LIBS     := $(CORE_PKG_LIBS) $(DNNL_LIBS) $(MPI_LIBS) -lm -lpthread -ldl
 
 MPI_STAMP := $(BUILD)/mpi.flags
 ifeq ($(filter clean deps data,$(MAKECMDGOALS)),)
@@ -209,8 +218,8 @@ install: all
 	install -m 644 $(filter-out core/tensor_impl.h core/autograd_impl.h core/vec.h,$(wildcard core/*.h)) $(DESTDIR)$(PREFIX)/include/xsa/
 	install -m 755 $(LUA_SO) $(DESTDIR)$(LUA_CMOD)/xsa.so
 	install -m 644 lua/xsa/*.lua $(DESTDIR)$(LUA_LMOD)/xsa/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@MPI_LIBS@|$(strip $(MPI_LIBS))|g' -e 's|@VERSION@|$(shell sed -n 's/.*XSA_VERSION "\(.*\)".*/\1/p' core/xsa.h)|g' \
-	    mk/xsa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xsa.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*XSA_VERSION "\(.*\)".*/\1/p' core/xsa.h)|g' \
+	    -e 's|@DNNL_LIBS@|$(DNNL_LIBS)|g' -e 's|@MPI_LIBS@|$(strip $(MPI_LIBS))|g' mk/xsa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xsa.pc
 
 # `luarocks make` (xsa-scm-1.rockspec) builds `rock` and installs `rock-install`
 # into a rocks tree: LIBDIR gets xsa.so, LUADIR the Lua modules with the GPT-2

@@ -19,6 +19,7 @@
 
 #include "fileio.h"
 #include "gpt.h"
+#include "matmul_bf16.h"
 #include "optim.h"
 #include "pool.h"
 #include "safetensors.h"
@@ -66,6 +67,7 @@ struct xsa_gpt {
     float *logits;
     size_t logits_cap;         /* floats */
     int logits_ready;
+    xsa_bf16_mm *mm;           /* precision bf16: the oneDNN products of the lm_head */
 };
 
 /* ---- configuration ---------------------------------------------------- */
@@ -80,6 +82,7 @@ void xsa_gpt_config_default(xsa_gpt_config *c)
     c->attention = XSA_ATTN_SA;
     c->lambda = 1.0;
     c->seed = 0;
+    c->precision = XSA_PREC_F32;
 }
 
 const char *xsa_gpt_attention_name(xsa_attention a) { return a == XSA_ATTN_XSA ? "xsa" : "sa"; }
@@ -89,6 +92,16 @@ int xsa_gpt_attention_parse(const char *s, xsa_attention *out)
     if (s && strcmp(s, "sa") == 0) *out = XSA_ATTN_SA;
     else if (s && strcmp(s, "xsa") == 0) *out = XSA_ATTN_XSA;
     else return xsa_error("gpt: attention must be \"sa\" or \"xsa\" (got \"%s\")", s ? s : "(null)");
+    return 0;
+}
+
+const char *xsa_gpt_precision_name(xsa_precision p) { return p == XSA_PREC_BF16 ? "bf16" : "f32"; }
+
+int xsa_gpt_precision_parse(const char *s, xsa_precision *out)
+{
+    if (s && strcmp(s, "f32") == 0) *out = XSA_PREC_F32;
+    else if (s && strcmp(s, "bf16") == 0) *out = XSA_PREC_BF16;
+    else return xsa_error("gpt: precision must be \"f32\" or \"bf16\" (got \"%s\")", s ? s : "(null)");
     return 0;
 }
 
@@ -107,6 +120,8 @@ int xsa_gpt_config_validate(const xsa_gpt_config *c)
     if (c->attention != XSA_ATTN_SA && c->attention != XSA_ATTN_XSA)
         return xsa_error("gpt: attention must be \"sa\" or \"xsa\"");
     if (!isfinite(c->lambda)) return xsa_error("gpt: lambda must be finite (got %g)", c->lambda);
+    if (c->precision != XSA_PREC_F32 && c->precision != XSA_PREC_BF16)
+        return xsa_error("gpt: precision must be \"f32\" or \"bf16\"");
     double C = c->d_model;
     double total = (double)c->vocab * C + (double)c->seq_len * C +
                    c->n_layer * (12.0 * C * C + 13.0 * C) + 2.0 * C;
@@ -204,10 +219,20 @@ static xsa_gpt *gpt_alloc(const xsa_gpt_config *c)
     char what[96];
     snprintf(what, sizeof what, "%.0f parameters and their gradients", nparams);
     if (check_fits(nparams * 2 * sizeof(float), what) != 0) return NULL;
+    if (c->precision == XSA_PREC_BF16 && xsa_bf16_check() != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", xsa_last_error());
+        xsa_error("gpt: precision \"bf16\" is not available: %s", why);
+        return NULL;
+    }
     xsa_gpt *m = calloc(1, sizeof *m);
     if (!m) goto oom;
     m->refcount = 1;
     m->cfg = *c;
+    if (c->precision == XSA_PREC_BF16 && !(m->mm = xsa_bf16_mm_new())) {
+        free(m);
+        return NULL;
+    }
     set_lambda(m);
     m->ntensors = 2 + c->n_layer * NPL + 2;
     m->names = calloc((size_t)m->ntensors, sizeof *m->names);
@@ -267,10 +292,11 @@ void xsa_gpt_free(xsa_gpt *m)
     free(m->la);
     xsa_storage_free(m->pstore);
     xsa_storage_free(m->gstore);
-    free(m->acts);
+    xsa_pool_put(m->acts);
     free(m->tokens);
     free(m->logits);
     xsa_pool_put(m->pend_dw);
+    xsa_bf16_mm_free(m->mm);
     free(m);
 }
 
@@ -280,6 +306,19 @@ static void release_pending(xsa_gpt *m)
 {
     xsa_pool_put(m->pend_dw);
     m->pend_dw = NULL;
+}
+
+/* Gives the activation block back to the pool, with the pending gradient
+ * (the logits stay if they were computed). */
+static void release_acts(xsa_gpt *m)
+{
+    release_pending(m);
+    xsa_pool_put(m->acts);
+    m->acts = NULL;
+    m->acts_cap = 0;
+    m->have_acts = 0;
+    m->have_targets = 0;
+    if (!m->logits_ready) m->have_logits = 0;
 }
 
 xsa_gpt *xsa_gpt_clone(const xsa_gpt *m, xsa_attention attention, double lambda)
@@ -305,8 +344,7 @@ int xsa_gpt_copy_from(xsa_gpt *dst, const xsa_gpt *src)
     if (dst != src) memcpy(dst->pstore->data, src->pstore->data, src->nparams * sizeof(float));
     xsa_storage_bump_version(dst->pstore); /* the parameters changed in place */
     dst->gen++;
-    dst->have_targets = 0;
-    release_pending(dst);
+    release_acts(dst);
     return 0;
 }
 
@@ -319,8 +357,7 @@ int xsa_gpt_set_attention(xsa_gpt *m, xsa_attention attention, double lambda)
     m->cfg = c;
     set_lambda(m);
     m->gen++;
-    m->have_targets = 0;
-    release_pending(m);
+    release_acts(m);
     return 0;
 }
 
@@ -388,8 +425,9 @@ static int ensure_acts(xsa_gpt *m, int B, int T)
                                              (size_t)T, &bad);
     /* per layer: 16 N*C (ln1, qkv 3, y, z, res2, ln2, fch 4, res3), 4 N, the weights.
      * gelu(fch) is not kept (the backward recomputes it); no [N,V] buffer: the
-     * loss runs over chunks of rows (xsa_nn_lmhead_ce) and the backward's
-     * scratch comes from the pool (backward_floats) */
+     * loss runs over chunks of rows (xsa_nn_lmhead_ce). The block comes from
+     * the pool (pool.h) and goes back after the backward, as does the
+     * backward's scratch */
     size_t per_layer = addz(addz(mulz(NC, 16, &bad), mulz(N, 4, &bad), &bad), att, &bad);
     size_t total = NC;                                            /* encoded */
     total = addz(total, mulz(L, per_layer, &bad), &bad);
@@ -401,9 +439,10 @@ static int ensure_acts(xsa_gpt *m, int B, int T)
     if ((double)N * (double)V > (double)XSA_MAX_NUMEL)
         return xsa_error("gpt: batch %dx%d with vocab %zu is too large", B, T, V);
     if (check_fits((double)total * sizeof(float), what) != 0) return -1;
-    if (total > m->acts_cap) {
-        free(m->acts);
-        m->acts = malloc(total * sizeof(float));
+    if (!m->acts || total > m->acts_cap) {
+        /* from the pool: held from a forward to its backward, then shared */
+        xsa_pool_put(m->acts);
+        m->acts = xsa_pool_get(XSA_POOL_ACTS, total);
         if (!m->acts) {
             m->acts_cap = 0;
             return xsa_error("gpt: out of memory for activations of batch %dx%d (%zu MB)", B, T,
@@ -472,6 +511,20 @@ static int check_batch(const xsa_gpt *m, const int32_t *inputs, int B, int T)
     return 0;
 }
 
+/* Floats of the one scratch buffer every part of a step at (B, T) asks the
+ * pool for (gelu(fch) in the forward, the lm_head's chunk, the backward's
+ * scratch): the same size each time, so that they are all one buffer. */
+static size_t step_scratch_floats(const xsa_gpt *m, int B, int T)
+{
+    size_t C = (size_t)m->cfg.d_model, N = (size_t)B * T;
+    int V = m->cfg.vocab, bf16 = m->cfg.precision == XSA_PREC_BF16;
+    size_t a = xsa_nn_lmhead_ce_scratch_floats((int)N, (int)C, V,
+                                               xsa_nn_lmhead_rows((int)N, V, bf16), bf16);
+    size_t b = N * C * 13 + xsa_nn_attention_scratch_floats(B, T, (int)C, m->cfg.n_head);
+    size_t c = N * C * 4;
+    return a > b ? (a > c ? a : c) : (b > c ? b : c);
+}
+
 /* Embedding and blocks. probe (or NULL) receives per-layer statistics; with
  * probe_only the last block's MLP is skipped (the probe does not need it).
  * gelu(fch) goes through a scratch buffer from the pool: the backward
@@ -479,7 +532,7 @@ static int check_batch(const xsa_gpt *m, const int32_t *inputs, int B, int T)
 static int run_blocks(xsa_gpt *m, int B, int T, double *probe, int probe_only)
 {
     int C = m->cfg.d_model, NH = m->cfg.n_head, L = m->cfg.n_layer, N = B * T;
-    float *fchg = xsa_pool_get((size_t)N * 4 * C);
+    float *fchg = xsa_pool_get(XSA_POOL_SCRATCH, step_scratch_floats(m, B, T));
     if (!fchg) return -1;
     xsa_nn_embedding_forward(m->encoded, m->tokens, P(m, 0), P(m, 1), B, T, C);
     for (int l = 0; l < L; l++) {
@@ -555,17 +608,30 @@ static float *run_blocks_eval(xsa_gpt *m, const int32_t *inputs, int B, int T, f
 
 /* The mean cross-entropy of the logits lnf wte^T against targets, through
  * the fused, chunked lm_head (nn.h); with dlnf and dw also its gradient. */
-static int lm_loss(xsa_gpt *m, const float *lnf, const int32_t *targets, int N, float *dlnf,
-                   float *dw, float *loss)
+static int lm_loss(xsa_gpt *m, const float *lnf, const int32_t *targets, int B, int T,
+                   float *dlnf, float *dw, float *loss)
 {
-    int C = m->cfg.d_model, V = m->cfg.vocab;
-    int R = xsa_nn_lmhead_rows(N, V);
-    float *s = xsa_pool_get(xsa_nn_lmhead_ce_scratch_floats(N, C, V, R, 0));
-    if (!s) return -1;
+    int C = m->cfg.d_model, V = m->cfg.vocab, bf16 = m->cfg.precision == XSA_PREC_BF16;
+    int N = B * T, R = xsa_nn_lmhead_rows(N, V, bf16);
+    xsa_nn_bf16 bf = {m->mm, NULL};
+    float *w16 = NULL;
+    if (bf16) {
+        /* wte in bf16, rounded from the float32 master weights */
+        w16 = xsa_pool_get(XSA_POOL_BF16, ((size_t)V * C + 1) / 2);
+        if (!w16) return -1;
+        xsa_bf16_from_f32((uint16_t *)w16, P(m, 0), (size_t)V * C);
+        bf.wte = (const uint16_t *)w16;
+    }
+    float *s = xsa_pool_get(XSA_POOL_SCRATCH, step_scratch_floats(m, B, T));
+    if (!s) {
+        xsa_pool_put(w16);
+        return -1;
+    }
     double l = 0.0;
     int rc = xsa_nn_lmhead_ce(&l, dlnf, dw, NULL, s, lnf, P(m, 0), targets, N, C, V, R,
-                              xsa_threads(), NULL);
+                              xsa_threads(), bf16 ? &bf : NULL);
     xsa_pool_put(s);
+    xsa_pool_put(w16);
     if (rc == 0 && loss) *loss = (float)l;
     return rc;
 }
@@ -589,12 +655,11 @@ static int forward(xsa_gpt *m, const int32_t *inputs, const int32_t *targets, in
     }
     if (targets && !save) {
         /* evaluation: no activations kept, one working set for every layer */
-        release_pending(m);
-        m->have_acts = 0;
-        float *w = xsa_pool_get(eval_floats(m, B, T));
+        release_acts(m);
+        float *w = xsa_pool_get(XSA_POOL_ACTS, eval_floats(m, B, T));
         if (!w) return -1;
         float *lnf = run_blocks_eval(m, inputs, B, T, w);
-        int rc = lm_loss(m, lnf, targets, N, NULL, NULL, loss);
+        int rc = lm_loss(m, lnf, targets, B, T, NULL, NULL, loss);
         xsa_pool_put(w);
         return rc;
     }
@@ -611,9 +676,9 @@ static int forward(xsa_gpt *m, const int32_t *inputs, const int32_t *targets, in
     m->have_logits = 1;
     if (!targets) /* logits asked for: computed now */
         return xsa_gpt_logits(m) ? 0 : -1;
-    if (!m->pend_dw) m->pend_dw = xsa_pool_get((size_t)V * C);
+    if (!m->pend_dw) m->pend_dw = xsa_pool_get(XSA_POOL_PENDING, (size_t)V * C);
     if (!m->pend_dw) return -1;
-    if (lm_loss(m, m->lnf, m->tokens + N, N, m->dlnf, m->pend_dw, loss) != 0) return -1;
+    if (lm_loss(m, m->lnf, m->tokens + N, B, T, m->dlnf, m->pend_dw, loss) != 0) return -1;
     m->have_targets = 1;
     return 0;
 }
@@ -668,9 +733,9 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
     m->have_targets = 0;
     xsa_storage_bump_version(m->gstore); /* the gradients are added to in place */
     /* scratch from the pool (shared with other models between steps) */
-    float *scr = xsa_pool_get(NC * 13 + xsa_nn_attention_scratch_floats(B, T, C, NH));
+    float *scr = xsa_pool_get(XSA_POOL_SCRATCH, step_scratch_floats(m, B, T));
     if (!scr) {
-        release_pending(m);
+        release_acts(m);
         return -1;
     }
     float *dres = scr, *dA = dres + NC, *dqkv = dA + NC, *dfch = dqkv + 3 * NC;
@@ -715,6 +780,7 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
     }
     xsa_nn_embedding_backward(G(m, 0), G(m, 1), dres, m->tokens, B, T, C);
     xsa_pool_put(scr);
+    release_acts(m); /* for the next model's step */
     return 0;
 }
 
@@ -922,6 +988,7 @@ xsa_gpt *xsa_gpt_load(const char *path, xsa_adamw **opt_out)
     c.n_head = (int)iv[3];
     c.seq_len = (int)iv[4];
     c.seed = (uint64_t)seed;
+    c.precision = XSA_PREC_F32;
     const char *att = xsa_st_meta(f, "attention");
     if (!att) {
         xsa_error("%s: missing metadata key attention", path);

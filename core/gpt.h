@@ -12,13 +12,13 @@
  * matching view of the gradient block), named as GPT-2 checkpoints name them
  * (wte.weight [V,C], wpe.weight [T,C], h.{i}.ln_1.weight, ...,
  * h.{i}.attn.c_attn.weight [C,3C] input-major, ..., ln_f.bias).
- * Activations live in buffers allocated for the largest B*T seen and reused:
- * a steady-state step allocates nothing. No [B*T, V] buffer exists during
- * training or evaluation: the lm_head, the log-softmax, the cross-entropy and
- * its gradient run fused over chunks of rows (xsa_nn_lmhead_ce in nn.h), and
- * the lm_head's gradient computed with the loss waits in a buffer of the
- * process-wide pool (pool.h) until the backward, which also takes its scratch
- * from the pool: two models trained in turn share those buffers.
+ * Memory: a steady-state step allocates nothing, and no [B*T, V] buffer
+ * exists during training or evaluation: the lm_head, the log-softmax, the
+ * cross-entropy and its gradient run fused over chunks of rows
+ * (xsa_nn_lmhead_ce in nn.h). The activations, the lm_head's gradient
+ * (computed with the loss) and the backward's scratch are buffers of the
+ * process-wide pool (pool.h), held by a model from its forward to the end of
+ * its backward: two models trained in turn share one set of them.
  *
  * Example:
  *   xsa_gpt_config c; xsa_gpt_config_default(&c);
@@ -30,7 +30,8 @@
  *   ... xsa_adamw_step(opt) over xsa_gpt_param(m, i) ...
  *   xsa_gpt_free(m);
  *
- * Non-goals: dropout, KV caches / sampling, mixed precision.
+ * Non-goals: dropout, KV caches / sampling (generate.h), precisions other than
+ * float32 and the bf16 lm_head.
  */
 #ifndef XSA_GPT_H
 #define XSA_GPT_H
@@ -42,6 +43,14 @@
 #include "tensor.h"
 
 typedef enum { XSA_ATTN_SA = 0, XSA_ATTN_XSA = 1 } xsa_attention;
+/* Precision of the large matrix products. XSA_PREC_BF16 (opt-in): the
+ * lm_head's three products run bf16 x bf16 -> float32 through oneDNN
+ * (matmul_bf16.h; wte is rounded to bf16 at every forward, i.e. once per
+ * step after the optimizer's update); the parameters, gradients, AdamW,
+ * LayerNorm, the softmax, the loss and every accumulation stay float32.
+ * Needs a build with oneDNN and a CPU with avx512_bf16: otherwise creating
+ * such a model fails with an error (never a silent float32 fallback). */
+typedef enum { XSA_PREC_F32 = 0, XSA_PREC_BF16 = 1 } xsa_precision;
 
 typedef struct xsa_gpt_config {
     int vocab;              /* V, 50257 */
@@ -52,6 +61,7 @@ typedef struct xsa_gpt_config {
     xsa_attention attention;/* SA or XSA */
     double lambda;          /* XSA strength (used only with XSA); any finite value */
     uint64_t seed;          /* initialisation seed */
+    xsa_precision precision;/* XSA_PREC_F32 (not saved in checkpoints) */
 } xsa_gpt_config;
 
 void xsa_gpt_config_default(xsa_gpt_config *c);
@@ -60,6 +70,9 @@ int xsa_gpt_config_validate(const xsa_gpt_config *c);
 const char *xsa_gpt_attention_name(xsa_attention a);    /* "sa" / "xsa" */
 /* "sa"/"xsa" (case-sensitive) -> 0, else -1 with an error. */
 int xsa_gpt_attention_parse(const char *s, xsa_attention *out);
+const char *xsa_gpt_precision_name(xsa_precision p);      /* "f32" / "bf16" */
+/* "f32"/"bf16" -> 0, else -1 with an error. */
+int xsa_gpt_precision_parse(const char *s, xsa_precision *out);
 
 typedef struct xsa_gpt xsa_gpt;
 struct xsa_adamw; /* optim.h */
@@ -104,10 +117,10 @@ int xsa_gpt_eval_loss(xsa_gpt *m, const int32_t *inputs, const int32_t *targets,
                       float *loss);
 /* Logits [B,T,V] of the last xsa_gpt_forward (valid until the next forward).
  * A forward without targets computes them; after a forward with targets
- * they are computed on the first call (from the saved ln_f output) into a
- * buffer that the next forward with targets frees. NULL when there is no
- * forward to take them from, or (with an error) when that buffer cannot be
- * allocated. */
+ * they are computed on the first call (from the saved ln_f output, so
+ * before the backward) into a buffer that the next forward with targets
+ * frees. NULL when there is nothing to take them from (after a backward or
+ * an evaluation), or (with an error) when that buffer cannot be allocated. */
 const float *xsa_gpt_logits(const xsa_gpt *m);
 /* Counts forwards; a loss's backward checks the model has not moved on. */
 unsigned long xsa_gpt_generation(const xsa_gpt *m);
@@ -117,7 +130,7 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss);
 void xsa_gpt_zero_grad(xsa_gpt *m);
 
 /* Saved activations of layer l from the last xsa_gpt_forward or probe, for tests
- * (NULL after xsa_gpt_eval_loss):
+ * (NULL after a backward, which gives them back to the pool, or an evaluation):
  * "qkv" [B,T,3C], "y" [B,T,C] (pre-projection; = z for SA), "z" [B,T,C],
  * "att" [B,NH,T,T]. NULL for an unknown name or layer. */
 const float *xsa_gpt_activation(const xsa_gpt *m, int layer, const char *name);

@@ -498,7 +498,7 @@ typedef struct {
  * over the V entries and the loss; with grad also the exponentials
  * exp(l - max) (in place, or as bf16 into chunk16[V][n]) and
  * pscale[r] = dloss / sum. Sums are float over 64 entries, then double. */
-#define CE_COL_BLOCKS 16 /* 16-column blocks processed together (256 columns) */
+#define CE_COL_BLOCKS 8 /* 16-column blocks processed together (128 columns) */
 
 static void ce_cols(ce_job *j)
 {
@@ -750,7 +750,7 @@ void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
 
 /* ---- fused and chunked: lm_head + cross-entropy (+ gradient) ------------- */
 
-int xsa_nn_lmhead_rows(int N, int V)
+int xsa_nn_lmhead_rows(int N, int V, int bf16)
 {
     static int env = -1;
     if (env < 0) {
@@ -760,11 +760,13 @@ int xsa_nn_lmhead_rows(int N, int V)
     }
     int r = env;
     if (r == 0) {
-        /* about 16 MB of logits per chunk: cache-sized, so the softmax and
-         * the two backward products read it from cache, not DRAM */
-        long want = (16L << 20) / ((long)(V > 0 ? V : 1) * (long)sizeof(float));
-        r = want < 16 ? 16 : want > 512 ? 512 : (int)want;
-        r = (r + 15) / 16 * 16;
+        /* float32: about 40 MB of logits per chunk (192 rows of GPT-2's
+         * vocabulary), what a paired run can afford; bf16, whose oneDNN
+         * products gain most from long chunks: about 104 MB (512 rows) */
+        long budget = bf16 ? 104L << 20 : 40L << 20;
+        long want = budget / ((long)(V > 0 ? V : 1) * (long)sizeof(float));
+        r = want < 64 ? 64 : want > 1024 ? 1024 : (int)want;
+        r = r / 64 * 64; /* whole 16-column blocks, and chunks that divide 64 x 2^k rows */
     }
     return r < N ? r : N;
 }
@@ -795,6 +797,15 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
     }
     float g = 1.0f / (float)N;
     double total = 0.0;
+    /* the products over the vocabulary go vb rows of wte at a time:
+     * OpenBLAS's threads pack their share of the whole operand otherwise,
+     * tens of MB of buffers at GPT-2's vocabulary */
+    static int vb_env = -1;
+    if (vb_env < 0) {
+        const char *e = getenv("XSA_LMHEAD_VBLOCK");
+        vb_env = e && atoi(e) > 0 ? atoi(e) : 8192;
+    }
+    int vb = vb_env;
     for (int r0 = 0; r0 < N; r0 += R) {
         int n = N - r0 < R ? N - r0 : R;
         const float *x = inp + (size_t)r0 * C;
@@ -803,8 +814,11 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
             xsa_bf16_from_f32(x16, x, (size_t)n * C);
             if (xsa_bf16_gemm(bf->mm, 0, 1, V, n, C, bf->wte, C, x16, C, 0, et, n) != 0) return -1;
         } else {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, V, n, C, 1.0f, wte, C, x, C, 0.0f,
-                        et, n);
+            for (int v0 = 0; v0 < V; v0 += vb) {
+                int nv = V - v0 < vb ? V - v0 : vb;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nv, n, C, 1.0f,
+                            wte + (size_t)v0 * C, C, x, C, 0.0f, et + (size_t)v0 * n, n);
+            }
         }
         ce_job j = {0};
         j.task = 2;
@@ -844,8 +858,12 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
             if (xsa_bf16_gemm(bf->mm, 0, 0, V, C, n, et16, n, xs16, C, r0 > 0, dwte, C) != 0)
                 return -1;
         } else {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, V, C, n, 1.0f, et, n, xs, C,
-                        r0 > 0 ? 1.0f : 0.0f, dwte, C);
+            for (int v0 = 0; v0 < V; v0 += vb) {
+                int nv = V - v0 < vb ? V - v0 : vb;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nv, C, n, 1.0f,
+                            et + (size_t)v0 * n, n, xs, C, r0 > 0 ? 1.0f : 0.0f,
+                            dwte + (size_t)v0 * C, C);
+            }
         }
     }
     if (grad)

@@ -169,8 +169,11 @@ void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
  * floats. bf: NULL for float32 products (cblas_sgemm); else the three
  * products run bf16 x bf16 -> f32 through matmul_bf16.h with bf->wte, a bf16
  * copy of wte (the softmax, the loss and the accumulation stay float32).
- * Splits the softmax rows over nthreads threads. Returns 0, or -1 with an
- * error (bf16 products only). */
+ * The chunk is held transposed ([V, rows]: OpenBLAS then packs wte as the
+ * cheap operand), and float32 products over the vocabulary go 8192 rows of
+ * wte at a time (XSA_LMHEAD_VBLOCK overrides), which keeps OpenBLAS's
+ * packing buffers small. Splits the softmax over nthreads threads (columns).
+ * Returns 0, or -1 with an error (bf16 products only). */
 struct xsa_bf16_mm;
 typedef struct xsa_nn_bf16 {
     struct xsa_bf16_mm *mm;
@@ -179,9 +182,11 @@ typedef struct xsa_nn_bf16 {
 int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
                      const float *inp, const float *wte, const int32_t *targets, int N, int C,
                      int V, int rows, int nthreads, const xsa_nn_bf16 *bf);
-/* Rows per chunk for N rows of a V vocabulary (about 16 MB of logits;
- * XSA_LMHEAD_ROWS in the environment overrides, for tuning). */
-int xsa_nn_lmhead_rows(int N, int V);
+/* Rows per chunk for N rows of a V vocabulary: about 40 MB of logits in
+ * float32 (192 rows of GPT-2's), about 104 MB with bf16 products (bf16 != 0;
+ * 512 rows), a multiple of 64, at most N. XSA_LMHEAD_ROWS in the environment
+ * overrides (for tuning). */
+int xsa_nn_lmhead_rows(int N, int V, int bf16);
 size_t xsa_nn_lmhead_ce_scratch_floats(int N, int C, int V, int rows, int bf16);
 
 #endif

@@ -1,5 +1,5 @@
-/* pool.c: the buffer pool of pool.h. Each buffer carries its capacity in a
- * 64-byte header in front of the pointer handed out. */
+/* pool.c: the buffer pool of pool.h. Each buffer carries its capacity and
+ * kind in a 64-byte header in front of the pointer handed out. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,39 +9,41 @@
 
 #define HDR 64
 
+typedef struct {
+    size_t cap;
+    int kind;
+} hdr;
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static float *freelist[XSA_POOL_KEEP];
-static int nfree;
+static float *freelist[XSA_POOL_KINDS][XSA_POOL_KEEP];
+static int nfree[XSA_POOL_KINDS];
 
-static size_t cap_of(const float *p) { return *(const size_t *)((const char *)p - HDR); }
-
+static hdr *hdr_of(const float *p) { return (hdr *)((char *)p - HDR); }
+static size_t cap_of(const float *p) { return hdr_of(p)->cap; }
 static void release(float *p) { free((char *)p - HDR); }
 
-float *xsa_pool_get(size_t nfloats)
+float *xsa_pool_get(xsa_pool_kind kind, size_t nfloats)
 {
+    if ((int)kind < 0 || kind >= XSA_POOL_KINDS) kind = XSA_POOL_SCRATCH;
     if (nfloats == 0) nfloats = 1;
     float *victim = NULL;
+    float **fl = freelist[kind];
     pthread_mutex_lock(&lock);
-    /* the smallest free buffer that is large enough */
-    int best = -1;
-    for (int i = 0; i < nfree; i++)
-        if (cap_of(freelist[i]) >= nfloats &&
-            (best < 0 || cap_of(freelist[i]) < cap_of(freelist[best])))
-            best = i;
+    int best = -1, big = -1;
+    for (int i = 0; i < nfree[kind]; i++) {
+        size_t c = cap_of(fl[i]);
+        if (c >= nfloats && (best < 0 || c < cap_of(fl[best]))) best = i;
+        if (big < 0 || c > cap_of(fl[big])) big = i;
+    }
     if (best >= 0) {
-        float *p = freelist[best];
-        freelist[best] = freelist[--nfree];
+        float *p = fl[best];
+        fl[best] = fl[--nfree[kind]];
         pthread_mutex_unlock(&lock);
         return p;
     }
-    /* a miss: drop the largest of the too-small ones, so that what the pool
-     * retains does not grow with every new size */
-    int big = -1;
-    for (int i = 0; i < nfree; i++)
-        if (big < 0 || cap_of(freelist[i]) > cap_of(freelist[big])) big = i;
-    if (big >= 0) {
-        victim = freelist[big];
-        freelist[big] = freelist[--nfree];
+    if (big >= 0) { /* all too small: the largest makes way for the new size */
+        victim = fl[big];
+        fl[big] = fl[--nfree[kind]];
     }
     pthread_mutex_unlock(&lock);
     if (victim) release(victim);
@@ -51,29 +53,31 @@ float *xsa_pool_get(size_t nfloats)
     }
     void *raw = NULL;
     if (posix_memalign(&raw, HDR, HDR + nfloats * sizeof(float)) != 0 || !raw) {
-        xsa_error("out of memory (a scratch buffer of %zu MB)", (nfloats * sizeof(float)) >> 20);
+        xsa_error("out of memory (a buffer of %zu MB)", (nfloats * sizeof(float)) >> 20);
         return NULL;
     }
-    *(size_t *)raw = nfloats;
+    ((hdr *)raw)->cap = nfloats;
+    ((hdr *)raw)->kind = kind;
     return (float *)((char *)raw + HDR);
 }
 
 void xsa_pool_put(float *p)
 {
     if (!p) return;
+    int kind = hdr_of(p)->kind;
     float *victim = p;
+    float **fl = freelist[kind];
     pthread_mutex_lock(&lock);
-    if (nfree < XSA_POOL_KEEP) {
-        freelist[nfree++] = p;
+    if (nfree[kind] < XSA_POOL_KEEP) {
+        fl[nfree[kind]++] = p;
         victim = NULL;
-    } else {
-        /* full: keep the larger of p and the smallest one held */
+    } else { /* full: keep the larger of p and the smallest one held */
         int small = 0;
-        for (int i = 1; i < nfree; i++)
-            if (cap_of(freelist[i]) < cap_of(freelist[small])) small = i;
-        if (cap_of(freelist[small]) < cap_of(p)) {
-            victim = freelist[small];
-            freelist[small] = p;
+        for (int i = 1; i < nfree[kind]; i++)
+            if (cap_of(fl[i]) < cap_of(fl[small])) small = i;
+        if (cap_of(fl[small]) < cap_of(p)) {
+            victim = fl[small];
+            fl[small] = p;
         }
     }
     pthread_mutex_unlock(&lock);
@@ -82,11 +86,13 @@ void xsa_pool_put(float *p)
 
 void xsa_pool_trim(void)
 {
+    float *list[XSA_POOL_KINDS * XSA_POOL_KEEP];
+    int n = 0;
     pthread_mutex_lock(&lock);
-    int n = nfree;
-    float *list[XSA_POOL_KEEP];
-    for (int i = 0; i < n; i++) list[i] = freelist[i];
-    nfree = 0;
+    for (int k = 0; k < XSA_POOL_KINDS; k++) {
+        for (int i = 0; i < nfree[k]; i++) list[n++] = freelist[k][i];
+        nfree[k] = 0;
+    }
     pthread_mutex_unlock(&lock);
     for (int i = 0; i < n; i++) release(list[i]);
 }
@@ -95,7 +101,8 @@ size_t xsa_pool_bytes(void)
 {
     size_t s = 0;
     pthread_mutex_lock(&lock);
-    for (int i = 0; i < nfree; i++) s += cap_of(freelist[i]) * sizeof(float);
+    for (int k = 0; k < XSA_POOL_KINDS; k++)
+        for (int i = 0; i < nfree[k]; i++) s += cap_of(freelist[k][i]) * sizeof(float);
     pthread_mutex_unlock(&lock);
     return s;
 }

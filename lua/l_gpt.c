@@ -3,7 +3,9 @@
  * core/gpt.h:
  *
  *   model = xsa.gpt{vocab=50257, n_layer=2, d_model=128, n_head=2, seq_len=64,
- *                   attention="sa", lambda=1.0, seed=0}
+ *                   attention="sa", lambda=1.0, seed=0, precision="f32"}
+ *       (precision "bf16": the lm_head's products in bf16 through oneDNN;
+ *       an error where that is not available; clones keep it)
  *   model:loss(inputs, targets) -> 0-d tensor; under grad mode its
  *       backward() runs the model's hand-written backward into the parameters'
  *       .grad (accumulating, as PyTorch; zero them with opt:zero_grad())
@@ -157,7 +159,7 @@ static xsa_tensor *checktokens(lua_State *L, int arg, const char *what, int *B, 
 /* ---- constructor ------------------------------------------------------- */
 
 static const char *const config_keys[] = {"vocab", "n_layer", "d_model", "n_head", "seq_len",
-                                          "attention", "lambda", "seed", NULL};
+                                          "attention", "lambda", "seed", "precision", NULL};
 
 static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
 {
@@ -182,6 +184,13 @@ static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
         lua_Integer s = lua_tointegerx(L, -1, &isint);
         if (!isint || s < 0) xsa_lua_opterror(L, fn, "seed must be a non-negative integer");
         c->seed = (uint64_t)s;
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, arg, "precision") != LUA_TNIL) {
+        const char *p = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (!p || xsa_gpt_precision_parse(p, &c->precision) != 0)
+            xsa_lua_opterror(L, fn, lua_pushfstring(L, "precision must be \"f32\" or \"bf16\" (got %s)",
+                                                    p ? p : luaL_typename(L, -1)));
     }
     lua_pop(L, 1);
 }
@@ -447,6 +456,10 @@ static int m_config(lua_State *L)
     lua_setfield(L, -2, "lambda");
     lua_pushinteger(L, (lua_Integer)c->seed);
     lua_setfield(L, -2, "seed");
+    if (c->precision != XSA_PREC_F32) { /* f32 left out: results' configs stay as they were */
+        lua_pushstring(L, xsa_gpt_precision_name(c->precision));
+        lua_setfield(L, -2, "precision");
+    }
     return 1;
 }
 
@@ -543,8 +556,10 @@ static int m_tostring(lua_State *L)
         return 1;
     }
     const xsa_gpt_config *c = xsa_gpt_get_config(b->m);
-    char lam[32] = "";
+    char lam[48] = "";
     if (c->attention == XSA_ATTN_XSA) snprintf(lam, sizeof lam, ", lambda=%g", c->lambda);
+    if (c->precision != XSA_PREC_F32)
+        snprintf(lam + strlen(lam), sizeof lam - strlen(lam), ", %s", xsa_gpt_precision_name(c->precision));
     lua_pushfstring(L, "xsa.gpt(%s%s, vocab=%d, n_layer=%d, d_model=%d, n_head=%d, seq_len=%d, %d params)",
                     xsa_gpt_attention_name(c->attention), lam, c->vocab, c->n_layer, c->d_model,
                     c->n_head, c->seq_len, (int)xsa_gpt_num_params(b->m));

@@ -17,6 +17,8 @@
 #   libdnnl-dev              bf16 matrix products through oneDNN (--bf16)
 #   libopenmpi-dev openmpi-bin   runs under mpirun (--mpi)
 #   python3-torch            the PyTorch reference scripts in tests/reference
+#   libdnnl-dev              oneDNN: the opt-in bf16 matrix products (precision "bf16");
+#                            the Makefile finds its header, and builds without it
 set -u
 PACKAGES="gcc make pkg-config liblua5.4-dev lua5.4 libopenblas-dev libutf8proc-dev libcjson-dev libedit-dev liblzma-dev gnuplot-nox luarocks"
 FUZZ_PACKAGES="clang libfuzzer-14-dev libclang-rt-14-dev"

@@ -1,19 +1,34 @@
 /*
- * bench_step.c: time of one training step (forward + backward + AdamW) of
- * the study's default model (V=50257, C=128, 2 layers, 2 heads) at B=16,
- * T=64, for SA and XSA: median of 20 steps after 3 warm-up steps, the share
- * of the step spent in GEMMs (measured by timing the same GEMM calls alone),
- * the XSA overhead (SA and XSA steps interleaved so outside load hits both
- * alike), a per-phase breakdown and the vocabulary cross-entropy alone. Not a test: prints numbers.
- * Usage: bench_step [steps] [B] [T]
+ * bench_step.c: speed and memory of the training and evaluation steps of the
+ * study's default model (V=50257, C=128, 2 layers, 2 heads; seq_len = T),
+ * SA and XSA, in a paired run (two models, two AdamW, the same batch), and
+ * the same steps in PyTorch in the same run when a reference script is given.
+ *
+ *   bench_step [--batch B] [--seq T] [--steps N] [--rounds K]
+ *              [--precision f32|bf16] [--torch tests/reference/bench_torch.py]
+ *
+ * Each round runs N train steps of SA, then of XSA, interleaved step by step,
+ * N eval steps of each (forward and loss, no activations saved), then, with
+ * --torch, the same counts in PyTorch (the script in --serve mode, a child
+ * process): outside load then hits both alike. Reported: medians over all
+ * rounds, tokens/s, GFLOP/s (counted multiply-adds x 2), eval/train ratio,
+ * peak RSS of this process (the two models, their AdamW and the steps), the
+ * same step's GEMMs timed alone (after the RSS is read), and the ratios to
+ * PyTorch. Not a test: prints numbers.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cblas.h>
 
+#include "../core/matmul_bf16.h"
 #include "../core/xsa.h"
 
 static double now_ms(void)
@@ -29,102 +44,209 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n)
+static double median(const double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-typedef struct {
-    xsa_gpt *m;
-    xsa_adamw *o;
-    double *st, *f, *b, *op;
-    float loss;
-} runner;
-
-static void runner_init(runner *r, xsa_gpt *m, int steps)
-{
-    int nt = xsa_gpt_num_tensors(m);
-    xsa_tensor **ps = malloc((size_t)nt * sizeof *ps);
-    for (int i = 0; i < nt; i++) ps[i] = xsa_gpt_param(m, i);
-    r->m = m;
-    r->o = xsa_adamw_new(nt, ps, 1e-3, 0.9, 0.999, 1e-8, 0.01);
-    free(ps);
-    r->st = malloc(sizeof(double) * (size_t)steps);
-    r->f = malloc(sizeof(double) * (size_t)steps);
-    r->b = malloc(sizeof(double) * (size_t)steps);
-    r->op = malloc(sizeof(double) * (size_t)steps);
-}
-
-static void runner_step(runner *r, const int32_t *in, const int32_t *tg, int B, int T, int s)
-{
-    double t0 = now_ms();
-    if (xsa_gpt_forward(r->m, in, tg, B, T, &r->loss) != 0) {
-        fprintf(stderr, "%s\n", xsa_last_error());
-        exit(1);
-    }
-    double t1 = now_ms();
-    xsa_gpt_zero_grad(r->m);
-    xsa_gpt_backward(r->m, 1.0f);
-    double t2 = now_ms();
-    xsa_adamw_step(r->o);
-    double t3 = now_ms();
-    if (s >= 0) {
-        r->st[s] = t3 - t0;
-        r->f[s] = t1 - t0;
-        r->b[s] = t2 - t1;
-        r->op[s] = t3 - t2;
-    }
-}
-
-static void runner_report(runner *r, const char *name, int steps, int N, double gm)
-{
-    double st = median(r->st, steps);
-    printf("step %s: %.1f ms (median of %d), tokens/s %.0f, gemm share %.0f%% "
-           "(fwd %.1f, bwd %.1f, adamw %.1f ms; final loss %.4f)\n",
-           name, st, steps, N / (st / 1e3), 100 * gm / st, median(r->f, steps),
-           median(r->b, steps), median(r->op, steps), r->loss);
-}
-
-static void runner_free(runner *r)
-{
-    xsa_adamw_free(r->o);
-    free(r->st); free(r->f); free(r->b); free(r->op);
-}
-
-/* The cross-entropy over the vocabulary alone (forward + backward). */
-static double ce_ms(int N, int V, int threads, int reps)
-{
-    float *lg = malloc(sizeof(float) * (size_t)N * V), *pr = malloc(sizeof(float) * (size_t)N * V);
-    float *ps = malloc(sizeof(float) * (size_t)N);
-    int32_t *tg = malloc(sizeof(int32_t) * (size_t)N);
-    for (size_t i = 0; i < (size_t)N * V; i++) lg[i] = (float)((i * 2654435761u) % 1000) * 1e-3f;
-    for (int i = 0; i < N; i++) tg[i] = i % V;
-    double *v = malloc(sizeof(double) * (size_t)reps);
-    for (int s = -1; s < reps; s++) {
-        double t0 = now_ms();
-        xsa_nn_crossentropy_forward(pr, ps, NULL, lg, tg, N, V, threads);
-        xsa_nn_crossentropy_backward(pr, pr, ps, tg, 1.0f, N, V, threads);
-        if (s >= 0) v[s] = now_ms() - t0;
-    }
-    double r = median(v, reps);
-    free(lg); free(pr); free(ps); free(tg); free(v);
+    if (n < 1) return 0.0 / 0.0;
+    double *c = malloc(sizeof(double) * (size_t)n);
+    memcpy(c, v, sizeof(double) * (size_t)n);
+    qsort(c, (size_t)n, sizeof *c, cmp);
+    double r = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    free(c);
     return r;
 }
 
-/* The GEMMs of one step at these sizes, timed alone (same calls as nn.c). */
-static double gemm_ms(int N, int C, int V, int L, int steps, double *lmhead)
+static void die(const char *what)
 {
+    fprintf(stderr, "bench_step: %s: %s\n", what, xsa_last_error());
+    exit(1);
+}
+
+/* ---- samples ------------------------------------------------------------ */
+
+typedef struct {
+    double *v;
+    int n, cap;
+} samples;
+
+static void add(samples *s, double x)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->v = realloc(s->v, sizeof(double) * (size_t)s->cap);
+    }
+    s->v[s->n++] = x;
+}
+
+/* ---- one model ------------------------------------------------------------ */
+
+typedef struct {
+    const char *name;
+    xsa_gpt *m;
+    xsa_adamw *o;
+    samples train, eval, fwd, bwd, opt;
+    float loss, eval_loss;
+} runner;
+
+static void runner_init(runner *r, const char *name, xsa_gpt *m)
+{
+    memset(r, 0, sizeof *r);
+    int nt = xsa_gpt_num_tensors(m);
+    xsa_tensor **ps = malloc((size_t)nt * sizeof *ps);
+    for (int i = 0; i < nt; i++) ps[i] = xsa_gpt_param(m, i);
+    r->name = name;
+    r->m = m;
+    r->o = xsa_adamw_new(nt, ps, 1e-3, 0.9, 0.999, 1e-8, 0.01);
+    free(ps);
+    if (!r->o) die("adamw");
+}
+
+static void train_step(runner *r, const int32_t *in, const int32_t *tg, int B, int T, int keep)
+{
+    double t0 = now_ms();
+    xsa_adamw_zero_grad(r->o);
+    if (xsa_gpt_forward(r->m, in, tg, B, T, &r->loss) != 0) die("forward");
+    double t1 = now_ms();
+    if (xsa_gpt_backward(r->m, 1.0f) != 0) die("backward");
+    double t2 = now_ms();
+    xsa_adamw_step(r->o);
+    double t3 = now_ms();
+    if (keep) {
+        add(&r->train, t3 - t0);
+        add(&r->fwd, t1 - t0);
+        add(&r->bwd, t2 - t1);
+        add(&r->opt, t3 - t2);
+    }
+}
+
+static void eval_step(runner *r, const int32_t *in, const int32_t *tg, int B, int T, int keep)
+{
+    double t0 = now_ms();
+    if (xsa_gpt_eval_loss(r->m, in, tg, B, T, &r->eval_loss) != 0) die("eval");
+    if (keep) add(&r->eval, now_ms() - t0);
+}
+
+/* ---- the PyTorch reference (bench_torch.py --serve) ----------------------- */
+
+typedef struct {
+    pid_t pid;
+    FILE *in, *out;
+    char version[64];
+    samples train[2], eval[2];
+} torch_ref;
+
+static int torch_start(torch_ref *t, const char *script, int threads)
+{
+    memset(t, 0, sizeof *t);
+    int to[2], from[2];
+    if (pipe(to) != 0 || pipe(from) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(to[0], 0);
+        dup2(from[1], 1);
+        close(to[1]);
+        close(from[0]);
+        char th[16];
+        snprintf(th, sizeof th, "%d", threads);
+        execl("/usr/bin/python3", "python3", script, "--serve", th, (char *)NULL);
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    t->pid = pid;
+    t->in = fdopen(to[1], "w");
+    t->out = fdopen(from[0], "r");
+    char line[256];
+    if (!fgets(line, sizeof line, t->out) || strncmp(line, "ready ", 6) != 0) return -1;
+    line[strcspn(line, "\n")] = 0;
+    snprintf(t->version, sizeof t->version, "%.60s", line + 6);
+    return 0;
+}
+
+/* Sends one command; the reply line into buf. */
+static int torch_cmd(torch_ref *t, const char *cmd, char *buf, size_t n)
+{
+    fprintf(t->in, "%s\n", cmd);
+    fflush(t->in);
+    if (!fgets(buf, (int)n, t->out)) return -1;
+    return strncmp(buf, "error", 5) == 0 ? -1 : 0;
+}
+
+static int torch_run(torch_ref *t, const char *kind, int which, int k, samples *s)
+{
+    char cmd[64], *buf = malloc(65536);
+    snprintf(cmd, sizeof cmd, "%s %s %d", kind, which ? "xsa" : "sa", k);
+    int rc = torch_cmd(t, cmd, buf, 65536);
+    if (rc == 0) {
+        char *p = buf, *end;
+        for (;;) {
+            double v = strtod(p, &end);
+            if (end == p) break;
+            add(s, v);
+            p = end;
+        }
+    } else {
+        fprintf(stderr, "bench_step: PyTorch reference: %s", buf);
+    }
+    free(buf);
+    return rc;
+}
+
+static void torch_stop(torch_ref *t)
+{
+    if (!t->pid) return;
+    fprintf(t->in, "quit\n");
+    fclose(t->in);
+    fclose(t->out);
+    waitpid(t->pid, NULL, 0);
+    t->pid = 0;
+}
+
+/* ---- the GEMMs of one training step, alone ---------------------------------
+ * The same calls as the step (nn.c): the lm_head's three products per chunk
+ * of rows, on the transposed chunk, and the linears' forward and two backward
+ * products per layer. bf16: the lm_head's products through matmul_bf16. */
+static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lmhead)
+{
+    int R = xsa_nn_lmhead_rows(N, V, bf16);
     float *x = calloc((size_t)N * 4 * C, sizeof(float)), *w = calloc((size_t)V * C, sizeof(float));
-    float *lg = calloc((size_t)N * V, sizeof(float)), *o = calloc((size_t)N * 4 * C, sizeof(float));
+    float *et = calloc((size_t)R * V, sizeof(float)), *o = calloc((size_t)N * 4 * C, sizeof(float));
     float *w2 = calloc((size_t)4 * C * 4 * C, sizeof(float)), *dw = calloc((size_t)V * C, sizeof(float));
+    uint16_t *w16 = NULL, *et16 = NULL, *x16 = NULL;
+    xsa_bf16_mm *mm = NULL;
+    if (bf16) {
+        w16 = calloc((size_t)V * C, sizeof(uint16_t));
+        et16 = calloc((size_t)R * V, sizeof(uint16_t));
+        x16 = calloc((size_t)N * C, sizeof(uint16_t));
+        mm = xsa_bf16_mm_new();
+        if (!mm) die("bf16");
+    }
     for (size_t i = 0; i < (size_t)V * C; i++) w[i] = 0.01f * (float)(i % 7);
-    double *v = malloc(sizeof(double) * (size_t)steps), *h = malloc(sizeof(double) * (size_t)steps);
-    for (int s = -2; s < steps; s++) {
+    samples all = {0}, head = {0};
+    for (int s = -2; s < reps; s++) {
         double t0 = now_ms();
-        /* lm_head forward and its two backward products */
-        xsa_nn_lmhead_forward(lg, x, w, N, C, V);
-        xsa_nn_lmhead_backward(o, dw, lg, x, w, N, C, V);
+        for (int r0 = 0; r0 < N; r0 += R) {
+            int n = N - r0 < R ? N - r0 : R;
+            if (bf16) {
+                const char *impl[3];
+                xsa_bf16_gemm(mm, 0, 1, V, n, C, w16, C, x16 + (size_t)r0 * C, C, 0, et, n);
+                impl[0] = xsa_bf16_impl(mm);
+                xsa_bf16_gemm(mm, 1, 0, n, C, V, et16, n, w16, C, 0, o, C);
+                impl[1] = xsa_bf16_impl(mm);
+                xsa_bf16_gemm(mm, 0, 0, V, C, n, et16, n, x16, C, r0 > 0, dw, C);
+                impl[2] = xsa_bf16_impl(mm);
+                if (s == -2 && r0 == 0)
+                    printf("oneDNN implementations: logits %s, dX %s, dW %s\n", impl[0], impl[1],
+                           impl[2]);
+            } else {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, V, n, C, 1.0f, w, C,
+                            x + (size_t)r0 * C, C, 0.0f, et, n);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, V, 1.0f, et, n, w, C, 0.0f,
+                            o, C);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, V, C, n, 1.0f, et, n, x, C,
+                            r0 > 0 ? 1.0f : 0.0f, dw, C);
+            }
+        }
         double t1 = now_ms();
         for (int l = 0; l < L; l++) {
             int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};
@@ -136,25 +258,88 @@ static double gemm_ms(int N, int C, int V, int L, int steps, double *lmhead)
         }
         double t2 = now_ms();
         if (s >= 0) {
-            v[s] = t2 - t0;
-            h[s] = t1 - t0;
+            add(&all, t2 - t0);
+            add(&head, t1 - t0);
         }
     }
-    double r = median(v, steps);
-    *lmhead = median(h, steps);
-    free(x); free(w); free(lg); free(o); free(w2); free(dw); free(v); free(h);
+    double r = median(all.v, all.n);
+    *lmhead = median(head.v, head.n);
+    free(all.v); free(head.v);
+    free(x); free(w); free(et); free(o); free(w2); free(dw);
+    free(w16); free(et16); free(x16);
+    xsa_bf16_mm_free(mm);
     return r;
+}
+
+/* Multiply-adds x 2 of a training step (forward + backward = 3 x forward)
+ * and of an evaluation step; attention counted causal (half the T x T). */
+static double step_flops(int B, int T, int C, int V, int L, int train)
+{
+    double N = (double)B * T;
+    double fwd = 2.0 * N * C * V + L * (2.0 * N * C * 12.0 * C + 2.0 * B * (double)T * T * C);
+    return train ? 3.0 * fwd : fwd;
+}
+
+static long peak_rss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
 }
 
 int main(int argc, char **argv)
 {
-    int steps = argc > 1 ? atoi(argv[1]) : 20;
-    int B = argc > 2 ? atoi(argv[2]) : 16;
-    int T = argc > 3 ? atoi(argv[3]) : 64;
-    if (steps < 1) steps = 20;
+    int B = 16, T = 64, steps = 5, rounds = 4, bf16 = 0;
+    const char *torch_script = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "bench_step: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--batch")) B = atoi(v);
+        else if (!strcmp(a, "--seq")) T = atoi(v);
+        else if (!strcmp(a, "--steps")) steps = atoi(v);
+        else if (!strcmp(a, "--rounds")) rounds = atoi(v);
+        else if (!strcmp(a, "--precision")) {
+            if (!strcmp(v, "bf16")) bf16 = 1;
+            else if (strcmp(v, "f32") != 0) {
+                fprintf(stderr, "bench_step: --precision f32 or bf16\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--torch")) torch_script = v;
+        else {
+            fprintf(stderr, "usage: bench_step [--batch B] [--seq T] [--steps N] [--rounds K] "
+                            "[--precision f32|bf16] [--torch script.py]\n");
+            return 2;
+        }
+        i++;
+    }
+    if (B < 1 || T < 1 || steps < 1 || rounds < 1) {
+        fprintf(stderr, "bench_step: sizes and counts must be positive\n");
+        return 2;
+    }
     xsa_gpt_config c;
     xsa_gpt_config_default(&c);
-    int N = B * T;
+    c.seq_len = T;
+    int N = B * T, threads = xsa_threads();
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    double load[3] = {0};
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la) {
+        if (fscanf(la, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+        fclose(la);
+    }
+    printf("bench_step: V=%d C=%d L=%d NH=%d, batch %dx%d (model seq_len %d), %s; "
+           "OpenBLAS %s (OPENBLAS_CORETYPE %s), %d threads; load average %.2f\n",
+           c.vocab, c.d_model, c.n_layer, c.n_head, B, T, c.seq_len,
+           bf16 ? "bf16 lm_head" : "float32", xsa_blas_corename(), ct ? ct : "unset", threads,
+           load[0]);
+    if (bf16) {
+        c.precision = XSA_PREC_BF16;
+        if (xsa_bf16_check() != 0) die("bf16");
+        printf("bf16 products: %s\n", xsa_bf16_backend());
+    }
     int32_t *in = malloc(sizeof(int32_t) * (size_t)N), *tg = malloc(sizeof(int32_t) * (size_t)N);
     xsa_rng g;
     xsa_rng_seed(&g, 1);
@@ -162,29 +347,90 @@ int main(int argc, char **argv)
         in[i] = (int32_t)xsa_rng_int(&g, 0, c.vocab);
         tg[i] = (int32_t)xsa_rng_int(&g, 0, c.vocab);
     }
-    printf("bench_step: V=%d C=%d L=%d NH=%d B=%d T=%d, BLAS %s, %d threads\n", c.vocab,
-           c.d_model, c.n_layer, c.n_head, B, T, xsa_blas_corename(), xsa_threads());
     xsa_gpt *sa = xsa_gpt_new(&c);
+    if (!sa) die("model");
     xsa_gpt *xs = xsa_gpt_clone(sa, XSA_ATTN_XSA, 1.0);
-    runner ra, rx;
-    runner_init(&ra, sa, steps);
-    runner_init(&rx, xs, steps);
-    /* interleaved, so load from other processes hits both alike */
-    for (int s = -3; s < steps; s++) {
-        runner_step(&ra, in, tg, B, T, s);
-        runner_step(&rx, in, tg, B, T, s);
+    if (!xs) die("clone");
+    runner rn[2];
+    runner_init(&rn[0], "SA", sa);
+    runner_init(&rn[1], "XSA", xs);
+
+    torch_ref tr;
+    memset(&tr, 0, sizeof tr);
+    int have_torch = 0;
+    if (torch_script) {
+        char buf[256], cmd[64];
+        snprintf(cmd, sizeof cmd, "setup %d %d", B, T);
+        if (torch_start(&tr, torch_script, threads) == 0 && torch_cmd(&tr, cmd, buf, sizeof buf) == 0)
+            have_torch = 1;
+        else
+            fprintf(stderr, "bench_step: the PyTorch reference did not start; xsa alone\n");
     }
-    double lm;
-    double gm = gemm_ms(N, c.d_model, c.vocab, c.n_layer, steps, &lm);
-    runner_report(&ra, "SA", steps, N, gm);
-    runner_report(&rx, "XSA", steps, N, gm);
-    double a = median(ra.st, steps), x = median(rx.st, steps);
-    printf("gemm alone: %.1f ms per step (lm_head's three: %.1f ms)\n", gm, lm);
-    printf("cross-entropy fwd+bwd over [%d,%d]: %.1f ms (1 thread), %.1f ms (2 threads)\n", N,
-           c.vocab, ce_ms(N, c.vocab, 1, 5), ce_ms(N, c.vocab, 2, 5));
-    printf("XSA overhead: %+.1f%%\n", 100 * (x - a) / a);
-    runner_free(&ra);
-    runner_free(&rx);
+    signal(SIGPIPE, SIG_IGN);
+
+    /* warm-up, then rounds: xsa train, xsa eval, PyTorch train and eval */
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 2; k++) {
+            train_step(&rn[k], in, tg, B, T, 0);
+            eval_step(&rn[k], in, tg, B, T, 0);
+        }
+    for (int r = 0; r < rounds; r++) {
+        for (int s = 0; s < steps; s++)
+            for (int k = 0; k < 2; k++) train_step(&rn[k], in, tg, B, T, 1);
+        for (int s = 0; s < steps; s++)
+            for (int k = 0; k < 2; k++) eval_step(&rn[k], in, tg, B, T, 1);
+        if (have_torch)
+            for (int k = 0; k < 2 && have_torch; k++)
+                if (torch_run(&tr, "train", k, steps, &tr.train[k]) != 0 ||
+                    torch_run(&tr, "eval", k, steps, &tr.eval[k]) != 0)
+                    have_torch = 0;
+    }
+    long rss = peak_rss_kb();
+    double lm, gm = gemm_ms(N, c.d_model, c.vocab, c.n_layer, steps * 2, bf16, &lm);
+
+    double ftrain = step_flops(B, T, c.d_model, c.vocab, c.n_layer, 1);
+    double feval = step_flops(B, T, c.d_model, c.vocab, c.n_layer, 0);
+    for (int k = 0; k < 2; k++) {
+        runner *r = &rn[k];
+        double st = median(r->train.v, r->train.n), ev = median(r->eval.v, r->eval.n);
+        printf("%-3s train step %7.1f ms (fwd %.1f, bwd %.1f, adamw %.1f), %6.0f tokens/s, "
+               "%5.1f GFLOP/s | eval step %6.1f ms, %6.0f tokens/s, %5.1f GFLOP/s | eval/train %.2f | "
+               "median of %d; loss %.4f\n",
+               r->name, st, median(r->fwd.v, r->fwd.n), median(r->bwd.v, r->bwd.n),
+               median(r->opt.v, r->opt.n), N / (st / 1e3), ftrain / (st * 1e6), ev,
+               N / (ev / 1e3), feval / (ev * 1e6), ev / st, r->train.n, r->loss);
+    }
+    double sa_st = median(rn[0].train.v, rn[0].train.n);
+    printf("GEMMs of a train step alone: %.1f ms = %.0f%% of the SA step (lm_head's three, in "
+           "chunks of %d rows: %.1f ms)\n",
+           gm, 100 * gm / sa_st, xsa_nn_lmhead_rows(N, c.vocab, bf16), lm);
+    printf("peak RSS: %.0f MB (two models, two AdamW, train and eval steps)\n", rss / 1024.0);
+    printf("XSA overhead: train %+.1f%%, eval %+.1f%%\n",
+           100 * (median(rn[1].train.v, rn[1].train.n) / sa_st - 1),
+           100 * (median(rn[1].eval.v, rn[1].eval.n) / median(rn[0].eval.v, rn[0].eval.n) - 1));
+    if (have_torch) {
+        for (int k = 0; k < 2; k++) {
+            double pt = median(tr.train[k].v, tr.train[k].n), pe = median(tr.eval[k].v, tr.eval[k].n);
+            double xt = median(rn[k].train.v, rn[k].train.n), xe = median(rn[k].eval.v, rn[k].eval.n);
+            printf("PyTorch %s %-3s train step %7.1f ms, eval step %6.1f ms | PyTorch/xsa: "
+                   "train %.2fx, eval %.2fx\n",
+                   tr.version, rn[k].name, pt, pe, pt / xt, pe / xe);
+        }
+    } else if (torch_script) {
+        printf("PyTorch: not measured (the reference failed)\n");
+    }
+    if (torch_script) torch_stop(&tr);
+    la = fopen("/proc/loadavg", "r");
+    if (la) {
+        if (fscanf(la, "%lf", &load[1]) == 1) printf("load average at the end: %.2f\n", load[1]);
+        fclose(la);
+    }
+    for (int k = 0; k < 2; k++) {
+        xsa_adamw_free(rn[k].o);
+        free(rn[k].train.v); free(rn[k].eval.v); free(rn[k].fwd.v); free(rn[k].bwd.v);
+        free(rn[k].opt.v);
+        for (int j = 0; j < 2 && k == 0; j++) { free(tr.train[j].v); free(tr.eval[j].v); }
+    }
     xsa_gpt_free(sa);
     xsa_gpt_free(xs);
     free(in);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../core/matmul_bf16.h"
 #include "../core/xsa.h"
 #include "check.h"
 
@@ -437,6 +438,149 @@ static void test_checkpoint(void)
     xsa_gpt_free(m);
 }
 
+/* Memory and the order of calls: no [B*T, V] buffer in a training or
+ * evaluation step; two models whose forwards and backwards interleave (their
+ * pending lm_head gradients in the pool at once) give the gradients of the
+ * plain order; eval leaves no logits or activations behind; logits on
+ * demand after a loss equal those of a logits-only forward. */
+static void test_chunked_steps(void)
+{
+    xsa_gpt_config c;
+    xsa_gpt_config_default(&c);
+    c.vocab = 20000;
+    c.d_model = 32;
+    c.n_head = 2;
+    c.seq_len = 16;
+    c.seed = 11;
+    enum { B = 8, T = 16, N = B * T };
+    int32_t in[N], tg[N];
+    for (int i = 0; i < N; i++) {
+        in[i] = (i * 37 + 5) % c.vocab;
+        tg[i] = (i * 101 + 7) % c.vocab;
+    }
+    xsa_gpt *a = xsa_gpt_new(&c), *b = xsa_gpt_clone(a, XSA_ATTN_XSA, 1.0);
+    xsa_gpt *a2 = xsa_gpt_clone(a, XSA_ATTN_SA, 1.0), *b2 = xsa_gpt_clone(a, XSA_ATTN_XSA, 1.0);
+    float la, lb, la2, lb2;
+    /* interleaved: a fwd, b fwd, b bwd (dloss 2), a bwd */
+    CHECK(xsa_gpt_forward(a, in, tg, B, T, &la) == 0 && xsa_gpt_forward(b, in, tg, B, T, &lb) == 0,
+          "forwards: %s", xsa_last_error());
+    size_t nv_bytes = (size_t)N * c.vocab * sizeof(float);
+    CHECK(xsa_gpt_activation_bytes(a) < nv_bytes / 4,
+          "a training forward holds %zu bytes of activations, not a [B*T,V] buffer (%zu)",
+          xsa_gpt_activation_bytes(a), nv_bytes);
+    xsa_gpt_zero_grad(a);
+    xsa_gpt_zero_grad(b);
+    CHECK(xsa_gpt_backward(b, 2.0f) == 0 && xsa_gpt_backward(a, 1.0f) == 0, "backwards: %s",
+          xsa_last_error());
+    /* plain order */
+    xsa_gpt_forward(a2, in, tg, B, T, &la2);
+    xsa_gpt_zero_grad(a2);
+    xsa_gpt_backward(a2, 1.0f);
+    xsa_gpt_forward(b2, in, tg, B, T, &lb2);
+    xsa_gpt_zero_grad(b2);
+    xsa_gpt_backward(b2, 2.0f);
+    CHECK(la == la2 && lb == lb2, "losses of both orders: %g %g, %g %g", la, la2, lb, lb2);
+    size_t np = xsa_gpt_num_params(a);
+    CHECK(memcmp(xsa_gpt_grads_data(a), xsa_gpt_grads_data(a2), np * sizeof(float)) == 0,
+          "SA gradients do not depend on the order of calls");
+    double d = 0, mx = 0;
+    const float *g1 = xsa_gpt_grads_data(b), *g2 = xsa_gpt_grads_data(b2);
+    for (size_t i = 0; i < np; i++) {
+        d = fmax(d, fabs((double)g1[i] - g2[i]));
+        mx = fmax(mx, fabs(g2[i]));
+    }
+    CHECK(d == 0, "XSA gradients (dloss 2) do not depend on the order of calls (%g of %g)", d, mx);
+    /* logits: on demand after a loss, computed by a logits-only forward */
+    CHECK(xsa_gpt_forward(a, in, tg, B, T, &la) == 0, "forward");
+    const float *l1 = xsa_gpt_logits(a);
+    float *copy = malloc(nv_bytes);
+    CHECK(l1 != NULL, "logits on demand: %s", xsa_last_error());
+    if (l1) memcpy(copy, l1, nv_bytes);
+    CHECK(xsa_gpt_forward(a, in, NULL, B, T, NULL) == 0, "logits-only forward");
+    const float *l2 = xsa_gpt_logits(a);
+    CHECK(l1 && l2 && memcmp(copy, l2, nv_bytes) == 0, "logits on demand = logits of a forward");
+    float ev;
+    CHECK(xsa_gpt_forward(a, in, tg, B, T, &la) == 0 &&
+              xsa_gpt_activation_bytes(a) < nv_bytes / 4,
+          "the next loss frees the logits (%zu bytes held)", xsa_gpt_activation_bytes(a));
+    CHECK(xsa_gpt_eval_loss(a, in, tg, B, T, &ev) == 0 && ev == la, "eval loss %g vs %g", ev, la);
+    CHECK(xsa_gpt_logits(a) == NULL && xsa_gpt_activation(a, 0, "qkv") == NULL,
+          "no logits or activations after an evaluation");
+    CHECK(xsa_gpt_activation_bytes(a) < nv_bytes / 4, "after eval: %zu bytes held",
+          xsa_gpt_activation_bytes(a));
+    free(copy);
+
+    /* precision */
+    CHECK(strcmp(xsa_gpt_precision_name(XSA_PREC_BF16), "bf16") == 0, "precision name");
+    xsa_precision p;
+    CHECK(xsa_gpt_precision_parse("fp16", &p) != 0 && strstr(xsa_last_error(), "\"f32\" or \"bf16\""),
+          "bad precision: %s", xsa_last_error());
+    xsa_gpt_config cb = c;
+    cb.precision = XSA_PREC_BF16;
+    xsa_gpt *h = xsa_gpt_new(&cb);
+    if (!xsa_bf16_built() || xsa_bf16_check() != 0) {
+        CHECK(h == NULL && strstr(xsa_last_error(), "precision \"bf16\" is not available"),
+              "bf16 without oneDNN or avx512_bf16 is an error: %s", xsa_last_error());
+        printf("  bf16 model: not available here (%s)\n", xsa_last_error());
+    } else {
+        CHECK(h != NULL, "bf16 model: %s", xsa_last_error());
+        xsa_gpt *hx = h ? xsa_gpt_clone(h, XSA_ATTN_XSA, 1.0) : NULL;
+        CHECK(hx && xsa_gpt_get_config(hx)->precision == XSA_PREC_BF16, "a clone keeps bf16");
+        float lh, lf;
+        xsa_gpt *f = xsa_gpt_clone(a, XSA_ATTN_XSA, 1.0);
+        xsa_gpt_copy_from(hx, f);
+        CHECK(xsa_gpt_forward(hx, in, tg, B, T, &lh) == 0, "bf16 forward: %s", xsa_last_error());
+        xsa_gpt_forward(f, in, tg, B, T, &lf);
+        /* Rounding to bf16 moves x and w by at most u = 2^-9 relative, so a
+         * logit by at most L = 2u sum_c |x_c w_c| <= 2u |x| max_v |w_v|
+         * (Cauchy-Schwarz), with |x| = sqrt(C) for ln_f's output at its
+         * initial weight 1 and bias 0; the loss moves by at most 2L, and
+         * every probability by a factor within 1 +- 2L, so the gradient at
+         * the lm_head's input by at most f = 2u + 2L of its scale (test_nn
+         * checks that bound element by element); the blocks carry that
+         * relative error back linearly: each tensor's gradient is held to 2f
+         * of its largest element. */
+        const double u = 1.0 / 512;
+        const float *wt = xsa_tensor_f32(xsa_gpt_find_param(f, "wte.weight"));
+        double wmax = 0;
+        for (int v = 0; v < c.vocab; v++) {
+            double n2 = 0;
+            for (int k = 0; k < c.d_model; k++) n2 += (double)wt[v * c.d_model + k] * wt[v * c.d_model + k];
+            wmax = fmax(wmax, sqrt(n2));
+        }
+        double L = 2 * u * sqrt((double)c.d_model) * wmax, bound = 2 * L, fgrad = 2 * u + 2 * L;
+        printf("  bf16 model: loss %.6f vs float32 %.6f (bound %.3g)\n", lh, lf, bound);
+        CHECK(fabs(lh - lf) <= bound, "bf16 loss %g vs %g", lh, lf);
+        xsa_gpt_zero_grad(hx);
+        xsa_gpt_zero_grad(f);
+        CHECK(xsa_gpt_backward(hx, 1.0f) == 0, "bf16 backward");
+        xsa_gpt_backward(f, 1.0f);
+        /* relative to the largest gradient of each tensor: bf16 keeps 8 bits */
+        double wrel = 0;
+        for (int i = 0; i < xsa_gpt_num_tensors(f); i++) {
+            xsa_tensor *pf = xsa_gpt_param(f, i), *ph = xsa_gpt_param(hx, i);
+            size_t n = (size_t)xsa_tensor_numel(pf);
+            const float *gf = xsa_tensor_f32(pf->grad), *gh = xsa_tensor_f32(ph->grad);
+            double dd = 0, mm = 0;
+            for (size_t k = 0; k < n; k++) {
+                dd = fmax(dd, fabs((double)gf[k] - gh[k]));
+                mm = fmax(mm, fabs(gf[k]));
+            }
+            if (mm > 0) wrel = fmax(wrel, dd / mm);
+        }
+        printf("  bf16 model: gradients within %.3g of each tensor's largest (bound %.3g)\n", wrel,
+               2 * fgrad);
+        CHECK(wrel <= 2 * fgrad, "bf16 gradients differ by %g of the largest", wrel);
+        xsa_gpt_free(f);
+        xsa_gpt_free(hx);
+        xsa_gpt_free(h);
+    }
+    xsa_gpt_free(a);
+    xsa_gpt_free(b);
+    xsa_gpt_free(a2);
+    xsa_gpt_free(b2);
+}
+
 int main(void)
 {
     if (find_golden() != 0) {
@@ -455,6 +599,7 @@ int main(void)
         run_variant(cases[i], dir, "XSA_l0.5", XSA_ATTN_XSA, 0.5);
     }
     test_model_basics();
+    test_chunked_steps();
     test_checkpoint();
     return check_done("test_gpt");
 }

@@ -32,6 +32,7 @@ T.case("config validation errors", function()
   T.raises(function() xsa.gpt{n_layers = 2} end, "unknown option 'n_layers'")
   T.raises(function() xsa.gpt{seq_len = 1.5} end, "seq_len must be an integer")
   T.raises(function() xsa.gpt{seed = -1} end, "seed must be a non-negative integer")
+  T.raises(function() xsa.gpt{precision = "fp16"} end, 'precision must be "f32" or "bf16"')
   -- lambda outside [0,1] is allowed
   local m = xsa.gpt(cfg{attention = "xsa", lambda = 1.5})
   T.eq(m:config().lambda, 1.5)
@@ -294,6 +295,28 @@ T.case("freed model and close", function()
     local m2 <close> = xsa.gpt(cfg())
     T.eq(m2:config().vocab, 40)
   end
+end)
+
+T.case("precision bf16: a model with bf16 lm_head products, or a clear error", function()
+  T.eq(xsa.gpt(cfg{precision = "f32"}):config().precision, nil) -- f32: configs as before
+  local ok, m = pcall(xsa.gpt, cfg{precision = "bf16"})
+  if not ok then
+    T.ok(tostring(m):find('precision "bf16" is not available', 1, true), tostring(m))
+    return
+  end
+  T.eq(m:config().precision, "bf16")
+  T.ok(tostring(m):find("bf16", 1, true), tostring(m))
+  local x = m:clone{attention = "xsa"}
+  T.eq(x:config().precision, "bf16")
+  local f = xsa.gpt(cfg{})
+  local inp, tg = tokens(2, 8, 40, 1), tokens(2, 8, 40, 2)
+  local lb, lf = m:loss(inp, tg):item(), f:loss(inp, tg):item()
+  -- bound: rounding x and w to bf16 (2^-9 relative each) moves a logit by at most
+  -- 2 * 2^-9 * |x| * max_v |w_v|, |x| = sqrt(d_model) after ln_f at init; the loss by twice that
+  local w = f:parameters()["wte.weight"]
+  local wmax = (w * w):sum(-1):sqrt():max():item()
+  local bound = 4 / 512 * math.sqrt(16) * wmax
+  T.ok(math.abs(lb - lf) <= bound, string.format("bf16 loss %g vs float32 %g (bound %g)", lb, lf, bound))
 end)
 
 T.done()

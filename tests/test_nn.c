@@ -15,9 +15,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
+#include "../core/error.h"
+#include "../core/matmul_bf16.h"
 #include "../core/nn.h"
+#include "../core/pool.h"
 #include "check.h"
 
 #define H 1e-2
@@ -466,9 +470,187 @@ static void test_lmhead_ce_fused(void)
     free(scratch);
 }
 
+/* The reference of the fused, chunked lm_head + CE: the unfused two-step
+ * path (logits [N,V], softmax, dlogits, both backward products). */
+static double lmhead_ce_ref(float *dx, float *dw, float *losses, const float *x, const float *w,
+                            const int32_t *tg, int N, int C, int V)
+{
+    float *lg = zerov((size_t)N * V), *pr = zerov((size_t)N * V), *ps = zerov((size_t)N);
+    xsa_nn_lmhead_forward(lg, x, w, N, C, V);
+    double l = xsa_nn_crossentropy_forward(pr, ps, losses, lg, tg, N, V, 1);
+    xsa_nn_crossentropy_backward(lg, pr, ps, tg, 1.0f, N, V, 1);
+    memset(dx, 0, (size_t)N * C * sizeof(float));
+    memset(dw, 0, (size_t)V * C * sizeof(float));
+    xsa_nn_lmhead_backward(dx, dw, lg, x, w, N, C, V);
+    free(lg); free(pr); free(ps);
+    return l;
+}
+
+static double maxdiff(const float *a, const float *b, size_t n, double *maxb)
+{
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (!(e <= d)) d = e;
+        if (fabs(b[i]) > m) m = fabs(b[i]);
+    }
+    if (maxb) *maxb = m;
+    return d;
+}
+
+/* Chunked and fused (float32) against the two-step path: every chunking
+ * (a tail chunk, one chunk, chunks of 16), 1 and 2 threads, odd sizes. */
+static void test_lmhead_ce_chunked(void)
+{
+    struct { int N, C, V, rows, threads; } cs[] = {
+        {37, 24, 301, 16, 1}, {37, 24, 301, 64, 2}, {37, 24, 301, 1000, 1},
+        {100, 16, 4099, 48, 2}, {64, 32, 50, 16, 2}, {1, 8, 7, 16, 1}};
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        int N = cs[k].N, C = cs[k].C, V = cs[k].V, R = cs[k].rows;
+        float *x = randv((size_t)N * C, 2), *w = randv((size_t)V * C, 1);
+        int32_t *tg = malloc(sizeof(int32_t) * (size_t)N);
+        for (int i = 0; i < N; i++) tg[i] = (int32_t)((i * 7919 + 3) % V);
+        float *dx = randv((size_t)N * C, 1), *dw = randv((size_t)V * C, 1); /* written, not added */
+        float *rx = zerov((size_t)N * C), *rw = zerov((size_t)V * C);
+        float *ls = zerov((size_t)N), *rl = zerov((size_t)N), *evl = zerov((size_t)N);
+        float *scr = zerov(xsa_nn_lmhead_ce_scratch_floats(N, C, V, R, 0));
+        double want = lmhead_ce_ref(rx, rw, rl, x, w, tg, N, C, V), got = 0, ev = 0;
+        CHECK(xsa_nn_lmhead_ce(&got, dx, dw, ls, scr, x, w, tg, N, C, V, R, cs[k].threads, NULL) == 0,
+              "lmhead_ce");
+        CHECK(xsa_nn_lmhead_ce(&ev, NULL, NULL, evl, scr, x, w, tg, N, C, V, R, cs[k].threads, NULL) == 0,
+              "lmhead_ce eval");
+        double mb, mbw, ddx = maxdiff(dx, rx, (size_t)N * C, &mb), ddw = maxdiff(dw, rw, (size_t)V * C, &mbw);
+        double dl = maxdiff(ls, rl, (size_t)N, NULL);
+        printf("  lmhead_ce chunked N=%d V=%d rows=%d: loss %.2g, losses %.2g, dinp %.2g (max %.2g), "
+               "dwte %.2g (max %.2g)\n", N, V, R, fabs(got - want), dl, ddx, mb, ddw, mbw);
+        CHECK(fabs(got - want) <= 1e-6 * fabs(want), "loss %.9g vs %.9g", got, want);
+        CHECK(ev == got, "the loss without gradient differs: %.9g vs %.9g", ev, got);
+        CHECK(dl <= 1e-5 * fmax(1.0, fabs(want)), "per-row losses differ by %g", dl);
+        CHECK(maxdiff(evl, ls, (size_t)N, NULL) == 0, "per-row losses without gradient differ");
+        CHECK(ddx <= 1e-5 * mb, "dinp differs by %g (max %g)", ddx, mb);
+        CHECK(ddw <= 1e-5 * mbw, "dwte differs by %g (max %g)", ddw, mbw);
+        free(x); free(w); free(tg); free(dx); free(dw); free(rx); free(rw); free(ls); free(rl);
+        free(evl); free(scr);
+    }
+}
+
+/* bf16 products (when this build and CPU have them) against float32, with
+ * tolerances derived from the rounding: bf16 keeps 8 significant bits, so
+ * each rounded factor is within u = 2^-9 relative, a product of two within
+ * 2u, and a sum of such products within 2u of the sum of |terms| (plus
+ * float32 accumulation, negligible). Logit l_rv: |dl| <= 2u sum_c |x_rc w_vc|
+ * =: L. The loss and log-softmax move by at most 2 max L; a probability by a
+ * factor within exp(+-2 max L) ~ 1 +- 2 max L. dinp_r = sum_v p_rv w_v - w_t,
+ * with p and w rounded: |d| <= (2u + 2 max L) sum_v p_rv |w_v|; dwte likewise
+ * with the rows x_r (rounded, after scaling) for w_v. */
+static void test_lmhead_ce_bf16(void)
+{
+    if (xsa_bf16_check() != 0) {
+        printf("  skip: bf16 lm_head (%s)\n", xsa_last_error());
+        CHECK(xsa_bf16_mm_new() == NULL, "no bf16: creating a context must fail");
+        return;
+    }
+    enum { N = 100, C = 64, V = 3001, R = 48 };
+    const double u = 1.0 / 512;
+    float *x = randv((size_t)N * C, 2), *w = randv((size_t)V * C, 0.5);
+    int32_t tg[N];
+    for (int i = 0; i < N; i++) tg[i] = (int32_t)((i * 7919 + 3) % V);
+    uint16_t *w16 = malloc(sizeof(uint16_t) * (size_t)V * C);
+    xsa_bf16_from_f32(w16, w, (size_t)V * C);
+    xsa_bf16_mm *mm = xsa_bf16_mm_new();
+    CHECK(mm != NULL, "bf16 context: %s", xsa_last_error());
+    if (!mm) return;
+    xsa_nn_bf16 bf = {mm, w16};
+    float *dx = zerov((size_t)N * C), *dw = zerov((size_t)V * C), *rx = zerov((size_t)N * C);
+    float *rw = zerov((size_t)V * C);
+    float *scr = zerov(xsa_nn_lmhead_ce_scratch_floats(N, C, V, R, 1));
+    double want = lmhead_ce_ref(rx, rw, NULL, x, w, tg, N, C, V), got = 0;
+    CHECK(xsa_nn_lmhead_ce(&got, dx, dw, NULL, scr, x, w, tg, N, C, V, R, 2, &bf) == 0, "bf16: %s",
+          xsa_last_error());
+    /* the bounds, from the data */
+    double Lmax = 0;
+    for (int r = 0; r < N; r++)
+        for (int v = 0; v < V; v++) {
+            double s = 0;
+            for (int c = 0; c < C; c++) s += fabs((double)x[r * C + c] * w[(size_t)v * C + c]);
+            if (2 * u * s > Lmax) Lmax = 2 * u * s;
+        }
+    double f = 2 * u + 2 * Lmax, worst_x = 0, worst_w = 0;
+    float *lg = zerov((size_t)N * V), *pr = zerov((size_t)N * V), ps[N];
+    xsa_nn_lmhead_forward(lg, x, w, N, C, V);
+    xsa_nn_crossentropy_forward(pr, ps, NULL, lg, tg, N, V, 1);
+    int okx = 1, okw = 1;
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < C; c++) {
+            double b = 0;
+            for (int v = 0; v < V; v++) b += pr[(size_t)r * V + v] * ps[r] * fabs(w[(size_t)v * C + c]);
+            double e = fabs((double)dx[r * C + c] - rx[r * C + c]), tol = f * b + 1e-6;
+            if (e > tol) okx = 0;
+            if (e / tol > worst_x) worst_x = e / tol;
+        }
+    for (int v = 0; v < V; v++)
+        for (int c = 0; c < C; c++) {
+            double b = 0;
+            for (int r = 0; r < N; r++) b += pr[(size_t)r * V + v] * ps[r] * fabs(x[r * C + c]) / N;
+            double e = fabs((double)dw[(size_t)v * C + c] - rw[(size_t)v * C + c]), tol = f * b + 1e-7;
+            if (e > tol) okw = 0;
+            if (e / tol > worst_w) worst_w = e / tol;
+        }
+    double mbx, mbw, ax = maxdiff(dx, rx, (size_t)N * C, &mbx), aw = maxdiff(dw, rw, (size_t)V * C, &mbw);
+    printf("  lmhead_ce bf16 vs float32: loss %.3g (bound %.3g); dinp %.2g of max %.2g (%.3f of the "
+           "bound), dwte %.2g of max %.2g (%.3f of the bound)\n",
+           fabs(got - want), 2 * Lmax, ax, mbx, worst_x, aw, mbw, worst_w);
+    CHECK(fabs(got - want) <= 2 * Lmax, "bf16 loss %.9g vs %.9g (bound %g)", got, want, 2 * Lmax);
+    CHECK(okx, "bf16 dinp beyond the rounding bound (%.2f x)", worst_x);
+    CHECK(okw, "bf16 dwte beyond the rounding bound (%.2f x)", worst_w);
+    /* the conversions: round to nearest even, exact back */
+    float vals[5] = {1.0f, 1.00390625f, 1.01171875f, -3.14159f, 65504.0f};
+    uint16_t h[5];
+    float back[5];
+    xsa_bf16_from_f32(h, vals, 5);
+    xsa_bf16_to_f32(back, h, 5);
+    CHECK(back[0] == 1.0f && back[1] == 1.0f && back[2] == 1.015625f, "bf16 rounding: %g %g %g",
+          back[0], back[1], back[2]);
+    CHECK(fabs(back[3] - vals[3]) <= u * fabs(vals[3]), "bf16 of -pi: %g", back[3]);
+    xsa_bf16_mm_free(mm);
+    free(x); free(w); free(w16); free(dx); free(dw); free(rx); free(rw); free(scr); free(lg); free(pr);
+}
+
+/* The pool hands back what was put, by kind, the smallest that fits first. */
+static void test_pool(void)
+{
+    xsa_pool_trim();
+    float *a = xsa_pool_get(XSA_POOL_SCRATCH, 1000), *b = xsa_pool_get(XSA_POOL_SCRATCH, 5000);
+    CHECK(a && b && a != b, "pool get");
+    CHECK(((uintptr_t)a & 63) == 0 && ((uintptr_t)b & 63) == 0, "pool buffers are 64-byte aligned");
+    a[999] = 1.0f;
+    b[4999] = 2.0f;
+    xsa_pool_put(a);
+    xsa_pool_put(b);
+    CHECK(xsa_pool_bytes() >= 6000 * sizeof(float), "pool keeps what was put");
+    float *o = xsa_pool_get(XSA_POOL_ACTS, 10);
+    CHECK(o != a && o != b, "another kind does not get them");
+    float *c = xsa_pool_get(XSA_POOL_SCRATCH, 800), *d = xsa_pool_get(XSA_POOL_SCRATCH, 4000);
+    CHECK(c == a && d == b, "the smallest buffer that fits is handed out");
+    xsa_pool_put(c);
+    float *e = xsa_pool_get(XSA_POOL_SCRATCH, 100000);
+    CHECK(e != NULL && e != b, "a miss allocates");
+    xsa_pool_put(d);
+    xsa_pool_put(e);
+    xsa_pool_put(o);
+    xsa_pool_put(NULL);
+    CHECK(xsa_pool_bytes() == (100000 + 5000 + 10) * sizeof(float),
+          "the too-small buffer made way for the new size (%zu bytes held)", xsa_pool_bytes());
+    xsa_pool_trim();
+    CHECK(xsa_pool_bytes() == 0, "trim empties the pool");
+}
+
 int main(void)
 {
     test_lmhead_ce_fused();
+    test_lmhead_ce_chunked();
+    test_lmhead_ce_bf16();
+    test_pool();
     test_gelu_accuracy();
     test_ce_nan();
     test_embedding();

@@ -317,7 +317,7 @@ add("xsa.nn.cross_entropy", "xsa.nn.cross_entropy(logits, targets) -> tensor", "
 ----------------------------------------------------------------------------
 -- xsa.gpt and the model
 
-D["xsa.gpt"].sig = "xsa.gpt{vocab=50257, n_layer=2, d_model=128, n_head=2, seq_len=64, attention=\"sa\", lambda=1, seed=0} -> model"
+D["xsa.gpt"].sig = "xsa.gpt{vocab=50257, n_layer=2, d_model=128, n_head=2, seq_len=64, attention=\"sa\", lambda=1, seed=0, precision=\"f32\"} -> model"
 add("xsa.gpt.load", "xsa.gpt.load(path) -> model, optimizer | nil",
   "Reads a checkpoint written by model:save, validating names, shapes and config; returns the AdamW it carries, if any.",
   "local model, opt = xsa.gpt.load(\"cache/part3-xsa-300steps-HASH.safetensors\")")

@@ -43,6 +43,8 @@ function M.options(d, extra, skip)
     {"data-parallel", "bool", false, "under mpirun: every rank trains each pair on its rows of every batch " ..
       "(gradients averaged over the ranks), instead of taking runs of its own"},
     {"threads", "int", d.threads or 0, "BLAS/engine threads (0: leave as is)"},
+    {"precision", "string", "f32", "f32, or bf16: the lm_head's products bf16 through oneDNN (opt-in)",
+      check = function(v) return v == "f32" or v == "bf16", "expects f32 or bf16" end},
     {"out", "string", "cache", "results folder (JSON, checkpoints, cache entries)"},
     {"plots", "string", "plots", "figures folder"},
     {"format", "string", "png", "figure format: png or svg"},
@@ -194,6 +196,7 @@ function M.model_config(opts, seq_len, seed)
   return {
     vocab = opts.vocab or 50257, n_layer = opts.n_layer, d_model = opts.d_model, n_head = opts.n_head,
     seq_len = seq_len or opts.seq_len, seed = seed or opts.seed,
+    precision = opts.precision ~= "f32" and opts.precision or nil, -- f32 keeps the cache keys as before
   }
 end
 

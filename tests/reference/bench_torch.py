@@ -1,9 +1,21 @@
-"""PyTorch reference timing of one training step of the default model.
+"""PyTorch reference timing of the training and evaluation steps of the default model.
 
 The same architecture as xsa's GPT (GPT-2 style, pre-LN, tied lm_head, GELU erf,
-SA or XSA attention), batch 16 x seq_len 64, AdamW. Used only to compare speed
-on the same CPU (`python3 tests/reference/bench_torch.py`); the engine never
-needs PyTorch. Prints the median ms/step of 20 steps after 5 warm-up steps.
+SA or XSA attention), AdamW. Used only to compare speed on the same CPU; the
+engine never needs PyTorch.
+
+  python3 tests/reference/bench_torch.py [THREADS]
+      both shapes (16 x 64 and 8 x 256, the model's seq_len = T), SA and XSA,
+      train step (forward + backward + AdamW) and eval step (forward and loss
+      under no_grad): the median ms of 20 steps after 3 warm-up steps.
+  python3 tests/reference/bench_torch.py --serve THREADS
+      what tests/bench_step runs so that its own steps and these alternate
+      (outside load then hits both alike). Commands on stdin, one per line:
+        setup B T      build SA and XSA models (seq_len T) with AdamW, one batch
+        train sa|xsa K run K train steps, reply the K times in ms
+        eval sa|xsa K  run K eval steps, reply the K times in ms
+        quit
+      Every reply is one line ("ok", numbers, or "error: ...").
 """
 import math
 import statistics
@@ -61,26 +73,86 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
-def bench(lam):
-    torch.manual_seed(0)
-    model = GPT(lam=lam)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    x = torch.randint(0, 50257, (16, 64))
-    y = torch.randint(0, 50257, (16, 64))
-    times = []
-    for i in range(25):
-        t0 = time.perf_counter()
-        loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if i >= 5:
+class Pair:
+    """SA and XSA models of one shape, each with its AdamW, and one batch."""
+
+    def __init__(self, B, T):
+        torch.manual_seed(0)
+        self.models = {"sa": GPT(T=T, lam=0.0), "xsa": GPT(T=T, lam=1.0)}
+        self.opts = {k: torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01)
+                     for k, m in self.models.items()}
+        self.x = torch.randint(0, 50257, (B, T))
+        self.y = torch.randint(0, 50257, (B, T))
+
+    def train(self, which, k):
+        model, opt = self.models[which], self.opts[which]
+        times = []
+        for _ in range(k):
+            t0 = time.perf_counter()
+            loss = model(self.x, self.y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
             times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
+        return times
+
+    def eval(self, which, k):
+        model = self.models[which]
+        times = []
+        with torch.no_grad():
+            for _ in range(k):
+                t0 = time.perf_counter()
+                model(self.x, self.y).item()
+                times.append((time.perf_counter() - t0) * 1000)
+        return times
+
+
+def serve():
+    pair = None
+    for line in sys.stdin:
+        w = line.split()
+        try:
+            if not w:
+                continue
+            if w[0] == "quit":
+                break
+            if w[0] == "setup":
+                pair = Pair(int(w[1]), int(w[2]))
+                for which in ("sa", "xsa"):
+                    pair.train(which, 2)
+                    pair.eval(which, 1)
+                reply = "ok"
+            elif w[0] in ("train", "eval") and pair is not None:
+                times = getattr(pair, w[0])(w[1], int(w[2]))
+                reply = " ".join(f"{t:.3f}" for t in times)
+            else:
+                reply = "error: bad command " + line.strip()
+        except Exception as e:  # reported to the caller, which stops comparing
+            reply = f"error: {e}"
+        print(reply, flush=True)
+
+
+def main():
+    for B, T in ((16, 64), (8, 256)):
+        pair = Pair(B, T)
+        res = {}
+        for which in ("sa", "xsa"):
+            pair.train(which, 3)
+            pair.eval(which, 3)
+        for which in ("sa", "xsa"):
+            res["train", which] = statistics.median(pair.train(which, 20))
+            res["eval", which] = statistics.median(pair.eval(which, 20))
+        print(f"pytorch {torch.__version__} ({torch.get_num_threads()} threads) {B}x{T}: "
+              f"train SA {res['train', 'sa']:.1f} ms, XSA {res['train', 'xsa']:.1f} ms; "
+              f"eval SA {res['eval', 'sa']:.1f} ms, XSA {res['eval', 'xsa']:.1f} ms (median of 20)")
 
 
 if __name__ == "__main__":
-    torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 2)
-    sa, xsa = bench(0.0), bench(1.0)
-    print(f"pytorch {torch.__version__} ({torch.get_num_threads()} threads): "
-          f"step SA {sa:.1f} ms, XSA {xsa:.1f} ms (median of 20)")
+    args = sys.argv[1:]
+    if args and args[0] == "--serve":
+        torch.set_num_threads(int(args[1]) if len(args) > 1 else 2)
+        print("ready " + torch.__version__, flush=True)
+        serve()
+    else:
+        torch.set_num_threads(int(args[0]) if args else 2)
+        main()
