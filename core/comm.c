@@ -159,26 +159,26 @@ int xsa_comm_barrier(void)
 /* MPI counts are int: larger buffers go in pieces. */
 #define CHUNK ((size_t)1 << 30)
 
-int xsa_comm_allreduce_sum_f32(float *buf, size_t n)
+static int allreduce_sum(void *buf, size_t n, size_t size, MPI_Datatype type)
 {
     if (state != 1) return 0;
     for (size_t at = 0; at < n; at += CHUNK) {
         size_t k = n - at < CHUNK ? n - at : CHUNK;
-        int rc = MPI_Allreduce(MPI_IN_PLACE, buf + at, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + at * size, (int)k, type, MPI_SUM,
+                               MPI_COMM_WORLD);
         if (rc != MPI_SUCCESS) return mpi_fail("mpi.allreduce: MPI_Allreduce", rc);
     }
     return 0;
 }
 
+int xsa_comm_allreduce_sum_f32(float *buf, size_t n)
+{
+    return allreduce_sum(buf, n, sizeof *buf, MPI_FLOAT);
+}
+
 int xsa_comm_allreduce_sum_f64(double *buf, size_t n)
 {
-    if (state != 1) return 0;
-    for (size_t at = 0; at < n; at += CHUNK) {
-        size_t k = n - at < CHUNK ? n - at : CHUNK;
-        int rc = MPI_Allreduce(MPI_IN_PLACE, buf + at, (int)k, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return mpi_fail("mpi.allreduce: MPI_Allreduce", rc);
-    }
-    return 0;
+    return allreduce_sum(buf, n, sizeof *buf, MPI_DOUBLE);
 }
 
 int xsa_comm_bcast(void *buf, size_t n, int root)
