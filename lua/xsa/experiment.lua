@@ -450,6 +450,17 @@ function Ex:pair(o)
   local label = o.label or self.name
   local what = o.what or label
   local function say(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
+  -- after training, on every path that trained: checkpoint paths, the
+  -- caller's after(), the models freed
+  local function finish(r, sa_model, xsa_model, tl, vl)
+    if #kinds > 0 then
+      r.checkpoints = {}
+      for _, k in ipairs(kinds) do r.checkpoints[k] = f.checkpoints[k] end
+    end
+    if o.after then o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
+    sa_model:free()
+    xsa_model:free()
+  end
   local size, rank = ranks()
   local no_cache = self:refresh(name, config)
   local dp = opts.data_parallel and size > 1 and self.spread_ranks
@@ -473,13 +484,7 @@ function Ex:pair(o)
       if o.on_start then o.on_start(sa_model, tl, vl) end
       local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
         label = label, baseline = o.baseline, on_point = o.on_point, data_parallel = true}))
-      if #kinds > 0 then
-        r.checkpoints = {}
-        for _, k in ipairs(kinds) do r.checkpoints[k] = f.checkpoints[k] end
-      end
-      if o.after then o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
-      sa_model:free()
-      xsa_model:free()
+      finish(r, sa_model, xsa_model, tl, vl)
       return r, "miss", f.entry
     end
   end
@@ -528,13 +533,7 @@ function Ex:pair(o)
         return #written > 0 and table.concat(written, ", ") or nil
       end,
     }))
-    if #kinds > 0 then
-      r.checkpoints = {}
-      for _, k in ipairs(kinds) do r.checkpoints[k] = f.checkpoints[k] end
-    end
-    if o.after then o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
-    sa_model:free()
-    xsa_model:free()
+    finish(r, sa_model, xsa_model, tl, vl)
     return r
   end, {no_cache = no_cache, check = pair_check(kinds, o.check), label = what})
   remove_state(f) -- the finished entry replaces any saved state
