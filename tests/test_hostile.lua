@@ -1000,6 +1000,21 @@ end
 run_child("regress", SANITIZED and 600 or 120)
 run_child("battery", SANITIZED and 900 or 240)
 
+
+-- Runs `code` as a script in its own process, sends it SIGINT once it has
+-- printed "started" (and 0.3 s more), and returns its exit status and output.
+local function interrupted(name, code)
+  local f, out = TMP .. "/" .. name .. ".lua", TMP .. "/" .. name .. ".out"
+  T.writefile(f, "io.stdout:write('started\\n') io.stdout:flush()\n" .. code .. "\n")
+  local sh = string.format("%s %s >%s 2>&1 & pid=$!; i=0; " ..
+    "while ! grep -q started %s 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; " ..
+    "sleep 0.3; kill -INT $pid; wait $pid; echo $?", shq(EXE), shq(f), shq(out), shq(out))
+  local p = io.popen("timeout 30 sh -c " .. shq(sh))
+  local status = tonumber(p:read("a"):match("(%d+)%s*$"))
+  p:close()
+  return status, read(out)
+end
+
 T.case("Ctrl-C stops a busy loop inside a coroutine", function()
   local scripts = {
     -- resume swallows errors: the interrupt must still end the script
@@ -1009,15 +1024,7 @@ T.case("Ctrl-C stops a busy loop inside a coroutine", function()
       " while true do coroutine.resume(i) end\nend)\no()",
   }
   for i, code in ipairs(scripts) do
-    local f = TMP .. "/co" .. i .. ".lua"
-    T.writefile(f, "io.stdout:write('started\\n') io.stdout:flush()\n" .. code .. "\n")
-    local sh = string.format("%s %s >%s/co.out 2>&1 & pid=$!; i=0; " ..
-      "while ! grep -q started %s/co.out 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; " ..
-      "sleep 0.3; kill -INT $pid; wait $pid; echo $?", shq(EXE), shq(f), shq(TMP), shq(TMP))
-    local p = io.popen("timeout 30 sh -c " .. shq(sh))
-    local status = tonumber(p:read("a"):match("(%d+)%s*$"))
-    p:close()
-    local o = read(TMP .. "/co.out")
+    local status, o = interrupted("co" .. i, code)
     T.ok(status and status ~= 0 and status ~= 124, "script " .. i .. " status " .. tostring(status) .. ": " .. o)
     T.ok(o:find("interrupted!", 1, true), "script " .. i .. ": " .. o)
     T.ok(not o:find("after", 1, true), "script " .. i .. " went on: " .. o)
@@ -1025,17 +1032,8 @@ T.case("Ctrl-C stops a busy loop inside a coroutine", function()
 end)
 
 T.case("an interrupt caught by pcall is raised once (lua.c semantics)", function()
-  local f = TMP .. "/once.lua"
-  T.writefile(f, "io.stdout:write('started\\n') io.stdout:flush()\n" ..
-    "local ok, e = pcall(function() while true do end end)\nprint('caught', e)\n" ..
-    "local s = 0 for i = 1, 3e6 do s = s + i end print('finished', s)\n")
-  local sh = string.format("%s %s >%s/once.out 2>&1 & pid=$!; i=0; " ..
-    "while ! grep -q started %s/once.out 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; " ..
-    "sleep 0.3; kill -INT $pid; wait $pid; echo $?", shq(EXE), shq(f), shq(TMP), shq(TMP))
-  local p = io.popen("timeout 30 sh -c " .. shq(sh))
-  local status = tonumber(p:read("a"):match("(%d+)%s*$"))
-  p:close()
-  local o = read(TMP .. "/once.out")
+  local status, o = interrupted("once", "local ok, e = pcall(function() while true do end end)\nprint('caught', e)\n" ..
+    "local s = 0 for i = 1, 3e6 do s = s + i end print('finished', s)")
   T.eq(status, 0, o)
   T.ok(o:find("caught.-interrupted!") and o:find("finished", 1, true), o)
 end)
