@@ -519,7 +519,8 @@ static size_t step_scratch_floats(const xsa_gpt *m, int B, int T)
     size_t C = (size_t)m->cfg.d_model, N = (size_t)B * T;
     int V = m->cfg.vocab, bf16 = m->cfg.precision == XSA_PREC_BF16;
     size_t a = xsa_nn_lmhead_ce_scratch_floats((int)N, (int)C, V,
-                                               xsa_nn_lmhead_rows((int)N, V, bf16), bf16);
+                                               xsa_nn_lmhead_rows((int)N, V, bf16), bf16,
+                                               xsa_threads());
     size_t b = N * C * 13 + xsa_nn_attention_scratch_floats(B, T, (int)C, m->cfg.n_head);
     size_t c = N * C * 4;
     return a > b ? (a > c ? a : c) : (b > c ? b : c);

@@ -94,7 +94,7 @@ int xsa_bf16_check(void)
 }
 
 typedef struct {
-    int ta, tb, M, N, K, lda, ldb, ldc, acc;
+    int ta, tb, M, N, K, lda, ldb, ldc, acc, threads;
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c;
     char impl[64];
@@ -102,16 +102,48 @@ typedef struct {
 
 #define MM_MAX 24
 
-struct xsa_bf16_mm {
+/* One thread's products: its own engine, stream, primitives and memory
+ * objects (the handles are rebound per call, so a slot must not be shared
+ * by two threads at once). */
+typedef struct {
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     mm_entry e[MM_MAX];
     int n, last;
+} mm_slot;
+
+struct xsa_bf16_mm {
+    mm_slot s[XSA_BF16_SLOTS];
 };
 
 static int dnnl_fail(dnnl_status_t st, const char *what)
 {
     return xsa_error("bf16: oneDNN %s failed (status %d)", what, (int)st);
+}
+
+static int slot_open(mm_slot *sl)
+{
+    if (sl->eng) return 0;
+    dnnl_status_t st = dnnl_engine_create(&sl->eng, dnnl_cpu, 0);
+    if (st != dnnl_success) {
+        sl->eng = NULL;
+        return dnnl_fail(st, "engine creation");
+    }
+    st = dnnl_stream_create(&sl->stream, sl->eng, dnnl_stream_default_flags);
+    if (st != dnnl_success) {
+        dnnl_engine_destroy(sl->eng);
+        sl->eng = NULL;
+        return dnnl_fail(st, "stream creation");
+    }
+    return 0;
+}
+
+static void entry_free(mm_entry *e)
+{
+    dnnl_primitive_destroy(e->prim);
+    dnnl_memory_destroy(e->a);
+    dnnl_memory_destroy(e->b);
+    dnnl_memory_destroy(e->c);
 }
 
 xsa_bf16_mm *xsa_bf16_mm_new(void)
@@ -122,17 +154,8 @@ xsa_bf16_mm *xsa_bf16_mm_new(void)
         xsa_error("bf16: out of memory");
         return NULL;
     }
-    mm->last = -1;
-    dnnl_status_t st = dnnl_engine_create(&mm->eng, dnnl_cpu, 0);
-    if (st != dnnl_success) {
-        dnnl_fail(st, "engine creation");
-        free(mm);
-        return NULL;
-    }
-    st = dnnl_stream_create(&mm->stream, mm->eng, dnnl_stream_default_flags);
-    if (st != dnnl_success) {
-        dnnl_fail(st, "stream creation");
-        dnnl_engine_destroy(mm->eng);
+    for (int i = 0; i < XSA_BF16_SLOTS; i++) mm->s[i].last = -1;
+    if (slot_open(&mm->s[0]) != 0) {
         free(mm);
         return NULL;
     }
@@ -142,19 +165,18 @@ xsa_bf16_mm *xsa_bf16_mm_new(void)
 void xsa_bf16_mm_free(xsa_bf16_mm *mm)
 {
     if (!mm) return;
-    for (int i = 0; i < mm->n; i++) {
-        mm_entry *e = &mm->e[i];
-        dnnl_primitive_destroy(e->prim);
-        dnnl_memory_destroy(e->a);
-        dnnl_memory_destroy(e->b);
-        dnnl_memory_destroy(e->c);
+    for (int k = 0; k < XSA_BF16_SLOTS; k++) {
+        mm_slot *sl = &mm->s[k];
+        for (int i = 0; i < sl->n; i++) entry_free(&sl->e[i]);
+        if (sl->eng) {
+            dnnl_stream_destroy(sl->stream);
+            dnnl_engine_destroy(sl->eng);
+        }
     }
-    dnnl_stream_destroy(mm->stream);
-    dnnl_engine_destroy(mm->eng);
     free(mm);
 }
 
-static int make_entry(xsa_bf16_mm *mm, mm_entry *e)
+static int make_entry(mm_slot *mm, mm_entry *e)
 {
     dnnl_memory_desc_t ad, bd, cd;
     dnnl_dims_t adims = {e->M, e->K}, bdims = {e->K, e->N}, cdims = {e->M, e->N};
@@ -205,50 +227,64 @@ static int make_entry(xsa_bf16_mm *mm, mm_entry *e)
     return 0;
 }
 
-int xsa_bf16_gemm(xsa_bf16_mm *mm, int ta, int tb, int M, int N, int K, const uint16_t *A,
-                  int lda, const uint16_t *B, int ldb, int accumulate, float *C, int ldc)
+int xsa_bf16_gemm_on(xsa_bf16_mm *mm, int slot, int threads, int ta, int tb, int M, int N, int K,
+                     const uint16_t *A, int lda, const uint16_t *B, int ldb, int accumulate,
+                     float *C, int ldc)
 {
     if (!mm) return xsa_error("bf16: no matmul context");
-    mm_entry key = {ta, tb, M, N, K, lda, ldb, ldc, accumulate ? 1 : 0, NULL, NULL, NULL, NULL, ""};
+    if (slot < 0 || slot >= XSA_BF16_SLOTS)
+        return xsa_error("bf16: slot %d out of range 0..%d", slot, XSA_BF16_SLOTS - 1);
+    mm_slot *sl = &mm->s[slot];
+    if (slot_open(sl) != 0) return -1;
+    if (threads < 1) threads = 1;
+    /* the thread count oneDNN sees, for this thread: primitives are planned
+     * for it when created, and run with it */
+    if (omp_set_num_threads) omp_set_num_threads(threads);
+    mm_entry key = {ta, tb, M, N, K, lda, ldb, ldc, accumulate ? 1 : 0, threads, NULL, NULL, NULL, NULL, ""};
     int idx = -1;
-    for (int i = 0; i < mm->n; i++) {
-        mm_entry *e = &mm->e[i];
+    for (int i = 0; i < sl->n; i++) {
+        mm_entry *e = &sl->e[i];
         if (e->ta == key.ta && e->tb == key.tb && e->M == M && e->N == N && e->K == K &&
-            e->lda == lda && e->ldb == ldb && e->ldc == ldc && e->acc == key.acc) {
+            e->lda == lda && e->ldb == ldb && e->ldc == ldc && e->acc == key.acc &&
+            e->threads == threads) {
             idx = i;
             break;
         }
     }
     if (idx < 0) {
-        if (mm->n == MM_MAX) { /* evict the oldest */
-            mm_entry *e = &mm->e[0];
-            dnnl_primitive_destroy(e->prim);
-            dnnl_memory_destroy(e->a);
-            dnnl_memory_destroy(e->b);
-            dnnl_memory_destroy(e->c);
-            memmove(mm->e, mm->e + 1, (MM_MAX - 1) * sizeof *mm->e);
-            mm->n--;
+        if (sl->n == MM_MAX) { /* evict the oldest */
+            entry_free(&sl->e[0]);
+            memmove(sl->e, sl->e + 1, (MM_MAX - 1) * sizeof *sl->e);
+            sl->n--;
         }
-        mm->e[mm->n] = key;
-        if (make_entry(mm, &mm->e[mm->n]) != 0) return -1;
-        idx = mm->n++;
+        sl->e[sl->n] = key;
+        if (make_entry(sl, &sl->e[sl->n]) != 0) return -1;
+        idx = sl->n++;
     }
-    mm_entry *e = &mm->e[idx];
-    mm->last = idx;
-    if (omp_set_num_threads) omp_set_num_threads(xsa_threads());
+    mm_entry *e = &sl->e[idx];
+    sl->last = idx;
     dnnl_memory_set_data_handle(e->a, (void *)A);
     dnnl_memory_set_data_handle(e->b, (void *)B);
     dnnl_memory_set_data_handle(e->c, C);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
-    dnnl_status_t st = dnnl_primitive_execute(e->prim, mm->stream, 3, args);
-    if (st == dnnl_success) st = dnnl_stream_wait(mm->stream);
+    dnnl_status_t st = dnnl_primitive_execute(e->prim, sl->stream, 3, args);
+    if (st == dnnl_success) st = dnnl_stream_wait(sl->stream);
     if (st != dnnl_success) return dnnl_fail(st, "matmul execution");
     return 0;
 }
 
-const char *xsa_bf16_impl(const xsa_bf16_mm *mm)
+int xsa_bf16_gemm(xsa_bf16_mm *mm, int ta, int tb, int M, int N, int K, const uint16_t *A,
+                  int lda, const uint16_t *B, int ldb, int accumulate, float *C, int ldc)
 {
-    return mm && mm->last >= 0 ? mm->e[mm->last].impl : "";
+    return xsa_bf16_gemm_on(mm, 0, xsa_threads(), ta, tb, M, N, K, A, lda, B, ldb, accumulate, C,
+                            ldc);
+}
+
+const char *xsa_bf16_impl(const xsa_bf16_mm *mm, int slot)
+{
+    if (!mm || slot < 0 || slot >= XSA_BF16_SLOTS) return "";
+    const mm_slot *sl = &mm->s[slot];
+    return sl->last >= 0 ? sl->e[sl->last].impl : "";
 }
 
 #else /* no oneDNN: stubs */
@@ -276,6 +312,14 @@ xsa_bf16_mm *xsa_bf16_mm_new(void)
 
 void xsa_bf16_mm_free(xsa_bf16_mm *mm) { (void)mm; }
 
+int xsa_bf16_gemm_on(xsa_bf16_mm *mm, int slot, int threads, int ta, int tb, int M, int N, int K,
+                     const uint16_t *A, int lda, const uint16_t *B, int ldb, int accumulate,
+                     float *C, int ldc)
+{
+    (void)slot; (void)threads;
+    return xsa_bf16_gemm(mm, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+}
+
 int xsa_bf16_gemm(xsa_bf16_mm *mm, int ta, int tb, int M, int N, int K, const uint16_t *A,
                   int lda, const uint16_t *B, int ldb, int accumulate, float *C, int ldc)
 {
@@ -284,9 +328,10 @@ int xsa_bf16_gemm(xsa_bf16_mm *mm, int ta, int tb, int M, int N, int K, const ui
     return not_built();
 }
 
-const char *xsa_bf16_impl(const xsa_bf16_mm *mm)
+const char *xsa_bf16_impl(const xsa_bf16_mm *mm, int slot)
 {
     (void)mm;
+    (void)slot;
     return "";
 }
 

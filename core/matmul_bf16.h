@@ -43,8 +43,17 @@ void xsa_bf16_mm_free(xsa_bf16_mm *mm);
  * 0, or -1 with an error. */
 int xsa_bf16_gemm(xsa_bf16_mm *mm, int ta, int tb, int M, int N, int K, const uint16_t *A,
                   int lda, const uint16_t *B, int ldb, int accumulate, float *C, int ldc);
-/* The implementation oneDNN picked for the last product (for benchmarks). */
-const char *xsa_bf16_impl(const xsa_bf16_mm *mm);
+/* The same on one of XSA_BF16_SLOTS independent sets of primitives, with
+ * oneDNN running it on `threads` threads: threads that run products side by
+ * side each use a slot of their own (typically slot k and 1 thread), so
+ * no parallel region of oneDNN waits on a thread of another. Slot 0 is the
+ * one xsa_bf16_gemm uses (with xsa_threads()). */
+#define XSA_BF16_SLOTS 16
+int xsa_bf16_gemm_on(xsa_bf16_mm *mm, int slot, int threads, int ta, int tb, int M, int N, int K,
+                     const uint16_t *A, int lda, const uint16_t *B, int ldb, int accumulate,
+                     float *C, int ldc);
+/* The implementation oneDNN picked for the last product of a slot (for benchmarks). */
+const char *xsa_bf16_impl(const xsa_bf16_mm *mm, int slot);
 
 /* Round to nearest even (no oneDNN needed). */
 void xsa_bf16_from_f32(uint16_t *dst, const float *src, size_t n);

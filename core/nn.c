@@ -9,6 +9,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@
 #include <immintrin.h>
 #endif
 
+#include "error.h"
 #include "matmul_bf16.h"
 #include "nn.h"
 #include "vec.h"
@@ -480,7 +482,7 @@ static double row_lse(const float *l, float *pr, int V, double *ssum)
 }
 
 typedef struct {
-    int task; /* 0 forward, 1 backward, 2 a chunk of the fused lm_head */
+    int task; /* 0 forward, 1 backward, 2 a block of the fused lm_head */
     int r0, r1, V, N;
     const float *logits;
     float *probs, *pscale, *losses, *dlogits;
@@ -488,30 +490,40 @@ typedef struct {
     const int32_t *targets;
     float dloss;
     double total;
-    float *chunk;      /* task 2: [rows,V] logits in, exponentials out (when grad) */
-    uint16_t *chunk16; /* task 2: or the exponentials as bf16 here (when non-NULL) */
-    int grad;          /* task 2: write exponentials and pscale[n] = dloss / sum */
+    /* task 2 */
+    float *chunk;      /* the block's logits lb[V][N] in (V rows of the vocabulary) */
+    uint16_t *chunk16; /* the exponentials as bf16 here [V][N] (when non-NULL) */
+    int grad;          /* write the exponentials (in place when chunk16 is NULL) */
+    int v0;            /* the block's first row of the vocabulary */
+    float *bmax, *lt;  /* per column: the block's maximum; the target's logit */
+    double *bsum;      /* per column: the block's sum of exp(l - max) */
 } ce_job;
 
-/* Task 2: columns r0..r1 of a transposed chunk of logits et[V][n] (the
- * chunk's n rows of the batch are its columns): per column the log-sum-exp
- * over the V entries and the loss; with grad also the exponentials
- * exp(l - max) (in place, or as bf16 into chunk16[V][n]) and
- * pscale[r] = dloss / sum. Sums are float over 64 entries, then double. */
+/* Task 2: columns r0..r1 of one block of the transposed logits, lb[V][N]
+ * (rows v0..v0+V of the vocabulary; the chunk's N rows of the batch are its
+ * columns), just computed and still in cache. Per column: the block's
+ * maximum m and sum of exp(l - m) (float over 64 rows, then double), and
+ * the target's logit when the target falls in the block; with grad also the
+ * exponentials exp(l - m), in place or as bf16 into chunk16. The caller
+ * joins the blocks' (m, sum) into the log-sum-exp; each block's
+ * exponentials then need one factor per column, exp(m - lse). */
 #define CE_COL_BLOCKS 8 /* 16-column blocks processed together (128 columns) */
 
-static void ce_cols(ce_job *j)
+static void ce_block(ce_job *j)
 {
-    int n = j->N, V = j->V;
+    int n = j->N, V = j->V, v0 = j->v0;
     float *et = j->chunk;
-    double total = 0.0;
+    for (int c = j->r0; c < j->r1; c++) {
+        int t = j->targets[c];
+        if (t >= v0 && t < v0 + V) j->lt[c] = et[(size_t)(t - v0) * n + c];
+    }
     /* groups of up to CE_COL_BLOCKS blocks of 16 columns; each pass goes
-     * down the rows of et once for the whole group */
+     * down the rows of the block once for the whole group (128 columns of
+     * a few thousand rows: in L2) */
     for (int g0 = j->r0; g0 < j->r1; g0 += 16 * CE_COL_BLOCKS) {
         int g1 = j->r1 - g0 < 16 * CE_COL_BLOCKS ? j->r1 : g0 + 16 * CE_COL_BLOCKS;
-        float lt[16 * CE_COL_BLOCKS], mxs[16 * CE_COL_BLOCKS];
-        double sums[16 * CE_COL_BLOCKS];
-        for (int i = 0; i < g1 - g0; i++) lt[i] = et[(size_t)j->targets[g0 + i] * n + g0 + i];
+        float *mxs = j->bmax + g0;
+        double *sums = j->bsum + g0;
 #if defined(__AVX512F__)
         int nb = (g1 - g0 + 15) / 16;
         __mmask16 km[CE_COL_BLOCKS];
@@ -528,10 +540,10 @@ static void ce_cols(ce_job *j)
             for (int b = 0; b < nb; b++)
                 mx[b] = _mm512_max_ps(mx[b], _mm512_maskz_loadu_ps(km[b], row + 16 * b));
         }
-        for (int v0 = 0; v0 < V; v0 += 64) {
-            int v1 = V - v0 < 64 ? V : v0 + 64;
+        for (int va = 0; va < V; va += 64) {
+            int vz = V - va < 64 ? V : va + 64;
             for (int b = 0; b < nb; b++) acc[b] = _mm512_setzero_ps();
-            for (int v = v0; v < v1; v++) {
+            for (int v = va; v < vz; v++) {
                 float *row = et + (size_t)v * n + g0;
                 for (int b = 0; b < nb; b++) {
                     __m512 e = _mm512_maskz_mov_ps(
@@ -557,9 +569,15 @@ static void ce_cols(ce_job *j)
             }
         }
         for (int b = 0; b < nb; b++) {
-            _mm512_storeu_ps(mxs + 16 * b, mx[b]);
-            _mm512_storeu_pd(sums + 16 * b, s0[b]);
-            _mm512_storeu_pd(sums + 16 * b + 8, s1[b]);
+            float mt[16];
+            double st[16];
+            _mm512_storeu_ps(mt, mx[b]);
+            _mm512_storeu_pd(st, s0[b]);
+            _mm512_storeu_pd(st + 8, s1[b]);
+            for (int i = 0; i < 16 && g0 + 16 * b + i < g1; i++) {
+                mxs[16 * b + i] = mt[i];
+                sums[16 * b + i] = st[i];
+            }
         }
 #else
         for (int i = 0; i < g1 - g0; i++) {
@@ -589,21 +607,14 @@ static void ce_cols(ce_job *j)
             }
         }
 #endif
-        for (int i = 0; i < g1 - g0; i++) {
-            double loss = log(sums[i]) + mxs[i] - lt[i];
-            if (j->grad) j->pscale[g0 + i] = (float)(j->dloss / sums[i]);
-            if (j->losses) j->losses[g0 + i] = (float)loss;
-            total += loss;
-        }
     }
-    j->total = total;
 }
 
 static void ce_rows(ce_job *j)
 {
     size_t V = (size_t)j->V;
     if (j->task == 2) {
-        ce_cols(j);
+        ce_block(j);
         return;
     }
     if (j->task == 0) {
@@ -760,9 +771,10 @@ int xsa_nn_lmhead_rows(int N, int V, int bf16)
     }
     int r = env;
     if (r == 0) {
-        /* float32: about 40 MB of logits per chunk (192 rows of GPT-2's
-         * vocabulary), what a paired run can afford; bf16, whose oneDNN
-         * products gain most from long chunks: about 104 MB (512 rows) */
+        /* float32: about 40 MB of exponentials per chunk (192 rows of
+         * GPT-2's vocabulary), what a paired run can afford; bf16, whose
+         * oneDNN products gain most from long chunks, keeps them in bf16:
+         * about 52 MB (512 rows) */
         long budget = bf16 ? 104L << 20 : 40L << 20;
         long want = budget / ((long)(V > 0 ? V : 1) * (long)sizeof(float));
         r = want < 64 ? 64 : want > 1024 ? 1024 : (int)want;
@@ -771,12 +783,200 @@ int xsa_nn_lmhead_rows(int N, int V, int bf16)
     return r < N ? r : N;
 }
 
-size_t xsa_nn_lmhead_ce_scratch_floats(int N, int C, int V, int rows, int bf16)
+int xsa_nn_lmhead_vblock(int R, int V)
 {
-    size_t R = (size_t)(rows < N ? rows : N);
-    size_t f = R * V + R * C + R;            /* logits chunk, scaled rows, row scales */
-    if (bf16) f += (R * V + 2 * R * C) / 2 + 16; /* the chunk, rows and scaled rows in bf16 */
-    return f;
+    static int env = -1;
+    if (env < 0) {
+        const char *e = getenv("XSA_LMHEAD_VBLOCK");
+        env = e && atoi(e) > 0 ? atoi(e) : 0;
+    }
+    long vb = env;
+    if (vb == 0) {
+        vb = (4L << 20) / ((long)(R > 0 ? R : 1) * (long)sizeof(float));
+        vb = vb < 64 ? 64 : vb / 64 * 64;
+    }
+    return vb < V ? (int)vb : V;
+}
+
+/* The scratch, carved in one place for the size and the use. float32: the
+ * exponentials in place of the logits, [V,R] (without a gradient only a
+ * block of it is used). bf16: the exponentials as bf16 [V,R], and per
+ * thread its own block of logits and rows (each thread runs whole blocks
+ * of the vocabulary, see lmhead_bf16). */
+typedef struct {
+    float *lb, *dt, *dx, *xs; /* [VB,R] logits of one block; [R,C] x 3 */
+    uint16_t *xs16;           /* [R,C] */
+} ce_own;
+
+#define CE_MAX_OWN (CE_MAX_THREADS - 1) /* bf16 slot 0 stays oneDNN's threaded one */
+
+typedef struct {
+    float *et;       /* float32: [V,R] */
+    float *xs, *dt;  /* float32: [R,C] rows scaled by a block's factors; a block's dinp */
+    float *bmax, *fac, *lt; /* [nblk,R] maxima and factors; [R] target logits */
+    double *bsum;    /* [nblk,R] */
+    uint16_t *et16, *x16; /* bf16: the exponentials [V,R]; the rows */
+    ce_own own[CE_MAX_OWN];
+    int nown;
+    size_t floats;
+} ce_scratch;
+
+static int ce_own_threads(int nthreads, int nblk)
+{
+    int t = nthreads < 1 ? 1 : nthreads > CE_MAX_OWN ? CE_MAX_OWN : nthreads;
+    return t < nblk ? t : nblk;
+}
+
+static ce_scratch ce_layout(float *s, int R, int C, int V, int bf16, int nthreads)
+{
+    int VB = xsa_nn_lmhead_vblock(R, V), nblk = (V + VB - 1) / VB;
+    size_t RC = (size_t)R * C, off = 0;
+    ce_scratch p;
+    memset(&p, 0, sizeof p);
+#define CE_TAKE(ptr, type, nfl)                                   \
+    do {                                                          \
+        ptr = s ? (type *)(void *)(s + off) : NULL;               \
+        off += (nfl);                                             \
+    } while (0)
+    if (!bf16) {
+        CE_TAKE(p.et, float, (size_t)V * R);
+        CE_TAKE(p.xs, float, RC);
+        CE_TAKE(p.dt, float, RC);
+    }
+    CE_TAKE(p.bmax, float, (size_t)nblk * R);
+    CE_TAKE(p.fac, float, (size_t)nblk * R);
+    CE_TAKE(p.lt, float, (size_t)R);
+    off += off & 1; /* doubles on 8 bytes (the scratch itself is malloc'ed) */
+    CE_TAKE(p.bsum, double, 2 * (size_t)nblk * R);
+    if (bf16) {
+        CE_TAKE(p.et16, uint16_t, ((size_t)V * R + 1) / 2);
+        CE_TAKE(p.x16, uint16_t, (RC + 1) / 2);
+        p.nown = ce_own_threads(nthreads, nblk);
+        for (int k = 0; k < p.nown; k++) {
+            CE_TAKE(p.own[k].lb, float, (size_t)VB * R);
+            CE_TAKE(p.own[k].dt, float, RC);
+            CE_TAKE(p.own[k].dx, float, RC);
+            CE_TAKE(p.own[k].xs, float, RC);
+            CE_TAKE(p.own[k].xs16, uint16_t, (RC + 1) / 2);
+            off += off & 1;
+        }
+    }
+#undef CE_TAKE
+    p.floats = off;
+    return p;
+}
+
+size_t xsa_nn_lmhead_ce_scratch_floats(int N, int C, int V, int rows, int bf16, int nthreads)
+{
+    return ce_layout(NULL, rows < N ? rows : N, C, V, bf16, nthreads).floats;
+}
+
+/* ---- bf16: each thread runs whole blocks of the vocabulary ---------------
+ * oneDNN parallelises each product over its OpenMP threads, which meet at a
+ * barrier when it ends: dozens of block-sized products per chunk then wait
+ * on every thread dozens of times, and on a loaded machine each wait can
+ * last a scheduler time slice (measured: a step 3x slower than with whole-
+ * vocabulary products). So here thread k takes blocks k, k + T, ...: its
+ * products run on one thread (its own oneDNN slot), its softmax right
+ * after each, and the threads meet once per pass. */
+typedef struct {
+    const xsa_nn_bf16 *bf;
+    int k, nth, phase;               /* blocks k, k + nth, ...; 0 forward, 1 backward */
+    int n, C, V, VB, nblk, R, grad, acc;
+    const float *x;
+    const int32_t *targets;
+    const uint16_t *x16;
+    ce_scratch *p;
+    float *dwte;
+    int rc, blocks;
+    char err[256];
+} bf_job;
+
+static void bf_pass(bf_job *j)
+{
+    ce_scratch *p = j->p;
+    ce_own *o = &p->own[j->k];
+    int n = j->n, C = j->C, slot = j->k + 1;
+    j->blocks = 0;
+    for (int b = j->k; b < j->nblk; b += j->nth) {
+        int v0 = b * j->VB, nv = j->V - v0 < j->VB ? j->V - v0 : j->VB;
+        const uint16_t *wb = j->bf->wte + (size_t)v0 * C, *eb = p->et16 + (size_t)v0 * n;
+        if (j->phase == 0) {
+            if (xsa_bf16_gemm_on(j->bf->mm, slot, 1, 0, 1, nv, n, C, wb, C, j->x16, C, 0, o->lb, n) != 0)
+                goto fail;
+            ce_job cj = {0};
+            cj.task = 2;
+            cj.r0 = 0;
+            cj.r1 = n;
+            cj.N = n;
+            cj.V = nv;
+            cj.v0 = v0;
+            cj.chunk = o->lb;
+            cj.chunk16 = j->grad ? p->et16 + (size_t)v0 * n : NULL;
+            cj.grad = j->grad;
+            cj.targets = j->targets;
+            cj.bmax = p->bmax + (size_t)b * j->R;
+            cj.bsum = p->bsum + (size_t)b * j->R;
+            cj.lt = p->lt;
+            ce_block(&cj);
+        } else {
+            if (xsa_bf16_gemm_on(j->bf->mm, slot, 1, 1, 0, n, C, nv, eb, n, wb, C, 0, o->dt, C) != 0)
+                goto fail;
+            const float *f = p->fac + (size_t)b * j->R;
+            for (int i = 0; i < n; i++) {
+                float sc = f[i];
+                float *di = o->dx + (size_t)i * C, *xo = o->xs + (size_t)i * C;
+                const float *ti = o->dt + (size_t)i * C, *xi = j->x + (size_t)i * C;
+                if (j->blocks == 0)
+                    for (int c = 0; c < C; c++) di[c] = sc * ti[c];
+                else
+                    for (int c = 0; c < C; c++) di[c] += sc * ti[c];
+                for (int c = 0; c < C; c++) xo[c] = sc * xi[c];
+            }
+            xsa_bf16_from_f32(o->xs16, o->xs, (size_t)n * C);
+            if (xsa_bf16_gemm_on(j->bf->mm, slot, 1, 0, 0, nv, C, n, eb, n, o->xs16, C, j->acc,
+                                 j->dwte + (size_t)v0 * C, C) != 0)
+                goto fail;
+        }
+        j->blocks++;
+    }
+    j->rc = 0;
+    return;
+fail:
+    j->rc = -1;
+    snprintf(j->err, sizeof j->err, "%s", xsa_last_error());
+}
+
+static void *bf_thread(void *arg)
+{
+    bf_pass(arg);
+    return NULL;
+}
+
+/* One pass (forward or backward) of a chunk over all blocks, split over the
+ * scratch's threads. 0, or -1 with an error. */
+static int bf_run(bf_job *proto)
+{
+    int T = proto->p->nown;
+    bf_job jobs[CE_MAX_OWN];
+    pthread_t tid[CE_MAX_OWN];
+    int started[CE_MAX_OWN] = {0};
+    for (int k = 0; k < T; k++) {
+        jobs[k] = *proto;
+        jobs[k].k = k;
+        jobs[k].nth = T;
+    }
+    for (int k = 1; k < T; k++) started[k] = pthread_create(&tid[k], NULL, bf_thread, &jobs[k]) == 0;
+    bf_pass(&jobs[0]);
+    for (int k = 1; k < T; k++) {
+        if (started[k])
+            pthread_join(tid[k], NULL);
+        else
+            bf_pass(&jobs[k]);
+    }
+    for (int k = 0; k < T; k++)
+        if (jobs[k].rc != 0) return xsa_error("%s", jobs[k].err);
+    return 0;
 }
 
 int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
@@ -785,85 +985,109 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
 {
     int grad = dinp && dwte;
     int R = rows < N ? rows : N;
-    size_t RV = (size_t)R * V;
-    /* the chunk is held transposed, et[V][n]: OpenBLAS then packs wte as
-     * the cheaper operand in all three products */
-    float *et = scratch, *xs = scratch + RV, *scale = xs + (size_t)R * C;
-    uint16_t *et16 = NULL, *x16 = NULL, *xs16 = NULL;
-    if (bf) {
-        et16 = (uint16_t *)(scale + R);
-        x16 = et16 + RV;
-        xs16 = x16 + (size_t)R * C;
-    }
+    int VB = xsa_nn_lmhead_vblock(R, V), nblk = (V + VB - 1) / VB;
+    ce_scratch p = ce_layout(scratch, R, C, V, bf != NULL, nthreads);
     float g = 1.0f / (float)N;
     double total = 0.0;
-    /* the products over the vocabulary go vb rows of wte at a time:
-     * OpenBLAS's threads pack their share of the whole operand otherwise,
-     * tens of MB of buffers at GPT-2's vocabulary */
-    static int vb_env = -1;
-    if (vb_env < 0) {
-        const char *e = getenv("XSA_LMHEAD_VBLOCK");
-        vb_env = e && atoi(e) > 0 ? atoi(e) : 8192;
-    }
-    int vb = vb_env;
     for (int r0 = 0; r0 < N; r0 += R) {
         int n = N - r0 < R ? N - r0 : R;
         const float *x = inp + (size_t)r0 * C;
-        /* et = wte x^T: [V,n] */
+        bf_job bj;
+        memset(&bj, 0, sizeof bj);
         if (bf) {
-            xsa_bf16_from_f32(x16, x, (size_t)n * C);
-            if (xsa_bf16_gemm(bf->mm, 0, 1, V, n, C, bf->wte, C, x16, C, 0, et, n) != 0) return -1;
+            xsa_bf16_from_f32(p.x16, x, (size_t)n * C);
+            bj.bf = bf;
+            bj.n = n;
+            bj.C = C;
+            bj.V = V;
+            bj.VB = VB;
+            bj.nblk = nblk;
+            bj.R = R;
+            bj.grad = grad;
+            bj.acc = r0 > 0;
+            bj.x = x;
+            bj.targets = targets + r0;
+            bj.x16 = p.x16;
+            bj.p = &p;
+            bj.dwte = dwte;
+            if (bf_run(&bj) != 0) return -1;
         } else {
-            for (int v0 = 0; v0 < V; v0 += vb) {
-                int nv = V - v0 < vb ? V - v0 : vb;
+            /* the logits block by block of the vocabulary, transposed
+             * (lb[v][i] = wte[v] . x[i]: OpenBLAS then packs wte as the
+             * cheap operand), each followed by its softmax statistics
+             * while it is in cache; the exponentials stay in place for
+             * the gradient */
+            for (int b = 0; b < nblk; b++) {
+                int v0 = b * VB, nv = V - v0 < VB ? V - v0 : VB;
+                float *lb = grad ? p.et + (size_t)v0 * n : p.et;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nv, n, C, 1.0f,
-                            wte + (size_t)v0 * C, C, x, C, 0.0f, et + (size_t)v0 * n, n);
+                            wte + (size_t)v0 * C, C, x, C, 0.0f, lb, n);
+                ce_job j = {0};
+                j.task = 2;
+                j.N = n;
+                j.V = nv;
+                j.v0 = v0;
+                j.chunk = lb;
+                j.grad = grad;
+                j.targets = targets + r0;
+                j.bmax = p.bmax + (size_t)b * R;
+                j.bsum = p.bsum + (size_t)b * R;
+                j.lt = p.lt;
+                ce_run(&j, nthreads);
             }
         }
-        ce_job j = {0};
-        j.task = 2;
-        j.N = n;
-        j.V = V;
-        j.chunk = et;
-        j.chunk16 = et16;
-        j.grad = grad;
-        j.targets = targets + r0;
-        j.losses = losses ? losses + r0 : NULL;
-        j.pscale = scale;
-        j.dloss = g;
-        total += ce_run(&j, nthreads);
+        /* join the blocks: lse = M + log sum_b s_b e^(m_b - M); block b's
+         * probabilities are its exponentials times e^(m_b - lse) */
+        for (int i = 0; i < n; i++) {
+            double M = -INFINITY, S = 0.0;
+            for (int b = 0; b < nblk; b++)
+                if (p.bmax[(size_t)b * R + i] > M) M = p.bmax[(size_t)b * R + i];
+            for (int b = 0; b < nblk; b++)
+                S += p.bsum[(size_t)b * R + i] * exp(p.bmax[(size_t)b * R + i] - M);
+            double lse = log(S) + M, l = lse - p.lt[i];
+            if (losses) losses[r0 + i] = (float)l;
+            total += l;
+            if (grad)
+                for (int b = 0; b < nblk; b++)
+                    p.fac[(size_t)b * R + i] = (float)(g * exp(p.bmax[(size_t)b * R + i] - lse));
+        }
         if (!grad) continue;
-        /* dinp rows = scale (e^T wte) - g wte[target] */
+        /* per block: dinp rows += fac (e_b^T wte_b), dwte_b (+)= e_b (fac x) */
         float *d = dinp + (size_t)r0 * C;
         if (bf) {
-            if (xsa_bf16_gemm(bf->mm, 1, 0, n, C, V, et16, n, bf->wte, C, 0, d, C) != 0) return -1;
-        } else {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, V, 1.0f, et, n, wte, C, 0.0f,
-                        d, C);
-        }
-        for (int i = 0; i < n; i++) {
-            float s = scale[i];
-            const float *w = wte + (size_t)targets[r0 + i] * C;
-            float *di = d + (size_t)i * C;
-            const float *xi = x + (size_t)i * C;
-            float *xo = xs + (size_t)i * C;
-            for (int c = 0; c < C; c++) {
-                di[c] = s * di[c] - g * w[c];
-                xo[c] = s * xi[c];
+            bj.phase = 1;
+            if (bf_run(&bj) != 0) return -1;
+            memset(d, 0, (size_t)n * C * sizeof(float));
+            for (int k = 0; k < p.nown; k++) {
+                const float *dk = p.own[k].dx;
+                for (size_t i = 0; i < (size_t)n * C; i++) d[i] += dk[i];
             }
-        }
-        /* dwte += e (scale x): [V,n] [n,C] */
-        if (bf) {
-            xsa_bf16_from_f32(xs16, xs, (size_t)n * C);
-            if (xsa_bf16_gemm(bf->mm, 0, 0, V, C, n, et16, n, xs16, C, r0 > 0, dwte, C) != 0)
-                return -1;
         } else {
-            for (int v0 = 0; v0 < V; v0 += vb) {
-                int nv = V - v0 < vb ? V - v0 : vb;
+            for (int b = 0; b < nblk; b++) {
+                int v0 = b * VB, nv = V - v0 < VB ? V - v0 : VB;
+                const float *f = p.fac + (size_t)b * R;
+                float *out = b == 0 ? d : p.dt;
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, nv, 1.0f,
+                            p.et + (size_t)v0 * n, n, wte + (size_t)v0 * C, C, 0.0f, out, C);
+                for (int i = 0; i < n; i++) {
+                    float sc = f[i];
+                    float *di = d + (size_t)i * C, *xo = p.xs + (size_t)i * C;
+                    const float *ti = out + (size_t)i * C, *xi = x + (size_t)i * C;
+                    if (b == 0)
+                        for (int c = 0; c < C; c++) di[c] = sc * ti[c];
+                    else
+                        for (int c = 0; c < C; c++) di[c] += sc * ti[c];
+                    for (int c = 0; c < C; c++) xo[c] = sc * xi[c];
+                }
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nv, C, n, 1.0f,
-                            et + (size_t)v0 * n, n, xs, C, r0 > 0 ? 1.0f : 0.0f,
+                            p.et + (size_t)v0 * n, n, p.xs, C, r0 > 0 ? 1.0f : 0.0f,
                             dwte + (size_t)v0 * C, C);
             }
+        }
+        for (int i = 0; i < n; i++) {
+            const float *w = wte + (size_t)targets[r0 + i] * C;
+            float *di = d + (size_t)i * C;
+            for (int c = 0; c < C; c++) di[c] -= g * w[c];
         }
     }
     if (grad)

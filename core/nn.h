@@ -170,9 +170,13 @@ void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
  * products run bf16 x bf16 -> f32 through matmul_bf16.h with bf->wte, a bf16
  * copy of wte (the softmax, the loss and the accumulation stay float32).
  * The chunk is held transposed ([V, rows]: OpenBLAS then packs wte as the
- * cheap operand), and float32 products over the vocabulary go 8192 rows of
- * wte at a time (XSA_LMHEAD_VBLOCK overrides), which keeps OpenBLAS's
- * packing buffers small. Splits the softmax over nthreads threads (columns).
+ * cheap operand) and goes through the vocabulary a block at a time (about
+ * 4 MB of float32 logits, XSA_LMHEAD_VBLOCK rows overrides): the block's
+ * product, then its softmax statistics and exponentials while it is in
+ * cache, so the logits never travel to memory and back; the backward
+ * products run per block too, each block's exponentials scaled by its own
+ * factor e^(max_block - lse). Splits the softmax over nthreads threads
+ * (columns).
  * Returns 0, or -1 with an error (bf16 products only). */
 struct xsa_bf16_mm;
 typedef struct xsa_nn_bf16 {
@@ -182,11 +186,16 @@ typedef struct xsa_nn_bf16 {
 int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
                      const float *inp, const float *wte, const int32_t *targets, int N, int C,
                      int V, int rows, int nthreads, const xsa_nn_bf16 *bf);
-/* Rows per chunk for N rows of a V vocabulary: about 40 MB of logits in
- * float32 (192 rows of GPT-2's), about 104 MB with bf16 products (bf16 != 0;
- * 512 rows), a multiple of 64, at most N. XSA_LMHEAD_ROWS in the environment
- * overrides (for tuning). */
+/* Rows per chunk for N rows of a V vocabulary: 192 rows of GPT-2's (about
+ * 40 MB of float32 exponentials), 512 with bf16 products (bf16 != 0; about
+ * 52 MB of bf16 exponentials), a multiple of 64, at most N.
+ * XSA_LMHEAD_ROWS in the environment overrides (for tuning). */
 int xsa_nn_lmhead_rows(int N, int V, int bf16);
-size_t xsa_nn_lmhead_ce_scratch_floats(int N, int C, int V, int rows, int bf16);
+/* Rows of the vocabulary per block for chunks of R rows: about 4 MB of
+ * float32 logits (in L3 while the softmax reads them right after their
+ * product: 5440 rows at R = 192, 2048 at 512), a multiple of 64, at most
+ * V. XSA_LMHEAD_VBLOCK overrides. */
+int xsa_nn_lmhead_vblock(int R, int V);
+size_t xsa_nn_lmhead_ce_scratch_floats(int N, int C, int V, int rows, int bf16, int nthreads);
 
 #endif

@@ -17,6 +17,7 @@
  * PyTorch. Not a test: prints numbers.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,13 +203,72 @@ static void torch_stop(torch_ref *t)
     t->pid = 0;
 }
 
+/* bf16: thread k runs blocks k, k + T, ... of the vocabulary on oneDNN slot
+ * k + 1 with one thread, its forward products, then (after all threads)
+ * its backward ones, as xsa_nn_lmhead_ce does. */
+typedef struct {
+    xsa_bf16_mm *mm;
+    const uint16_t *w16;
+    float *lb;
+    const uint16_t *et16, *x16;
+    float *o, *dw;
+    int n, C, V, VB, acc, k, nth;
+    pthread_barrier_t *bar;
+} bf_gemms;
+
+static void *bf_gemms_thread(void *arg)
+{
+    bf_gemms *g = arg;
+    int n = g->n, C = g->C, R = n;
+    float *lb = g->lb + (size_t)g->k * g->VB * R, *o = g->o + (size_t)g->k * n * C;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int v0 = g->k * g->VB; v0 < g->V; v0 += g->nth * g->VB) {
+            int nv = g->V - v0 < g->VB ? g->V - v0 : g->VB;
+            const uint16_t *wb = g->w16 + (size_t)v0 * C, *eb = g->et16 + (size_t)v0 * n;
+            if (pass == 0) {
+                xsa_bf16_gemm_on(g->mm, g->k + 1, 1, 0, 1, nv, n, C, wb, C, g->x16, C, 0, lb, n);
+            } else {
+                xsa_bf16_gemm_on(g->mm, g->k + 1, 1, 1, 0, n, C, nv, eb, n, wb, C, 0, o, C);
+                xsa_bf16_gemm_on(g->mm, g->k + 1, 1, 0, 0, nv, C, n, eb, n, g->x16, C, g->acc,
+                                 g->dw + (size_t)v0 * C, C);
+            }
+        }
+        if (pass == 0) pthread_barrier_wait(g->bar);
+    }
+    return NULL;
+}
+
+static void bf_gemms_run(const bf_gemms *proto, int threads)
+{
+    enum { MAXT = 16 };
+    int T = threads < 1 ? 1 : threads > MAXT - 1 ? MAXT - 1 : threads;
+    int nblk = (proto->V + proto->VB - 1) / proto->VB;
+    if (T > nblk) T = nblk;
+    bf_gemms g[MAXT];
+    pthread_t tid[MAXT];
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, (unsigned)T);
+    for (int k = 0; k < T; k++) {
+        g[k] = *proto;
+        g[k].k = k;
+        g[k].nth = T;
+        g[k].bar = &bar;
+    }
+    for (int k = 1; k < T; k++)
+        if (pthread_create(&tid[k], NULL, bf_gemms_thread, &g[k]) != 0) die("pthread_create");
+    bf_gemms_thread(&g[0]);
+    for (int k = 1; k < T; k++) pthread_join(tid[k], NULL);
+    pthread_barrier_destroy(&bar);
+}
+
 /* ---- the GEMMs of one training step, alone ---------------------------------
  * The same calls as the step (nn.c): the lm_head's three products per chunk
- * of rows, on the transposed chunk, and the linears' forward and two backward
- * products per layer. bf16: the lm_head's products through matmul_bf16. */
+ * of rows and block of the vocabulary, on the transposed chunk, and the
+ * linears' forward and two backward products per layer. bf16: the lm_head's products through matmul_bf16. */
 static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lmhead)
 {
-    int R = xsa_nn_lmhead_rows(N, V, bf16);
+    int R = xsa_nn_lmhead_rows(N, V, bf16), VB = xsa_nn_lmhead_vblock(R, V);
+    int threads = xsa_threads();
     float *x = calloc((size_t)N * 4 * C, sizeof(float)), *w = calloc((size_t)V * C, sizeof(float));
     float *et = calloc((size_t)R * V, sizeof(float)), *o = calloc((size_t)N * 4 * C, sizeof(float));
     float *w2 = calloc((size_t)4 * C * 4 * C, sizeof(float)), *dw = calloc((size_t)V * C, sizeof(float));
@@ -217,6 +277,10 @@ static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lm
     if (bf16) {
         w16 = calloc((size_t)V * C, sizeof(uint16_t));
         et16 = calloc((size_t)R * V, sizeof(uint16_t));
+        free(et); /* per thread: a block of logits and the rows' products */
+        et = calloc((size_t)threads * VB * R, sizeof(float));
+        free(o);
+        o = calloc((size_t)threads * N * 4 * C, sizeof(float));
         x16 = calloc((size_t)N * C, sizeof(uint16_t));
         mm = xsa_bf16_mm_new();
         if (!mm) die("bf16");
@@ -227,25 +291,32 @@ static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lm
         double t0 = now_ms();
         for (int r0 = 0; r0 < N; r0 += R) {
             int n = N - r0 < R ? N - r0 : R;
+            /* the forward product of every block, then both backward
+             * products of every block; bf16 as the step runs them: each
+             * thread its own blocks, on one oneDNN thread (nn.c) */
             if (bf16) {
-                const char *impl[3];
-                xsa_bf16_gemm(mm, 0, 1, V, n, C, w16, C, x16 + (size_t)r0 * C, C, 0, et, n);
-                impl[0] = xsa_bf16_impl(mm);
-                xsa_bf16_gemm(mm, 1, 0, n, C, V, et16, n, w16, C, 0, o, C);
-                impl[1] = xsa_bf16_impl(mm);
-                xsa_bf16_gemm(mm, 0, 0, V, C, n, et16, n, x16, C, r0 > 0, dw, C);
-                impl[2] = xsa_bf16_impl(mm);
-                if (s == -2 && r0 == 0)
-                    printf("oneDNN implementations: logits %s, dX %s, dW %s\n", impl[0], impl[1],
-                           impl[2]);
-            } else {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, V, n, C, 1.0f, w, C,
-                            x + (size_t)r0 * C, C, 0.0f, et, n);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, V, 1.0f, et, n, w, C, 0.0f,
-                            o, C);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, V, C, n, 1.0f, et, n, x, C,
-                            r0 > 0 ? 1.0f : 0.0f, dw, C);
+                bf_gemms g = {mm, w16, et, et16, x16 + (size_t)r0 * C, o, dw, n, C, V, VB, r0 > 0, 0, 1, NULL};
+                bf_gemms_run(&g, threads);
+                if (s == -2 && r0 == 0) /* thread 0 ran a block's three products last on slot 1 */
+                    printf("oneDNN implementation (the block products, one thread each): %s\n",
+                           xsa_bf16_impl(mm, 1));
+                continue;
             }
+            for (int pass = 0; pass < 2; pass++)
+                for (int v0 = 0; v0 < V; v0 += VB) {
+                    int nv = V - v0 < VB ? V - v0 : VB;
+                    const float *wb = w + (size_t)v0 * C;
+                    if (pass == 0) {
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nv, n, C, 1.0f, wb, C,
+                                    x + (size_t)r0 * C, C, 0.0f, et + (size_t)v0 * n, n);
+                    } else {
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, nv, 1.0f,
+                                    et + (size_t)v0 * n, n, wb, C, 0.0f, o, C);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nv, C, n, 1.0f,
+                                    et + (size_t)v0 * n, n, x, C, r0 > 0 ? 1.0f : 0.0f,
+                                    dw + (size_t)v0 * C, C);
+                    }
+                }
         }
         double t1 = now_ms();
         for (int l = 0; l < L; l++) {
@@ -401,9 +472,10 @@ int main(int argc, char **argv)
                N / (ev / 1e3), feval / (ev * 1e6), ev / st, r->train.n, r->loss);
     }
     double sa_st = median(rn[0].train.v, rn[0].train.n);
-    printf("GEMMs of a train step alone: %.1f ms = %.0f%% of the SA step (lm_head's three, in "
-           "chunks of %d rows: %.1f ms)\n",
-           gm, 100 * gm / sa_st, xsa_nn_lmhead_rows(N, c.vocab, bf16), lm);
+    int R = xsa_nn_lmhead_rows(N, c.vocab, bf16);
+    printf("GEMMs of a train step alone: %.1f ms = %.0f%% of the SA step, step / GEMMs %.2f "
+           "(lm_head's three, in chunks of %d rows x blocks of %d: %.1f ms)\n",
+           gm, 100 * gm / sa_st, sa_st / gm, R, xsa_nn_lmhead_vblock(R, c.vocab), lm);
     printf("peak RSS: %.0f MB (two models, two AdamW, train and eval steps)\n", rss / 1024.0);
     printf("XSA overhead: train %+.1f%%, eval %+.1f%%\n",
            100 * (median(rn[1].train.v, rn[1].train.n) / sa_st - 1),

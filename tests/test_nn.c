@@ -499,21 +499,26 @@ static double maxdiff(const float *a, const float *b, size_t n, double *maxb)
 }
 
 /* Chunked and fused (float32) against the two-step path: every chunking
- * (a tail chunk, one chunk, chunks of 16), 1 and 2 threads, odd sizes. */
+ * (a tail chunk, one chunk, chunks of 16), 1 and 2 threads, odd sizes.
+ * Chunks of 1024 rows split the vocabulary into blocks of 1024 (4 MB of
+ * logits each): three blocks of 3001, two of 1500; with inputs scaled by
+ * 60 the logits spread over hundreds, so whole blocks underflow against
+ * the row's maximum (their factors e^(m_b - lse) are 0). */
 static void test_lmhead_ce_chunked(void)
 {
-    struct { int N, C, V, rows, threads; } cs[] = {
-        {37, 24, 301, 16, 1}, {37, 24, 301, 64, 2}, {37, 24, 301, 1000, 1},
-        {100, 16, 4099, 48, 2}, {64, 32, 50, 16, 2}, {1, 8, 7, 16, 1}};
+    struct { int N, C, V, rows, threads; double xscale; } cs[] = {
+        {37, 24, 301, 16, 1, 2}, {37, 24, 301, 64, 2, 2}, {37, 24, 301, 1000, 1, 2},
+        {100, 16, 4099, 48, 2, 2}, {64, 32, 50, 16, 2, 2}, {1, 8, 7, 16, 1, 2},
+        {1100, 8, 3001, 1024, 2, 2}, {1030, 8, 1500, 1024, 1, 60}};
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
         int N = cs[k].N, C = cs[k].C, V = cs[k].V, R = cs[k].rows;
-        float *x = randv((size_t)N * C, 2), *w = randv((size_t)V * C, 1);
+        float *x = randv((size_t)N * C, cs[k].xscale), *w = randv((size_t)V * C, 1);
         int32_t *tg = malloc(sizeof(int32_t) * (size_t)N);
         for (int i = 0; i < N; i++) tg[i] = (int32_t)((i * 7919 + 3) % V);
         float *dx = randv((size_t)N * C, 1), *dw = randv((size_t)V * C, 1); /* written, not added */
         float *rx = zerov((size_t)N * C), *rw = zerov((size_t)V * C);
         float *ls = zerov((size_t)N), *rl = zerov((size_t)N), *evl = zerov((size_t)N);
-        float *scr = zerov(xsa_nn_lmhead_ce_scratch_floats(N, C, V, R, 0));
+        float *scr = zerov(xsa_nn_lmhead_ce_scratch_floats(N, C, V, R, 0, cs[k].threads));
         double want = lmhead_ce_ref(rx, rw, rl, x, w, tg, N, C, V), got = 0, ev = 0;
         CHECK(xsa_nn_lmhead_ce(&got, dx, dw, ls, scr, x, w, tg, N, C, V, R, cs[k].threads, NULL) == 0,
               "lmhead_ce");
@@ -543,6 +548,8 @@ static void test_lmhead_ce_chunked(void)
  * factor within exp(+-2 max L) ~ 1 +- 2 max L. dinp_r = sum_v p_rv w_v - w_t,
  * with p and w rounded: |d| <= (2u + 2 max L) sum_v p_rv |w_v|; dwte likewise
  * with the rows x_r (rounded, after scaling) for w_v. */
+static void lmhead_ce_bf16_case(int N, int C, int V, int R);
+
 static void test_lmhead_ce_bf16(void)
 {
     if (xsa_bf16_check() != 0) {
@@ -550,10 +557,19 @@ static void test_lmhead_ce_bf16(void)
         CHECK(xsa_bf16_mm_new() == NULL, "no bf16: creating a context must fail");
         return;
     }
-    enum { N = 100, C = 64, V = 3001, R = 48 };
+    /* one block of the vocabulary; then chunks of 1024 rows, whose blocks
+     * are 1024 rows of the vocabulary (three, the exponentials of each
+     * scaled by its own factor) and a tail chunk */
+    struct { int N, C, V, R; } cs[] = {{100, 64, 3001, 48}, {1100, 16, 3001, 1024}};
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++)
+        lmhead_ce_bf16_case(cs[k].N, cs[k].C, cs[k].V, cs[k].R);
+}
+
+static void lmhead_ce_bf16_case(int N, int C, int V, int R)
+{
     const double u = 1.0 / 512;
     float *x = randv((size_t)N * C, 2), *w = randv((size_t)V * C, 0.5);
-    int32_t tg[N];
+    int32_t *tg = malloc(sizeof(int32_t) * (size_t)N);
     for (int i = 0; i < N; i++) tg[i] = (int32_t)((i * 7919 + 3) % V);
     uint16_t *w16 = malloc(sizeof(uint16_t) * (size_t)V * C);
     xsa_bf16_from_f32(w16, w, (size_t)V * C);
@@ -563,7 +579,7 @@ static void test_lmhead_ce_bf16(void)
     xsa_nn_bf16 bf = {mm, w16};
     float *dx = zerov((size_t)N * C), *dw = zerov((size_t)V * C), *rx = zerov((size_t)N * C);
     float *rw = zerov((size_t)V * C);
-    float *scr = zerov(xsa_nn_lmhead_ce_scratch_floats(N, C, V, R, 1));
+    float *scr = zerov(xsa_nn_lmhead_ce_scratch_floats(N, C, V, R, 1, 2));
     double want = lmhead_ce_ref(rx, rw, NULL, x, w, tg, N, C, V), got = 0;
     CHECK(xsa_nn_lmhead_ce(&got, dx, dw, NULL, scr, x, w, tg, N, C, V, R, 2, &bf) == 0, "bf16: %s",
           xsa_last_error());
@@ -576,7 +592,7 @@ static void test_lmhead_ce_bf16(void)
             if (2 * u * s > Lmax) Lmax = 2 * u * s;
         }
     double f = 2 * u + 2 * Lmax, worst_x = 0, worst_w = 0;
-    float *lg = zerov((size_t)N * V), *pr = zerov((size_t)N * V), ps[N];
+    float *lg = zerov((size_t)N * V), *pr = zerov((size_t)N * V), *ps = zerov((size_t)N);
     xsa_nn_lmhead_forward(lg, x, w, N, C, V);
     xsa_nn_crossentropy_forward(pr, ps, NULL, lg, tg, N, V, 1);
     int okx = 1, okw = 1;
@@ -597,9 +613,9 @@ static void test_lmhead_ce_bf16(void)
             if (e / tol > worst_w) worst_w = e / tol;
         }
     double mbx, mbw, ax = maxdiff(dx, rx, (size_t)N * C, &mbx), aw = maxdiff(dw, rw, (size_t)V * C, &mbw);
-    printf("  lmhead_ce bf16 vs float32: loss %.3g (bound %.3g); dinp %.2g of max %.2g (%.3f of the "
+    printf("  lmhead_ce bf16 vs float32, N=%d V=%d rows=%d: loss %.3g (bound %.3g); dinp %.2g of max %.2g (%.3f of the "
            "bound), dwte %.2g of max %.2g (%.3f of the bound)\n",
-           fabs(got - want), 2 * Lmax, ax, mbx, worst_x, aw, mbw, worst_w);
+           N, V, R, fabs(got - want), 2 * Lmax, ax, mbx, worst_x, aw, mbw, worst_w);
     CHECK(fabs(got - want) <= 2 * Lmax, "bf16 loss %.9g vs %.9g (bound %g)", got, want, 2 * Lmax);
     CHECK(okx, "bf16 dinp beyond the rounding bound (%.2f x)", worst_x);
     CHECK(okw, "bf16 dwte beyond the rounding bound (%.2f x)", worst_w);
@@ -614,6 +630,7 @@ static void test_lmhead_ce_bf16(void)
     CHECK(fabs(back[3] - vals[3]) <= u * fabs(vals[3]), "bf16 of -pi: %g", back[3]);
     xsa_bf16_mm_free(mm);
     free(x); free(w); free(w16); free(dx); free(dw); free(rx); free(rw); free(scr); free(lg); free(pr);
+    free(ps); free(tg);
 }
 
 /* The pool hands back what was put, by kind, the smallest that fits first. */
