@@ -10,7 +10,8 @@
  * Before Lua starts, the OpenBLAS kernel is checked: when the user has not
  * chosen one (OPENBLAS_CORETYPE unset) and OpenBLAS fell back to a kernel
  * below what the CPU supports, xsa re-executes itself once with the right
- * OPENBLAS_CORETYPE, because OpenBLAS reads it only when it loads.
+ * OPENBLAS_CORETYPE, because OpenBLAS reads it only when it loads; the same
+ * re-execution sets OPENBLAS_THREAD_TIMEOUT when the user has not.
  *
  * Owns no Lua table or type: it opens the module (luaopen_xsa, l_init.c)
  * as the global `xsa`. Built into the executable only, never into xsa.so
@@ -52,24 +53,54 @@ static void usage(FILE *out)
             "  -h, --help    this help\n"
             "  --            stop handling options\n"
             "Environment: XSA_DATA (data folder), OPENBLAS_CORETYPE (BLAS kernel;\n"
-            "chosen automatically when unset), OPENBLAS_NUM_THREADS.\n",
+            "chosen automatically when unset), OPENBLAS_NUM_THREADS,\n"
+            "OPENBLAS_THREAD_TIMEOUT (idle BLAS threads sleep after 2^N cycles; 4 when unset).\n",
             progname);
 }
 
 /* ---- OpenBLAS kernel ---------------------------------------------------- */
 
+/* OpenBLAS's idle threads poll for work with sched_yield for 2^28 cycles
+ * (about 0.1 s) after each product before they sleep, and in that time
+ * they take the cores from the engine's own threads (the softmax over the
+ * vocabulary blocks, oneDNN's bf16 products): a bf16 training step took
+ * 183-186 ms with the default and 151.5 ms with OPENBLAS_THREAD_TIMEOUT=4
+ * (2^4 cycles), float32 291-297 ms either way (bench_step, 16 x 64,
+ * alternating, 2026-12-01). OpenBLAS reads it only when it loads, so xsa
+ * sets it (unless the user did) in the same re-execution as the kernel. */
+#define XSA_BLAS_THREAD_TIMEOUT "4"
+
+/* XSA_BLAS_REEXEC = "core:PID" or "timeout:PID": this process (exec keeps
+ * the pid) already re-executed; a child xsa inherits it and decides anew. */
+static int reexec_was_here(void)
+{
+    const char *m = getenv("XSA_BLAS_REEXEC"), *c = m ? strchr(m, ':') : NULL;
+    return c && atol(c + 1) == (long)getpid();
+}
+
 static void maybe_reexec_for_blas(char **argv)
 {
-    if (getenv("OPENBLAS_CORETYPE") || getenv("XSA_BLAS_REEXEC")) return;
-    const char *best = xsa_cpu_best_coretype();
-    /* XSA_TEST_BLAS_FALLBACK lets the tests take this path on a CPU whose
-     * OpenBLAS already picked the right kernel */
-    if (!best || !(xsa_blas_is_fallback() || getenv("XSA_TEST_BLAS_FALLBACK"))) return;
-    setenv("OPENBLAS_CORETYPE", best, 1);
-    setenv("XSA_BLAS_REEXEC", "1", 1);
+    if (reexec_was_here()) return;
+    int core = 0, timeout = getenv("OPENBLAS_THREAD_TIMEOUT") == NULL;
+    if (!getenv("OPENBLAS_CORETYPE")) {
+        const char *best = xsa_cpu_best_coretype();
+        /* XSA_TEST_BLAS_FALLBACK lets the tests take this path on a CPU whose
+         * OpenBLAS already picked the right kernel */
+        if (best && (xsa_blas_is_fallback() || getenv("XSA_TEST_BLAS_FALLBACK"))) {
+            setenv("OPENBLAS_CORETYPE", best, 1);
+            core = 1;
+        }
+    }
+    if (!core && !timeout) return;
+    if (timeout) setenv("OPENBLAS_THREAD_TIMEOUT", XSA_BLAS_THREAD_TIMEOUT, 1);
+    char mark[48];
+    snprintf(mark, sizeof mark, "%s:%ld", core ? "core" : "timeout", (long)getpid());
+    setenv("XSA_BLAS_REEXEC", mark, 1);
     execv("/proc/self/exe", argv);
-    /* exec failed: carry on with the slower kernel */
-    unsetenv("OPENBLAS_CORETYPE");
+    /* exec failed: carry on as OpenBLAS loaded */
+    if (core) unsetenv("OPENBLAS_CORETYPE");
+    if (timeout) unsetenv("OPENBLAS_THREAD_TIMEOUT");
+    unsetenv("XSA_BLAS_REEXEC");
 }
 
 static void print_version(void)
@@ -80,7 +111,12 @@ static void print_version(void)
            xsa_threads() == 1 ? "" : "s");
     if (getenv("OPENBLAS_CORETYPE"))
         printf(" (OPENBLAS_CORETYPE=%s%s)", getenv("OPENBLAS_CORETYPE"),
-               getenv("XSA_BLAS_REEXEC") ? ", chosen by xsa" : ", set by the user");
+               reexec_was_here() && !strncmp(getenv("XSA_BLAS_REEXEC"), "core:", 5)
+                   ? ", chosen by xsa"
+                   : ", set by the user");
+    if (getenv("OPENBLAS_THREAD_TIMEOUT"))
+        printf("; idle threads sleep after 2^%s cycles (OPENBLAS_THREAD_TIMEOUT)",
+               getenv("OPENBLAS_THREAD_TIMEOUT"));
     printf("\nCPU supports: %s%s\n", best ? best : "no AVX2/AVX-512 kernel",
            xsa_blas_is_fallback() ? " (OpenBLAS is running a slower fallback kernel)" : "");
 }

@@ -402,10 +402,12 @@ int main(int argc, char **argv)
         fclose(la);
     }
     printf("bench_step: V=%d C=%d L=%d NH=%d, batch %dx%d (model seq_len %d), %s; "
-           "OpenBLAS %s (OPENBLAS_CORETYPE %s), %d threads; load average %.2f\n",
+           "OpenBLAS %s (OPENBLAS_CORETYPE %s, OPENBLAS_THREAD_TIMEOUT %s), %d threads; "
+           "load average %.2f\n",
            c.vocab, c.d_model, c.n_layer, c.n_head, B, T, c.seq_len,
-           bf16 ? "bf16 lm_head" : "float32", xsa_blas_corename(), ct ? ct : "unset", threads,
-           load[0]);
+           bf16 ? "bf16 lm_head" : "float32", xsa_blas_corename(), ct ? ct : "unset",
+           getenv("OPENBLAS_THREAD_TIMEOUT") ? getenv("OPENBLAS_THREAD_TIMEOUT") : "unset (28)",
+           threads, load[0]);
     if (bf16) {
         c.precision = XSA_PREC_BF16;
         if (xsa_bf16_check() != 0) die("bf16");

@@ -33,6 +33,19 @@ T.case("an unset OPENBLAS_CORETYPE on a fallback kernel re-executes with the bes
   T.ok(out:find("OPENBLAS_CORETYPE=Haswell, set by the user", 1, true), out)
 end)
 
+T.case("OPENBLAS_THREAD_TIMEOUT: 4 when unset (one re-execution), the user's value kept", function()
+  local out, code = run("env -u OPENBLAS_THREAD_TIMEOUT " .. exe ..
+    " -e 'io.write(os.getenv(\"OPENBLAS_THREAD_TIMEOUT\"))'")
+  T.eq(code, 0, out)
+  T.eq(out, "4")
+  out = run("env OPENBLAS_THREAD_TIMEOUT=9 " .. exe .. " -e 'io.write(os.getenv(\"OPENBLAS_THREAD_TIMEOUT\"))'")
+  T.eq(out, "9")
+  -- the kernel a user chose stays "set by the user" when only the timeout made xsa re-execute
+  out = run("env -u OPENBLAS_THREAD_TIMEOUT OPENBLAS_CORETYPE=Haswell " .. exe .. " --version")
+  T.ok(out:find("OPENBLAS_CORETYPE=Haswell, set by the user", 1, true), out)
+  T.ok(out:find("2^4 cycles", 1, true), out)
+end)
+
 T.case("--help prints usage", function()
   local out, code = run(exe .. " --help")
   T.eq(code, 0)
