@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
@@ -141,6 +141,72 @@ static void lm_tile1(float *out, const float *x, int C, const float *w)
     }
     for (; c < C; c++) a0 = _mm512_fmadd_ps(_mm512_set1_ps(x[c]), _mm512_load_ps(w + (size_t)c * LM_TILE), a0);
     _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+/* A tile is two 8-lane vectors. 4 rows at a time: 8 accumulators and the
+ * tile's two vectors fit the 16 registers; per row and lane the same
+ * chain of FMAs over c as the 16-lane lm_tile8. */
+static void lm_tile4(float *out, size_t ldo, const float *x, int C, const float *w)
+{
+    __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0;
+    const float *x0 = x, *x1 = x + C, *x2 = x + 2 * C, *x3 = x + 3 * C;
+    for (int c = 0; c < C; c++) {
+        __m256 wa = _mm256_load_ps(w + (size_t)c * LM_TILE), wb = _mm256_load_ps(w + (size_t)c * LM_TILE + 8);
+        __m256 xr = _mm256_set1_ps(x0[c]);
+        a0 = _mm256_fmadd_ps(xr, wa, a0);
+        b0 = _mm256_fmadd_ps(xr, wb, b0);
+        xr = _mm256_set1_ps(x1[c]);
+        a1 = _mm256_fmadd_ps(xr, wa, a1);
+        b1 = _mm256_fmadd_ps(xr, wb, b1);
+        xr = _mm256_set1_ps(x2[c]);
+        a2 = _mm256_fmadd_ps(xr, wa, a2);
+        b2 = _mm256_fmadd_ps(xr, wb, b2);
+        xr = _mm256_set1_ps(x3[c]);
+        a3 = _mm256_fmadd_ps(xr, wa, a3);
+        b3 = _mm256_fmadd_ps(xr, wb, b3);
+    }
+    _mm256_storeu_ps(out, a0);
+    _mm256_storeu_ps(out + 8, b0);
+    _mm256_storeu_ps(out + ldo, a1);
+    _mm256_storeu_ps(out + ldo + 8, b1);
+    _mm256_storeu_ps(out + 2 * ldo, a2);
+    _mm256_storeu_ps(out + 2 * ldo + 8, b2);
+    _mm256_storeu_ps(out + 3 * ldo, a3);
+    _mm256_storeu_ps(out + 3 * ldo + 8, b3);
+}
+
+static void lm_tile8(float *out, size_t ldo, const float *x, int C, const float *w)
+{
+    lm_tile4(out, ldo, x, C, w);
+    lm_tile4(out + 4 * ldo, ldo, x + 4 * (size_t)C, C, w);
+}
+
+static void lm_tile8x2(float *out, size_t ldo, const float *x, int C, const float *w)
+{
+    lm_tile8(out, ldo, x, C, w);
+    lm_tile8(out + LM_TILE, ldo, x, C, w + (size_t)C * LM_TILE);
+}
+
+/* one row: 2 chains over c per half (latency), then summed */
+static void lm_tile1(float *out, const float *x, int C, const float *w)
+{
+    __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;
+    int c = 0;
+    for (; c + 2 <= C; c += 2) {
+        const float *w0 = w + (size_t)c * LM_TILE, *w1 = w0 + LM_TILE;
+        __m256 x0 = _mm256_set1_ps(x[c]), x1 = _mm256_set1_ps(x[c + 1]);
+        a0 = _mm256_fmadd_ps(x0, _mm256_load_ps(w0), a0);
+        b0 = _mm256_fmadd_ps(x0, _mm256_load_ps(w0 + 8), b0);
+        a1 = _mm256_fmadd_ps(x1, _mm256_load_ps(w1), a1);
+        b1 = _mm256_fmadd_ps(x1, _mm256_load_ps(w1 + 8), b1);
+    }
+    for (; c < C; c++) {
+        __m256 xc = _mm256_set1_ps(x[c]);
+        a0 = _mm256_fmadd_ps(xc, _mm256_load_ps(w + (size_t)c * LM_TILE), a0);
+        b0 = _mm256_fmadd_ps(xc, _mm256_load_ps(w + (size_t)c * LM_TILE + 8), b0);
+    }
+    _mm256_storeu_ps(out, _mm256_add_ps(a0, a1));
+    _mm256_storeu_ps(out + 8, _mm256_add_ps(b0, b1));
 }
 #else
 static void lm_tile1(float *out, const float *x, int C, const float *w)

@@ -15,8 +15,14 @@
 
 #include <cblas.h>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+#endif
+/* CPUs without AVX-512 (the Zen kernels' AMD EPYCs among them) still run
+ * the softmax over the vocabulary in SIMD: scalar expf there was half of an
+ * evaluation step. Only the hottest loops have this 8-lane path. */
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#define XSA_AVX2 1
 #endif
 
 #include "error.h"
@@ -182,6 +188,37 @@ static inline __m512 exp512(__m512 x)
     __m512 r2 = _mm512_mul_ps(r, r);
     p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_scalef_ps(p, n);
+}
+#endif
+
+#if defined(XSA_AVX2)
+/* exp256: exp512's reduction and polynomial on 8 lanes, with 2^n built in
+ * the exponent field (n is within [-126, 127] after the clamps), so for
+ * x <= 88 each lane equals exp512's. Operand order keeps NaN a NaN. */
+static inline __m256 exp256(__m256 x)
+{
+    x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x);
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), x); /* above 88: e^88, not inf */
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+    __m256 r2 = _mm256_mul_ps(r, r);
+    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* lanes [0, w) set, for masked loads and stores of a tail */
+static inline __m256i mask256(int w)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(w), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 #endif
 
@@ -454,6 +491,15 @@ static double row_lse(const float *l, float *pr, int V, double *ssum)
     __m512 vm = _mm512_set1_ps(-INFINITY);
     for (; i + 16 <= V; i += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(l + i));
     mx = _mm512_reduce_max_ps(vm);
+#elif defined(XSA_AVX2)
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (; i + 8 <= V; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(l + i));
+    {
+        float lanes[8];
+        _mm256_storeu_ps(lanes, vm);
+        for (int k = 0; k < 8; k++)
+            if (lanes[k] > mx) mx = lanes[k];
+    }
 #endif
     for (; i < V; i++)
         if (l[i] > mx) mx = l[i];
@@ -470,6 +516,18 @@ static double row_lse(const float *l, float *pr, int V, double *ssum)
         float lanes[16];
         _mm512_storeu_ps(lanes, acc);
         for (int k = 0; k < 16; k++) sum += lanes[k];
+    }
+#elif defined(XSA_AVX2)
+    __m256 vmx = _mm256_set1_ps(mx), acc = _mm256_setzero_ps();
+    for (; i + 8 <= V; i += 8) {
+        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(l + i), vmx));
+        if (pr) _mm256_storeu_ps(pr + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    {
+        float lanes[8];
+        _mm256_storeu_ps(lanes, acc);
+        for (int k = 0; k < 8; k++) sum += lanes[k];
     }
 #endif
     for (; i < V; i++) {
@@ -580,6 +638,60 @@ static void ce_block(ce_job *j)
             }
         }
 #else
+#if defined(XSA_AVX2)
+        /* the same per column as the 16-lane path (exp256 = exp512, float
+         * sums over 64 rows, then double), 64 columns at a time so the
+         * maxima and sums stay in the 16 registers; bf16 exponentials
+         * (AVX-512 machines only) take the plain loop below */
+        if (!j->chunk16) {
+            for (int h0 = g0; h0 < g1; h0 += 64) {
+                int h1 = g1 - h0 < 64 ? g1 : h0 + 64, nb = (h1 - h0 + 7) / 8;
+                __m256i km[8];
+                __m256 mx[8], acc[8];
+                __m256d s0[8], s1[8];
+                for (int b = 0; b < nb; b++) {
+                    km[b] = mask256(h1 - (h0 + 8 * b));
+                    mx[b] = _mm256_set1_ps(-INFINITY);
+                    s0[b] = s1[b] = _mm256_setzero_pd();
+                }
+                for (int v = 0; v < V; v++) {
+                    const float *row = et + (size_t)v * n + h0;
+                    for (int b = 0; b < nb; b++)
+                        mx[b] = _mm256_max_ps(mx[b], _mm256_maskload_ps(row + 8 * b, km[b]));
+                }
+                for (int va = 0; va < V; va += 64) {
+                    int vz = V - va < 64 ? V : va + 64;
+                    for (int b = 0; b < nb; b++) acc[b] = _mm256_setzero_ps();
+                    for (int v = va; v < vz; v++) {
+                        float *row = et + (size_t)v * n + h0;
+                        for (int b = 0; b < nb; b++) {
+                            __m256 e = _mm256_and_ps(
+                                _mm256_castsi256_ps(km[b]),
+                                exp256(_mm256_sub_ps(_mm256_maskload_ps(row + 8 * b, km[b]), mx[b])));
+                            if (j->grad) _mm256_maskstore_ps(row + 8 * b, km[b], e);
+                            acc[b] = _mm256_add_ps(acc[b], e);
+                        }
+                    }
+                    for (int b = 0; b < nb; b++) {
+                        s0[b] = _mm256_add_pd(s0[b], _mm256_cvtps_pd(_mm256_castps256_ps128(acc[b])));
+                        s1[b] = _mm256_add_pd(s1[b], _mm256_cvtps_pd(_mm256_extractf128_ps(acc[b], 1)));
+                    }
+                }
+                for (int b = 0; b < nb; b++) {
+                    float mt[8];
+                    double st[8];
+                    _mm256_storeu_ps(mt, mx[b]);
+                    _mm256_storeu_pd(st, s0[b]);
+                    _mm256_storeu_pd(st + 4, s1[b]);
+                    for (int i = 0; i < 8 && h0 + 8 * b + i < h1; i++) {
+                        mxs[h0 - g0 + 8 * b + i] = mt[i];
+                        sums[h0 - g0 + 8 * b + i] = st[i];
+                    }
+                }
+            }
+            continue;
+        }
+#endif
         for (int i = 0; i < g1 - g0; i++) {
             mxs[i] = -INFINITY;
             sums[i] = 0.0;

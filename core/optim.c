@@ -10,7 +10,7 @@
 #include "ckd.h"
 #include "optim.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
@@ -135,7 +135,8 @@ int xsa_adamw_step(xsa_adamw *o)
         size_t k = 0;
 #if defined(__AVX512F__)
         /* the same float operations as the loop below, in the same order
-         * (separate multiply and add, no FMA), 16 lanes at a time */
+         * (separate multiply and add, no FMA), 16 lanes at a time (8 with
+         * AVX2): every path gives the same weights */
         __m512 vdecay = _mm512_set1_ps(decay), va1 = _mm512_set1_ps(a1);
         __m512 vb2 = _mm512_set1_ps(b2), va2 = _mm512_set1_ps(a2);
         __m512 vstep = _mm512_set1_ps(step_size), vbc2 = _mm512_set1_ps(bc2_sqrt);
@@ -151,6 +152,23 @@ int xsa_adamw_step(xsa_adamw *o)
             _mm512_storeu_ps(w + k, wk);
             _mm512_storeu_ps(m + k, mk);
             _mm512_storeu_ps(v + k, vk);
+        }
+#elif defined(__AVX2__)
+        __m256 vdecay = _mm256_set1_ps(decay), va1 = _mm256_set1_ps(a1);
+        __m256 vb2 = _mm256_set1_ps(b2), va2 = _mm256_set1_ps(a2);
+        __m256 vstep = _mm256_set1_ps(step_size), vbc2 = _mm256_set1_ps(bc2_sqrt);
+        __m256 veps = _mm256_set1_ps(eps);
+        for (; k + 8 <= n; k += 8) {
+            __m256 gk = _mm256_loadu_ps(g + k), mk = _mm256_loadu_ps(m + k);
+            __m256 vk = _mm256_loadu_ps(v + k);
+            __m256 wk = _mm256_mul_ps(_mm256_loadu_ps(w + k), vdecay);
+            mk = _mm256_add_ps(mk, _mm256_mul_ps(va1, _mm256_sub_ps(gk, mk)));
+            vk = _mm256_add_ps(_mm256_mul_ps(vk, vb2), _mm256_mul_ps(_mm256_mul_ps(va2, gk), gk));
+            __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vk), vbc2), veps);
+            wk = _mm256_sub_ps(wk, _mm256_mul_ps(vstep, _mm256_div_ps(mk, denom)));
+            _mm256_storeu_ps(w + k, wk);
+            _mm256_storeu_ps(m + k, mk);
+            _mm256_storeu_ps(v + k, vk);
         }
 #endif
         for (; k < n; k++) {

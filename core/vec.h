@@ -7,11 +7,13 @@
 #ifndef XSA_VEC_H
 #define XSA_VEC_H
 
-#if defined(__AVX512F__)
+#include <math.h>
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
-/* The head-size loops of attention (n = HS), 16 lanes with a masked tail.
+/* The head-size loops of attention (n = HS), 16 lanes with a masked tail
+ * (8 lanes and a scalar tail with AVX2).
  * At -O2 without -ffast-math GCC vectorizes neither (a float reduction, and
  * pointers that may alias), and they are most of attention's time. */
 static inline float dot(const float *a, const float *b, int n)
@@ -26,6 +28,17 @@ static inline float dot(const float *a, const float *b, int n)
         acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i), acc);
     }
     return _mm512_reduce_add_ps(acc);
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float s = _mm_cvtss_f32(h);
+    for (; i < n; i++) s = fmaf(a[i], b[i], s);
+    return s;
 #else
     float s = 0.0f;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
@@ -47,6 +60,12 @@ static inline void axpy(float *y, float w, const float *x, int n)
                               _mm512_fmadd_ps(vw, _mm512_maskz_loadu_ps(k, x + i),
                                               _mm512_maskz_loadu_ps(k, y + i)));
     }
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 vw = _mm256_set1_ps(w);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(vw, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(w, x[i], y[i]);
 #else
     for (int i = 0; i < n; i++) y[i] += w * x[i];
 #endif
