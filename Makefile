@@ -146,10 +146,25 @@ $(BUILD)/tests/%: tests/%.c $(LIB_A) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB_A) $(LDFLAGS) $(LIBS)
 
+# The SIMD kernels (core/nn.c, vec.h, optim.c, generate.c) have an AVX-512,
+# an AVX2 and a plain C path, and a native build runs one of them. So `make
+# test` also builds the kernel tests for the narrower paths this CPU can run
+# (build-isa-avx2 on an AVX-512 host; build-isa-c, x86-64 baseline, always)
+# and runs them there.
+ISA_TESTS    := test_nn test_gpt test_generate test_autograd
+HOST_AVX512  := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo y)
+ISA_BUILDS   := $(if $(HOST_AVX512),build-isa-avx2) build-isa-c
+ISA_OPT_build-isa-avx2 := -O2 -march=native -mno-avx512f
+ISA_OPT_build-isa-c    := -O2
+
 # Every C test binary and every Lua test; ends with "N passed, M failed".
 test: deps
 	@$(MAKE) --no-print-directory all
-	@XSA_EXE=$(EXE) XSA_BUILD=$(BUILD) sh tests/run.sh
+	@for b in $(ISA_BUILDS); do \
+	    $(MAKE) --no-print-directory -s BUILD=$$b MPI=0 OPT="$$(case $$b in \
+	        build-isa-avx2) echo '$(ISA_OPT_build-isa-avx2)';; *) echo '$(ISA_OPT_build-isa-c)';; esac)" \
+	        $(addprefix $$b/tests/,$(ISA_TESTS)) || exit 1; done
+	@XSA_EXE=$(EXE) XSA_BUILD=$(BUILD) XSA_ISA_BUILDS="$(ISA_BUILDS)" XSA_ISA_TESTS="$(ISA_TESTS)" sh tests/run.sh
 
 check: test
 

@@ -41,6 +41,12 @@ for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     run_one "$(basename "$t")" "$t"
 done
+# the kernel tests again, built for the narrower SIMD paths (make test)
+for b in ${XSA_ISA_BUILDS:-}; do
+    for n in ${XSA_ISA_TESTS:-}; do
+        [ -x "$b/tests/$n" ] && run_one "$n [$b]" "$b/tests/$n"
+    done
+done
 for t in tests/test_*.lua; do
     [ -f "$t" ] || continue
     run_one "$(basename "$t")" "$EXE" "$t"
