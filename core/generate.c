@@ -181,11 +181,6 @@ static void lm_tile8(float *out, size_t ldo, const float *x, int C, const float 
     lm_tile4(out + 4 * ldo, ldo, x + 4 * (size_t)C, C, w);
 }
 
-static void lm_tile8x2(float *out, size_t ldo, const float *x, int C, const float *w)
-{
-    lm_tile8(out, ldo, x, C, w);
-    lm_tile8(out + LM_TILE, ldo, x, C, w + (size_t)C * LM_TILE);
-}
 
 /* one row: 2 chains over c per half (latency), then summed */
 static void lm_tile1(float *out, const float *x, int C, const float *w)
@@ -221,6 +216,10 @@ static void lm_tile8(float *out, size_t ldo, const float *x, int C, const float 
     for (int r = 0; r < LM_BROWS; r++) lm_tile1(out + r * ldo, x + (size_t)r * C, C, w);
 }
 
+#endif
+
+#if !defined(__AVX512F__)
+/* two tiles: without AVX-512's 32 registers, one after the other */
 static void lm_tile8x2(float *out, size_t ldo, const float *x, int C, const float *w)
 {
     lm_tile8(out, ldo, x, C, w);
