@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <lzma.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -259,4 +261,91 @@ void xsa_format_double(char *buf, size_t n, double v)
         snprintf(buf, n, "%.*g", digits, v);
         if (strtod(buf, NULL) == v) return;
     }
+}
+
+int xsa_file_crc64(const char *path, uint64_t *crc, uint64_t *size)
+{
+    int fd = xsa_open_regular(path);
+    if (fd < 0) return -1;
+    enum { PIECE = 1 << 20 };
+    unsigned char *buf = malloc(PIECE);
+    if (!buf) {
+        close(fd);
+        xsa_error("%s: out of memory", path);
+        return -1;
+    }
+    uint64_t c = 0, total = 0;
+    for (;;) {
+        ssize_t got = read(fd, buf, PIECE);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            xsa_error("%s: read error: %s", path, strerror(e));
+            return -1;
+        }
+        if (got == 0) break;
+        c = lzma_crc64(buf, (size_t)got, c);
+        total += (uint64_t)got;
+    }
+    free(buf);
+    close(fd);
+    *crc = c;
+    *size = total;
+    return 0;
+}
+
+static int by_bytes(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void xsa_free_names(char **names, size_t n)
+{
+    if (!names) return;
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+char **xsa_list_files(const char *dir, size_t max, size_t *n)
+{
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        xsa_error("%s: cannot open folder: %s", dir, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 16, len = 0;
+    char **names = malloc(cap * sizeof *names);
+    struct dirent *e;
+    while (names && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (len == max) {
+            xsa_free_names(names, len);
+            closedir(d);
+            xsa_error("%s: more than %zu files", dir, max);
+            return NULL;
+        }
+        if (len == cap) {
+            char **grown = realloc(names, 2 * cap * sizeof *names);
+            if (!grown) break;
+            names = grown;
+            cap *= 2;
+        }
+        if (!(names[len] = strdup(e->d_name))) break;
+        len++;
+    }
+    int failed = names == NULL || e != NULL;
+    closedir(d);
+    if (failed) {
+        xsa_free_names(names, len);
+        xsa_error("%s: out of memory listing the folder", dir);
+        return NULL;
+    }
+    qsort(names, len, sizeof *names, by_bytes);
+    *n = len;
+    return names;
 }

@@ -8,6 +8,7 @@
 #define XSA_FILEIO_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct xsa_atomic_file {
@@ -35,5 +36,17 @@ int xsa_open_regular(const char *path);
 /* Reads a whole regular file (malloc'd, NUL-terminated beyond *n); NULL +
  * xsa_error. */
 char *xsa_read_file(const char *path, size_t *n);
+/* The identity of a regular file's bytes: their CRC-64 (ECMA-182, as xz
+ * uses; liblzma computes it) and their count, streamed in 1 MiB pieces. A
+ * content identity, not a defence against a forger: it tells the committed
+ * corpus from an edited or truncated one. 0, or -1 + xsa_error. */
+int xsa_file_crc64(const char *path, uint64_t *crc, uint64_t *size);
+/* The names of the regular files in dir (no "." entries, no directories,
+ * no symbolic links), sorted bytewise, as one malloc'd array of *n
+ * malloc'd strings; free with xsa_free_names. NULL + xsa_error when dir
+ * cannot be read (an empty folder gives a non-NULL array with *n = 0). At
+ * most max names: a folder holding more is an error, not a truncation. */
+char **xsa_list_files(const char *dir, size_t max, size_t *n);
+void xsa_free_names(char **names, size_t n);
 
 #endif

@@ -5,6 +5,9 @@
  *     fallback=, threads=}, xsa.set_threads(n)
  *   whole files: xsa.read_file(path) -> bytes | nil, message;
  *     xsa.write_file_atomic(path, s) -> true (temporary file, then rename)
+ *   folders and identities: xsa.list_files(dir) -> sorted names of its
+ *     regular files | nil, message; xsa.file_checksum(path) ->
+ *     "crc64:<16 hex>", bytes | nil, message
  *   grad mode: xsa.no_grad(fn, ...) xsa.grad_enabled() xsa.set_grad_enabled(flag)
  *   tensors (sizes as varargs or one table; trailing dtype "float32"|"int32"
  *   and/or {dtype=, requires_grad=} where it makes sense):
@@ -22,6 +25,8 @@
  * Non-goals: algorithms and file formats (core/), decompression
  * (xsa._data.read_text, l_data.c), JSON files (xsa.json, l_json.c).
  */
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "l_bind.h"
@@ -78,6 +83,71 @@ static int l_read_file(lua_State *L)
     size_t n;
     char *text = xsa_read_file(path, &n);
     return xsa_lua_textresult(L, text, n);
+}
+
+/* A folder of results holds thousands of files at most; more is refused
+ * rather than read into a table without bound. */
+#define LIST_MAX 1000000
+
+/* The names from xsa_list_files, owned by a userdata until freed, so a
+ * memory error while copying them into Lua cannot leak them
+ * (lauxlib.c's box). */
+typedef struct names_box {
+    char **names;
+    size_t n;
+} names_box;
+
+static int names_box_gc(lua_State *L)
+{
+    names_box *b = lua_touserdata(L, 1);
+    xsa_free_names(b->names, b->n);
+    b->names = NULL;
+    b->n = 0;
+    return 0;
+}
+
+static int l_list_files(lua_State *L)
+{
+    const char *dir = luaL_checkstring(L, 1);
+    names_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->names = NULL;
+    b->n = 0;
+    if (luaL_newmetatable(L, "xsa.names_box")) {
+        lua_pushcfunction(L, names_box_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    b->names = xsa_list_files(dir, LIST_MAX, &b->n);
+    if (!b->names) {
+        luaL_pushfail(L);
+        lua_pushstring(L, xsa_last_error());
+        return 2;
+    }
+    lua_createtable(L, (int)(b->n < INT_MAX ? b->n : INT_MAX), 0);
+    for (size_t i = 0; i < b->n; i++) {
+        lua_pushstring(L, b->names[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    xsa_free_names(b->names, b->n); /* now, not at the next GC cycle */
+    b->names = NULL;
+    b->n = 0;
+    return 1;
+}
+
+static int l_file_checksum(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    uint64_t crc, size;
+    if (xsa_file_crc64(path, &crc, &size) != 0) {
+        luaL_pushfail(L);
+        lua_pushstring(L, xsa_last_error());
+        return 2;
+    }
+    char hex[24];
+    snprintf(hex, sizeof hex, "crc64:%016llx", (unsigned long long)crc);
+    lua_pushstring(L, hex);
+    lua_pushinteger(L, (lua_Integer)size);
+    return 2;
 }
 
 /* ---- grad mode ----------------------------------------------------------- */
@@ -504,6 +574,8 @@ static const luaL_Reg base_funcs[] = {
     {"set_threads", l_set_threads},
     {"write_file_atomic", l_write_file_atomic},
     {"read_file", l_read_file},
+    {"list_files", l_list_files},
+    {"file_checksum", l_file_checksum},
     {"no_grad", l_no_grad},
     {"grad_enabled", l_grad_enabled},
     {"set_grad_enabled", l_set_grad_enabled},
