@@ -87,8 +87,8 @@ ex:main(function()
   print(string.format("training: %.1f s over %d paired run%s (%.1f s evaluating in the first), %s tokens/s over both models",
     elapsed, N, N == 1 and "" or "s", r1.eval_s, xsa.progress.rate(r1.tokens_per_s)))
   for _, x in ipairs(runs) do
-    print(string.format("seed %d: %s; checkpoints %s, %s, %s", x.seed, x.entry, x.r.checkpoints.init, x.r.checkpoints.sa,
-      x.r.checkpoints.xsa))
+    local ck = x.r.checkpoints -- none when the run came from its record
+    print(string.format("seed %d: %s%s", x.seed, x.entry, ck and string.format("; checkpoints %s, %s, %s", ck.init, ck.sa, ck.xsa) or ""))
   end
   local per_seed = {}
   for i, x in ipairs(runs) do

@@ -47,12 +47,14 @@ ex:main(function()
   end
   ex:spread(units, function(u) run(u.seed, u.T) end)
   ex:each_seed(function(seed) -- --jobs J: J seeds side by side
+    local mine = {} -- a seed counts only with every length (--from-records)
     for i, T in ipairs(lens) do
       local r, status, entry = run(seed, T)
-      by_len[i][#by_len[i] + 1] = {seed = seed, seq_len = T, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val,
+      mine[i] = {seed = seed, seq_len = T, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val,
         improvement_pct = r.improvement_pct, elapsed_s = r.elapsed_s, tokens_per_s = r.tokens_per_s, steps = r.steps,
         sa_curve = r.sa.val, xsa_curve = r.xsa.val, cache = status, entry = entry}
     end
+    for i, x in ipairs(mine) do by_len[i][#by_len[i] + 1] = x end
   end)
 
   local N, xs, tics, sts, sa_vals, xsa_vals, rows, list = #ex.seeds, {}, {}, {}, {}, {}, {}, {}

@@ -44,11 +44,11 @@ end
 
 ex:main(function()
   local probe_data = study.probe_data_config(opts, opts.seq_len)
-  local per_seed = {}
-  for i, seed in ipairs(ex.seeds) do
-    local r3, config3 = ex:results("part3", {train = opts.train, seed = seed}) -- computed with --train
+  local per_seed = ex:each_seed(function(seed)
+    local config3 = xsa.experiment.pair_config(opts, "part3", {seed = seed})
     local config = {part = "part5", part3 = config3, probe_batches = opts.probe_batches, probe = probe_data}
-    local result, status, entry = ex:cached(function()
+    local result, status, entry = ex:cached(function() -- part 3's checkpoints only when this has no record
+      local r3 = ex:results("part3", {train = opts.train, seed = seed}) -- computed with --train
       local _, val = study.loaders(probe_data)
       local n = math.min(opts.probe_batches, val:num_batches())
       local out = {probe_batches = n, checkpoints = r3.checkpoints, models = {}, part3_improvement_pct = r3.improvement_pct}
@@ -59,8 +59,8 @@ ex:main(function()
         for _, m in ipairs(models) do if #((r.models or {})[m.key] or {}) < 1 then return false, "no probe of " .. m.key end end
         return numbers.all_finite(r)
       end})
-    per_seed[i] = {seed = seed, result = result, cache = status, entry = entry}
-  end
+    return {seed = seed, result = result, cache = status, entry = entry}
+  end)
 
   local N, first = #per_seed, per_seed[1].result
   local L, w, tics = #first.models.sa, 0.26, {}

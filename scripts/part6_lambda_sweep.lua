@@ -71,15 +71,16 @@ ex:main(function()
     ex:spread(rest, function(u) run(u.seed, u.lambda, baseline_of(run(u.seed, lam1))) end)
   end
   ex:each_seed(function(seed) -- --jobs J: J seeds side by side
-    local baseline
+    local baseline, mine = nil, {} -- a seed counts only with every lambda (--from-records)
     for i, lam in ipairs(opts.lambdas) do
       local r, status, entry = run(seed, lam, baseline)
       baseline = baseline or baseline_of(r)
-      per[i][#per[i] + 1] = {seed = seed, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
+      mine[i] = {seed = seed, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
         xsa_post_cos = study.layer_mean(r.probe.xsa, "post_cos_pos1"), sa_post_cos = study.layer_mean(r.probe.sa, "post_cos_pos1"),
         xsa_post_cos_all = study.layer_mean(r.probe.xsa, "post_cos"), elapsed_s = r.elapsed_s, checkpoints = r.checkpoints,
         cache = status, entry = entry}
     end
+    for i, x in ipairs(mine) do per[i][#per[i] + 1] = x end
   end)
 
   local N, lams, tics, sts, bias_x, bias_s, rows, list = #ex.seeds, {}, {}, {}, {}, {}, {}, {}

@@ -32,7 +32,9 @@ local spec = {
     {"init-seed", "int", nil, "passed to parts 3-6: hold the initial weights at this seed"},
     {"jobs", "int", 1, "passed to parts 3-6: seeds trained side by side in child processes (with --seeds)"},
     {"data-parallel", "bool", false, "passed to parts 3-6: under mpirun every rank trains each pair on its rows of every batch"},
-    {"no-cache", "bool", false, "recompute cached results"},
+    {"no-cache", "bool", false, "recompute cached results (and train past records: new records land beside)"},
+    {"results", "string", "results", "passed to parts 1 and 3-6: the study's record"},
+    {"from-records", "bool", false, "passed to parts 1 and 3-6: train nothing, use the runs that have records"},
     {"resume", "bool", true, "let unfinished training runs continue from their saved state (--no-resume: start over)"},
     {"format", "string", "png", "figure format: png or svg"},
     {"skip", "string", "", "comma-separated parts to skip, e.g. part4,part6"},
@@ -55,6 +57,10 @@ study.main(function()
   end
   local single = {"--seed", tostring(opts.seed)}
   local seeded = opts.seeds and {"--seeds", opts.seeds} or {"--seed", tostring(opts.seed)}
+  for _, l in ipairs{single, seeded} do
+    if opts.given.results then l[#l + 1] = "--results"; l[#l + 1] = xsa.sys.abspath(opts.results) end
+    if opts.from_records then l[#l + 1] = "--from-records" end
+  end
   for _, k in ipairs{"data_seed", "init_seed", "jobs"} do
     if opts.given[k] then
       seeded[#seeded + 1] = "--" .. k:gsub("_", "-")

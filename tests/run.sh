@@ -9,9 +9,12 @@ EXE=${XSA_EXE:-$BUILD/xsa}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 export XSA_ROOT="$ROOT"
+# runs made by tests record into a scratch folder, never the checkout's results/
+XSA_RESULTS=$(mktemp -d)
+export XSA_RESULTS
 export LUA_PATH="$ROOT/tests/lib/?.lua;$ROOT/lua/?.lua;;"
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -rf "$out" "$XSA_RESULTS"' EXIT
 total_pass=0
 total_fail=0
 

@@ -23,10 +23,15 @@ os.remove(TMP)
 xsa.sys.mkdir(TMP)
 local OUT, PLOTS = TMP .. "/out", TMP .. "/plots"
 
--- Runs a script; returns exit code, stdout, stderr.
+-- Runs a script; returns exit code, stdout, stderr. Every run records into
+-- a folder of its own ($XSA_RESULTS), so what is tested here is the cache
+-- (the record comes before it: test_record.lua).
+local runs = 0
 local function run(script, flags, env)
   local o, e = TMP .. "/stdout", TMP .. "/stderr"
-  local cmd = string.format("cd %s && %s %s %s %s >%s 2>%s", shq(TMP), env or "", shq(EXE),
+  runs = runs + 1
+  env = string.format("XSA_RESULTS=%s %s", shq(TMP .. "/records" .. runs), env or "")
+  local cmd = string.format("cd %s && %s %s %s %s >%s 2>%s", shq(TMP), env, shq(EXE),
     shq(ROOT .. "/scripts/" .. script), flags, shq(o), shq(e))
   local t0 = os.time()
   local ok, how, code = os.execute(cmd)
@@ -542,9 +547,9 @@ long_case("resume after SIGINT, SIGTERM and SIGKILL: bit-identical to an uninter
   local function session(n, sig)
     n = (n + 2) // 3 * 3
     local sh = string.format([[
-XSA_PROGRESS=log %s %s %s --out %s --plots %s >/dev/null 2>%s & pid=$!
+XSA_RESULTS=%s XSA_PROGRESS=log %s %s %s --out %s --plots %s >/dev/null 2>%s & pid=$!
 i=0; while ! grep -q "step %d/" %s 2>/dev/null; do sleep 0.05; i=$((i+1)); [ $i -gt 1200 ] && break; done
-kill -%s $pid; { wait $pid; } 2>/dev/null; echo "status=$?"]], shq(EXE), shq(ROOT .. "/scripts/part3_train.lua"), flags, shq(dir), shq(dir),
+kill -%s $pid; { wait $pid; } 2>/dev/null; echo "status=$?"]], shq(dir .. "/records"), shq(EXE), shq(ROOT .. "/scripts/part3_train.lua"), flags, shq(dir), shq(dir),
       shq(e), n, shq(e), sig)
     local p = io.popen("sh -c " .. shq(sh))
     local res = p:read("a")

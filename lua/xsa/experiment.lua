@@ -45,6 +45,7 @@ local sys = require "xsa.sys"
 local study = require "xsa.study"
 local args = require "xsa.args"
 local cache = require "xsa.cache"
+local record = require "xsa.record"
 
 local M = {}
 
@@ -183,7 +184,10 @@ function M.results(name, opts, o)
   local script = o.script or M.scripts[name] or (name .. ".lua")
   local given = {}
   for k, v in pairs(opts.given or {}) do given[k] = v end
-  given.no_cache = nil -- the entry is missing: nothing to refresh
+  -- the entry (with its checkpoints) is missing: train this one seed, past
+  -- any record of it (a record holds no checkpoint; the new one lands beside)
+  given.no_cache, given.seeds, given.jobs, given.from_records = true, nil, nil, nil
+  if o.seed then given.seed = o.seed end
   local argv = args.to_argv(setmetatable({given = given}, {__index = opts}), {options = study.options({})}, true)
   local words = (name:gsub("^part(%d)", "part %1"))
   local by = o.by and (o.by .. ": ") or ""
@@ -309,8 +313,78 @@ end
 function Ex:cached(compute, o)
   o = o or {}
   local name = o.name or self.name
-  return cache.fetch(self.opts.out, name, o.config or self.config, compute,
-    {no_cache = self:refresh(name, o.config or self.config), check = o.check, label = o.label or name})
+  local config = o.config or self.config
+  local rec = self:recorded(name, config, o.check, o.label or name)
+  if rec then return rec.result, "record", rec.path end
+  local r, status, path = cache.fetch(self.opts.out, name, config, function(c)
+    local res = compute(c)
+    if type(res) == "table" then res.provenance = record.provenance() end
+    return res
+  end, {no_cache = self:refresh(name, config), check = o.check, label = o.label or name})
+  self:record(name, config, r, status)
+  return r, status, path
+end
+
+----------------------------------------------------------------------------
+-- the record (xsa.record): a finished run is looked up there before the
+-- cache, and every finished run gets a record unless it has one
+
+-- Raised (Ex:each_seed catches it) under --from-records for a run that has
+-- no record: that seed is left out and named.
+local NO_RECORD = setmetatable({}, {__tostring = function()
+  return "xsa.experiment: --from-records: no runs of this configuration have records (train them first)"
+end})
+
+-- The chosen record of a run, or nil (none; --no-cache: not looked at).
+function Ex:recorded(name, config, check, label)
+  local opts = self.opts
+  if not opts.results or (opts.no_cache and not opts.from_records) then return nil end
+  local recs = record.find(opts.results, self.name, name, config, check)
+  local rec = recs[1]
+  if rec then
+    self:note_record(name, recs)
+    io.stderr:write(string.format("record: %s (%s, %s on %s)\n", label or name, rec.file, rec.provenance.date,
+      tostring(rec.provenance.cpu)))
+    return rec
+  end
+  if opts.from_records then
+    self.missing = self.missing or {}
+    self.missing[#self.missing + 1] = label or name
+    error(NO_RECORD, 0)
+  end
+end
+
+-- What the summary says of the records a run came from (the published
+-- files name them): the chosen one, and how the others of its key differ.
+function Ex:note_record(name, recs)
+  local rec = recs[1]
+  local diffs = {}
+  for _, d in ipairs(record.differences(recs)) do
+    if not d.field:match("_s$") and not d.field:match("^provenance") then diffs[#diffs + 1] = d end
+  end
+  self.records_used = self.records_used or {}
+  self.records_used[#self.records_used + 1] = {name = name, file = rec.file, provenance = rec.provenance,
+    elapsed_s = rec.result.elapsed_s, others = #recs - 1, differences = diffs}
+end
+
+-- Writes the record of a finished run unless this run was read from one or
+-- another record of its key exists. status: the cache's ("hit": an entry
+-- trained earlier; otherwise trained now, which always gets a record of its
+-- own, beside any other: --no-cache).
+function Ex:record(name, config, r, status)
+  local opts = self.opts
+  if not opts.results or type(r) ~= "table" then return end
+  if status == "hit" and #record.find(opts.results, self.name, name, config) > 0 then return end
+  local prov = r.provenance
+  if type(prov) ~= "table" then -- a cache entry from before records: what is known
+    prov = record.provenance()
+    prov.commit, prov.source = "unknown", "a cache entry of this machine written before records existed"
+  end
+  local copy = {}
+  for k, v in pairs(r) do copy[k] = v end
+  copy.provenance = nil
+  local path = record.write(opts.results, self.name, name, config, copy, prov)
+  io.stderr:write("record written: ", path, "\n")
 end
 
 -- What an unfinished run leaves for inspection: both models (with AdamW)
@@ -458,9 +532,12 @@ function Ex:pair(o)
       for _, k in ipairs(kinds) do r.checkpoints[k] = f.checkpoints[k] end
     end
     if o.after then o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
+    r.provenance = record.provenance()
     sa_model:free()
     xsa_model:free()
   end
+  local rec = self:recorded(name, config, pair_check(nil, o.check), what)
+  if rec then return rec.result, "record", rec.path end
   local size, rank = ranks()
   local no_cache = self:refresh(name, config)
   local dp = opts.data_parallel and size > 1 and self.spread_ranks
@@ -537,6 +614,7 @@ function Ex:pair(o)
     return r
   end, {no_cache = no_cache, check = pair_check(kinds, o.check), label = what})
   remove_state(f) -- the finished entry replaces any saved state
+  self:record(name, config, result, status)
   return result, status, entry
 end
 
@@ -683,10 +761,33 @@ function Ex:each_seed(fn)
     io.stdout:flush()
     os.exit(0)
   end
-  if (opts.jobs or 1) > 1 and #self.seeds > 1 then self:run_workers() end
-  local out = {}
-  for i, s in ipairs(self.seeds) do out[i] = fn(s, i) end
+  if (opts.jobs or 1) > 1 and #self.seeds > 1 and not opts.from_records then self:run_workers() end
+  local out, kept = {}, {}
+  for _, s in ipairs(self.seeds) do
+    local ok, r = xpcall(fn, function(e) return e == NO_RECORD and e or sys.traceback_unless_interrupted(e) end, s, #kept + 1)
+    if ok then
+      out[#kept + 1] = r
+      kept[#kept + 1] = s
+    elseif r ~= NO_RECORD then
+      error(r, 0)
+    end
+  end
+  if #kept < #self.seeds then self:left_out(kept) end
   return out
+end
+
+-- --from-records: the seeds without a complete set of records are left
+-- out of ex.seeds, and said so (Ex:summary keeps the list).
+function Ex:left_out(kept)
+  local have = {}
+  for _, s in ipairs(kept) do have[s] = true end
+  local gone = {}
+  for _, s in ipairs(self.seeds) do if not have[s] then gone[#gone + 1] = tostring(s) end end
+  io.stderr:write(string.format("%s: no record for seed%s %s (%s); using seed%s %s\n", self.name, #gone > 1 and "s" or "",
+    table.concat(gone, ", "), table.concat(self.missing or {}, "; "), #kept == 1 and "" or "s", table.concat(kept, ", ")))
+  if #kept == 0 then error(string.format("%s: no runs of this configuration have records in %s", self.name,
+    self.opts.results), 0) end
+  self.seeds, self.seeds_missing = kept, gone
 end
 
 -- Saves a figure under --plots in --format; returns its summary record.
@@ -711,6 +812,8 @@ function Ex:summary(s)
   if s.config == nil then s.config = self.config end
   if s.wall_s == nil then s.wall_s = os.time() - self.t0 end
   if s.figures == nil then s.figures = self.figures end
+  if s.records == nil then s.records = self.records_used end
+  if s.seeds_missing == nil then s.seeds_missing = self.seeds_missing end
   return study.write_summary(self.opts, self.name, s)
 end
 

@@ -16,7 +16,7 @@ end
 D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.mpi", "xsa.tokenizer",
   "xsa.data", "xsa.train", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
-  "xsa.geometry"}
+  "xsa.geometry", "xsa.record"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -81,6 +81,11 @@ group("xsa.args", "command-line flags of the scripts",
 group("xsa.cache", "results cached by configuration",
   "JSON results stored under a hash of their configuration, so rerunning a script is a cache hit.",
   "local r = xsa.cache.fetch(\"cache\", \"demo\", {n = 3}, function() return {v = 1} end)")
+group("xsa.record", "the study's record: one JSON file per finished run",
+  "Finished runs kept in the repository (results/), keyed by the whole configuration, the data's content and the " ..
+  "precision, with their provenance. A run with a record is not trained again; records of one key from several " ..
+  "machines sit side by side (the oldest counts); a damaged record is refused naming its file. doc/records.md.",
+  "local recs = xsa.record.find(\"results\", \"part3\", \"part3-300steps-seed0\", config)")
 group("xsa.study", "what the part scripts share",
   "Common flags, folders, loaders and model pairs of the study's configuration, markdown tables and the " ..
   "summaries the report reads.",
@@ -141,6 +146,33 @@ add("xsa.set_threads", "xsa.set_threads(n)", "Sets the thread count of OpenBLAS 
   "xsa.set_threads(2)")
 add("xsa.read_file", "xsa.read_file(path) -> string | nil, message", "The whole file, or nil and the reason.",
   "local s, err = xsa.read_file(\"/etc/hostname\")")
+add("xsa.list_files", "xsa.list_files(dir) -> {names} | nil, message",
+  "The names of the regular files in dir (no folders, links or dot files), sorted bytewise.",
+  "for _, f in ipairs(xsa.list_files(\"data\") or {}) do print(f) end")
+add("xsa.file_checksum", "xsa.file_checksum(path) -> \"crc64:HEX\", bytes | nil, message",
+  "The CRC-64 (as xz computes it) and size of a regular file's bytes: a content identity, not a signature.",
+  "print(xsa.file_checksum(\"data/vocab.bpe\"))")
+add("xsa.record.find", "xsa.record.find(dir, part, name, config [, check]) -> {records}",
+  "The records of a run, the chosen (oldest) first; {} when none. Raises, naming the file, on a refused record.",
+  "local r = xsa.record.find(\"results\", \"part3\", \"part3-300steps-seed0\", config)[1]")
+add("xsa.record.write", "xsa.record.write(dir, part, name, config, result [, provenance]) -> path",
+  "Writes a new record (atomically, beside any other of its key); paths in the result are not recorded.",
+  "xsa.record.write(\"/tmp/res\", \"mine\", \"mine-seed0\", {n = 1}, {v = 2})")
+add("xsa.record.key", "xsa.record.key(config) -> text", "The key text: configuration, data files by content, precision.",
+  "print(xsa.record.key({n = 1}))")
+add("xsa.record.data_identity", "xsa.record.data_identity() -> {corpus=, encoder=, vocab=}",
+  "CRC-64 and size of the corpus and tokenizer files the loaders read.", "print(xsa.record.data_identity().corpus)")
+add("xsa.record.provenance", "xsa.record.provenance() -> table",
+  "Engine, commit, BLAS kernel and threads, CPU model and date: what a record says of where it ran.",
+  "print(xsa.record.provenance().blas)")
+add("xsa.record.commit", "xsa.record.commit() -> hex | \"unknown\"", "The checkout's commit, read from .git (no git process).",
+  "print(xsa.record.commit())")
+add("xsa.record.parse", "xsa.record.parse(text, key [, check]) -> record | nil, why",
+  "A record's text checked: format, key, finite numbers, short printable strings, the caller's check.",
+  "local rec, why = xsa.record.parse(xsa.read_file(path), xsa.record.key(config))")
+add("xsa.record.differences", "xsa.record.differences(records) -> {{field=, values=, max_abs=}}",
+  "The numbers that differ between the records of one run (the cross-machine comparison).",
+  "for _, d in ipairs(xsa.record.differences(recs)) do print(d.field, d.max_abs) end")
 add("xsa.write_file_atomic", "xsa.write_file_atomic(path, s) -> true",
   "Writes s to a temporary file next to path, then renames it over path: readers never see half a file.",
   "xsa.write_file_atomic(\"/tmp/x.txt\", \"hello\\n\")")

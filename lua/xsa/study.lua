@@ -48,7 +48,9 @@ function M.options(d, extra, skip)
     {"out", "string", "cache", "results folder (JSON, checkpoints, cache entries)"},
     {"plots", "string", "plots", "figures folder"},
     {"format", "string", "png", "figure format: png or svg"},
-    {"no-cache", "bool", false, "recompute even when a cached result exists"},
+    {"no-cache", "bool", false, "recompute even when a cached result or a record exists (a new record lands beside)"},
+    {"results", "string", "results", "the study's record: one JSON file per finished run (xsa.record)"},
+    {"from-records", "bool", false, "train nothing: use the runs that have a record, report the seeds that have none"},
     {"resume", "bool", true, "continue an unfinished run from its saved state (--no-resume: start over)"},
     {"save-every", "int", d.save_every or 50, "steps between saved states of a training run (0: only when stopped)"},
     {"quick", "bool", false, "a fast small run (seconds), for trying things out and tests"},
@@ -135,6 +137,12 @@ function M.setup(opts)
   end
   opts.out = place("out", "cache")
   opts.plots = place("plots", "plots")
+  if opts.results then
+    -- the study's record is the checkout's results/; a --quick run's records
+    -- are scratch (OUT/records), and $XSA_RESULTS moves the default (tests)
+    opts.results = (opts.given and opts.given.results) and sys.abspath(opts.results) or sys.env("XSA_RESULTS") or
+      (opts.quick and (opts.out .. "/records")) or (root .. "/results")
+  end
   if opts.format ~= "png" and opts.format ~= "svg" then
     io.stderr:write("--format must be png or svg\n")
     os.exit(2)

@@ -1,0 +1,277 @@
+-- xsa.record: the study's record. One small JSON file per finished run,
+-- kept in the repository (results/ by default), so that what was trained
+-- on any machine, in any session, is never trained again and every
+-- published number is generated from these files alone.
+--
+--   local record = require "xsa.record"
+--   local recs = record.find(dir, "part3", "part3-300steps-seed0", config, check)
+--   if recs[1] then use(recs[1].result) end       -- the chosen one comes first
+--   record.write(dir, "part3", "part3-300steps-seed0", config, result)
+--
+-- A record is DIR/PART/NAME-KEY-STAMP.json:
+--   KEY    12 hex digits of the hash of the key text: the run's whole
+--          configuration, the identity of the data it read (the CRC-64 and
+--          size of the corpus and of both tokenizer files, not their paths)
+--          and the precision. Whatever changes the numbers changes the key.
+--   STAMP  8 hex digits of the hash of the provenance: what should not
+--          change the numbers but may (engine commit, OpenBLAS kernel and
+--          threads, CPU model) and the date. A second record of the same key
+--          (another machine, a rerun) lands beside the first, never over it.
+-- Which record counts (the rule the statistics state): the oldest by its
+-- provenance date, ties broken by file name; the others are the
+-- cross-machine comparison (record.differences).
+--
+-- Records are data from strangers: a record is read only from DIR/PART,
+-- only when its file name matches the expected NAME-KEY prefix, at most
+-- MAX_BYTES long, and it must parse, carry this format, hold the key text
+-- of the expected configuration, only finite numbers, and strings of at
+-- most MAX_STRING bytes without control characters; nothing in it is used
+-- as a path, a command or code. A record that fails is refused with an
+-- error naming its file: never skipped silently, never retrained over.
+-- Results are stored without the fields that name files (checkpoints).
+-- Non-goals: deleting or editing records (git does that), locking (every
+-- writer writes a file of its own).
+local sys = require "xsa.sys"
+local cache = require "xsa.cache"
+local numbers = require "xsa.numbers"
+
+local M = {}
+
+M.FORMAT = "xsa-record/1"
+M.MAX_BYTES = 4 * 1024 * 1024
+M.MAX_STRING = 400
+-- fields of a result that are never recorded (they name files)
+M.DROPPED = {checkpoints = true}
+
+local function xsa_lib() return package.loaded.xsa or require("xsa") end
+
+-- The folder of a part's records; names are checked so a record's path is
+-- made of the caller's words only.
+local SAFE = "^[%w][%w%.%-_]*$"
+local function part_dir(dir, part)
+  assert(type(part) == "string" and part:match(SAFE), "xsa.record: bad part name " .. tostring(part))
+  return dir .. "/" .. part
+end
+
+----------------------------------------------------------------------------
+-- identity and provenance
+
+local identity_memo = {}
+-- {corpus = "crc64:...:BYTES", encoder = ..., vocab = ...}: the data files
+-- the loaders read (xsa.data's search order), by content.
+function M.data_identity()
+  local data = require "xsa.data"
+  local enc, vocab = data.tokenizer_files()
+  local files = {corpus = data.tinystories_file(), encoder = enc, vocab = vocab}
+  local out = {}
+  for k, path in pairs(files) do
+    if not identity_memo[path] then
+      local sum, size = xsa_lib().file_checksum(path)
+      if not sum then error("xsa.record: cannot read " .. path .. ": " .. tostring(size), 0) end
+      identity_memo[path] = sum .. ":" .. size
+    end
+    out[k] = identity_memo[path]
+  end
+  return out
+end
+
+-- The key of a run: its configuration, its data by content, its precision.
+function M.key(config)
+  local precision = type(config.model) == "table" and config.model.precision or "f32"
+  return cache.key({config = config, data = M.data_identity(), precision = precision})
+end
+
+-- The first capture of pattern in a line of the regular file at path (a
+-- folder or a missing file: nil).
+local function first_line(path, pattern)
+  local text = xsa_lib().read_file(path)
+  if not text or #text > M.MAX_BYTES then return nil end
+  for line in text:gmatch("[^\n]+") do
+    local v = line:match(pattern)
+    if v then return v end
+  end
+end
+
+-- The commit of the checkout (read from .git, no git process), or "unknown".
+function M.commit()
+  local root = sys.root()
+  local gitdir = root .. "/.git"
+  local pointer = first_line(gitdir, "^gitdir: (.+)$") -- a worktree
+  if pointer then gitdir = pointer:sub(1, 1) == "/" and pointer or (root .. "/" .. pointer) end
+  local head = first_line(gitdir .. "/HEAD", "^(.+)$")
+  if not head then return "unknown" end
+  local ref = head:match("^ref: (.+)$")
+  if not ref then return head:match("^%x+$") or "unknown" end
+  local common = first_line(gitdir .. "/commondir", "^(.+)$")
+  local dirs = {gitdir, common and (common:sub(1, 1) == "/" and common or gitdir .. "/" .. common)}
+  for _, d in ipairs(dirs) do
+    local h = first_line(d .. "/" .. ref, "^(%x+)$")
+    if h then return h end
+    h = first_line(d .. "/packed-refs", "^(%x+) " .. ref:gsub("%p", "%%%0") .. "$")
+    if h then return h end
+  end
+  return "unknown"
+end
+
+-- What should not change the numbers but may: engine, commit, BLAS kernel
+-- and threads, CPU, the load average when the run ended, date.
+function M.provenance()
+  local xsa = xsa_lib()
+  local blas = xsa.blas()
+  local family, model = first_line("/proc/cpuinfo", "^cpu family%s*:%s*(%d+)"), first_line("/proc/cpuinfo", "^model%s*:%s*(%d+)")
+  return {engine = "xsa " .. xsa.version(), commit = M.commit(), blas = blas.core, threads = blas.threads,
+    cpu = (first_line("/proc/cpuinfo", "^model name%s*:%s*(.-)%s*$") or "unknown") ..
+      (family and string.format(" (family %s model %s)", family, model or "?") or ""),
+    load = tonumber(first_line("/proc/loadavg", "^(%S+)") or ""), -- a busy machine trains slower: read elapsed_s with it
+    date = os.date("!%Y-%m-%dT%H:%M:%SZ")}
+end
+
+----------------------------------------------------------------------------
+-- reading
+
+-- Every string in v is short and printable, every number finite, nesting
+-- bounded. Returns true, or false and why (naming the field).
+local function sane(v, path, depth)
+  if depth > 12 then return false, path .. " is nested too deeply" end
+  local t = type(v)
+  if t == "number" then
+    if not numbers.finite(v) then return false, path .. " is " .. tostring(v) end
+  elseif t == "string" then
+    if #v > M.MAX_STRING then return false, path .. " is a string of " .. #v .. " bytes" end
+    if v:find("[%z\1-\8\11-\31\127]") then return false, path .. " holds control characters" end
+  elseif t == "table" then
+    for k, x in pairs(v) do
+      local ok, why = sane(x, path .. "." .. tostring(k), depth + 1)
+      if not ok then return false, why end
+    end
+  elseif t ~= "boolean" then
+    return false, path .. " is a " .. t
+  end
+  return true
+end
+
+-- sane() of a whole record: the key text is long (the whole configuration)
+-- and checked apart, against the expected one.
+local function sane_record(rec)
+  if type(rec.key) ~= "string" or #rec.key > 65536 then return false, "record.key is not a key text" end
+  local rest = {}
+  for k, v in pairs(rec) do if k ~= "key" then rest[k] = v end end
+  return sane(rest, "record", 0)
+end
+
+-- The record in `text` checked against the expected key; the record or
+-- nil, why. check(result) -> ok, why: the caller's own validation.
+function M.parse(text, key, check)
+  if #text > M.MAX_BYTES then return nil, "larger than " .. M.MAX_BYTES .. " bytes" end
+  local ok, rec = pcall(xsa_lib().json.decode, text)
+  if not ok then return nil, "not valid JSON (" .. tostring(rec):gsub("\n", " ") .. ")" end
+  if type(rec) ~= "table" then return nil, "not a JSON object" end
+  if rec.format ~= M.FORMAT then return nil, "format is " .. tostring(rec.format) .. ", not " .. M.FORMAT end
+  if rec.key ~= key then return nil, "its key is not this configuration's (edited, or another data set)" end
+  if type(rec.result) ~= "table" then return nil, "it has no result" end
+  if type(rec.provenance) ~= "table" or type(rec.provenance.date) ~= "string" then return nil, "it has no provenance date" end
+  local good, why = sane_record(rec)
+  if not good then return nil, why end
+  if check then
+    good, why = check(rec.result)
+    if not good then return nil, "its result fails the check: " .. tostring(why) end
+  end
+  return rec
+end
+
+local function older(a, b)
+  if a.provenance.date ~= b.provenance.date then return a.provenance.date < b.provenance.date end
+  return a.file < b.file
+end
+
+-- The records of a run (a list, the chosen one first; empty when none).
+-- Raises, naming the file, on any record of this name and key that is
+-- refused.
+function M.find(dir, part, name, config, check)
+  assert(type(name) == "string" and name:match(SAFE), "xsa.record: bad run name " .. tostring(name))
+  local pdir = part_dir(dir, part)
+  local files = xsa_lib().list_files(pdir)
+  local out = {}
+  if not files then return out end
+  local key = M.key(config)
+  local prefix = name .. "-" .. cache.hash(key):sub(1, 12) .. "-"
+  for _, f in ipairs(files) do
+    if f:sub(1, #prefix) == prefix and f:match("^[%w%.%-_]+%.json$") then
+      local path = pdir .. "/" .. f
+      local text, err = xsa_lib().read_file(path)
+      local rec, why = nil, err
+      if text then rec, why = M.parse(text, key, check) end
+      if not rec then
+        error(string.format("record %s is refused: %s. Restore it (git checkout -- %s) or remove it.", path, why, path), 0)
+      end
+      rec.file, rec.path = f, path
+      out[#out + 1] = rec
+    end
+  end
+  table.sort(out, older)
+  return out
+end
+
+----------------------------------------------------------------------------
+-- writing
+
+local function stripped(v)
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do
+    if not M.DROPPED[k] then out[k] = stripped(x) end
+  end
+  return setmetatable(out, getmetatable(v))
+end
+
+-- Writes a new record of a finished run (atomically); returns its path.
+-- provenance: default M.provenance() (a result brought from a cache entry
+-- passes what it knows).
+function M.write(dir, part, name, config, result, provenance)
+  assert(type(name) == "string" and name:match(SAFE), "xsa.record: bad run name " .. tostring(name))
+  local xsa = xsa_lib()
+  local key = M.key(config)
+  local prov = provenance or M.provenance()
+  local rec = {format = M.FORMAT, part = part, name = name, key = key, config = config, data = M.data_identity(),
+    precision = type(config.model) == "table" and config.model.precision or "f32", result = stripped(result),
+    provenance = prov}
+  local ok, why = sane_record(rec)
+  if not ok then error("xsa.record: will not write " .. name .. ": " .. why, 2) end
+  local pdir = part_dir(dir, part)
+  sys.mkdir(pdir)
+  local path = string.format("%s/%s-%s-%s.json", pdir, name, cache.hash(key):sub(1, 12),
+    cache.hash(cache.key(prov)):sub(1, 8))
+  xsa.write_file_atomic(path, xsa.json.encode(rec, {indent = true}))
+  return path
+end
+
+----------------------------------------------------------------------------
+-- merging
+
+-- Numbers that differ between the records of one run: a list of
+-- {field = "sa.final_val", values = {...}, max_abs = d}, fields in order.
+-- Compares every number the chosen record's result holds at the same path.
+function M.differences(recs)
+  local out = {}
+  local function walk(v, path)
+    if type(v) == "number" then
+      local vals, lo, hi = {}, v, v
+      for i, r in ipairs(recs) do
+        local x = r.result
+        for k in path:gmatch("[^.]+") do x = type(x) == "table" and (x[k] or x[tonumber(k)]) or nil end
+        vals[i] = x
+        if type(x) == "number" then lo, hi = math.min(lo, x), math.max(hi, x) end
+      end
+      if hi > lo then out[#out + 1] = {field = path, values = vals, max_abs = hi - lo} end
+    elseif type(v) == "table" then
+      local keys = {}
+      for k in pairs(v) do keys[#keys + 1] = k end
+      table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+      for _, k in ipairs(keys) do walk(v[k], path == "" and tostring(k) or (path .. "." .. tostring(k))) end
+    end
+  end
+  if #recs > 1 then walk(recs[1].result, "") end
+  return out
+end
+
+return M

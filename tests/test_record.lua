@@ -1,0 +1,190 @@
+-- test_record.lua: the study's record (xsa.record, lua/xsa/record.lua) and
+-- how the experiments use it: the key covers the data's content, a run
+-- with a record is never trained again, records of one key from two
+-- machines are kept side by side and compared, --from-records leaves out
+-- seeds without records, and a damaged or hostile record is refused with a
+-- message naming its file, whatever the damage.
+local T = require "testing"
+local xsa = xsa or require "xsa"
+local record = require "xsa.record"
+
+local TMP = T.tmpdir()
+local shq = xsa.sys.shell_quote
+local EXE = xsa.experiment.exe()
+local ROOT = xsa.sys.abspath(xsa.sys.root())
+
+T.case("file identities: CRC-64 as xz computes it, folder listings", function()
+  T.writefile(TMP .. "/h.txt", "hello xsa\n")
+  -- `xz -C crc64` of these ten bytes stores check 7b2adf3bca089be3 (xz --robot -lvv)
+  local sum, n = xsa.file_checksum(TMP .. "/h.txt")
+  T.eq(sum, "crc64:7b2adf3bca089be3")
+  T.eq(n, 10)
+  T.writefile(TMP .. "/empty", "")
+  T.eq(xsa.file_checksum(TMP .. "/empty"), "crc64:0000000000000000", "CRC-64 of nothing is 0")
+  local none, why = xsa.file_checksum(TMP)
+  T.eq(none, nil, "a folder has no checksum")
+  T.ok(why:find(TMP, 1, true), why)
+  xsa.sys.mkdir(TMP .. "/ls/sub")
+  for _, f in ipairs{"b.json", "a.json", ".hidden"} do T.writefile(TMP .. "/ls/" .. f, "x") end
+  os.execute("ln -s a.json " .. shq(TMP .. "/ls/link.json"))
+  T.eq(table.concat(assert(xsa.list_files(TMP .. "/ls")), ","), "a.json,b.json", "regular files only, sorted")
+  local no, msg = xsa.list_files(TMP .. "/missing")
+  T.eq(no, nil)
+  T.ok(msg:find("missing", 1, true), msg)
+end)
+
+local config = {part = "t", data = {seq_len = 4}, model = {seed = 1}, train = {steps = 2}, lambda = 1}
+local function result(v)
+  return {status = "done", sa = {final_val = v, val = {9, v}}, xsa = {final_val = v - 0.5, val = {9, v - 0.5}},
+    improvement_pct = 100 * 0.5 / v, elapsed_s = 3.5, checkpoints = {sa = "/somewhere/sa.safetensors"}}
+end
+local function prov(date, cpu)
+  return {engine = "xsa test", commit = "unknown", blas = "Haswell", threads = 1, cpu = cpu, date = date}
+end
+
+T.case("the key: configuration, data by content, precision", function()
+  local k = record.key(config)
+  T.ok(k:find('"corpus":"crc64:', 1, true) and k:find('"vocab":"crc64:', 1, true), "the data files by content")
+  T.ok(not k:find("tinystories", 1, true), "not by path")
+  T.ok(record.key(config) == k, "stable")
+  local c2 = {part = "t", data = {seq_len = 4}, model = {seed = 1, precision = "bf16"}, train = {steps = 2}, lambda = 1}
+  T.ok(record.key(c2) ~= k, "precision")
+  -- the same corpus bytes elsewhere: the same key; one byte changed: another
+  local d = TMP .. "/data"
+  xsa.sys.mkdir(d)
+  local data = require "xsa.data"
+  local enc, vocab = data.tokenizer_files()
+  for _, f in ipairs{enc, vocab, data.tinystories_file()} do os.execute("cp " .. shq(f) .. " " .. shq(d)) end
+  local code = "print(require('xsa.record').key{part = 't', data = {seq_len = 4}, model = {seed = 1}, train = {steps = 2}, lambda = 1})"
+  local function key_with(dir)
+    local p = io.popen("XSA_DATA=" .. shq(dir) .. " " .. shq(EXE) .. " -e " .. shq(code))
+    local out = p:read("a")
+    p:close()
+    return out:gsub("\n$", "")
+  end
+  T.eq(key_with(d), k, "a copy of the same files")
+  local f = io.open(d .. "/vocab.bpe", "r+b")
+  f:seek("set", 100)
+  f:write("#")
+  f:close()
+  T.ok(key_with(d) ~= k, "one byte of the tokenizer changed: another key")
+end)
+
+T.case("write, find, merge: the oldest counts, the others are compared", function()
+  local dir = TMP .. "/res1"
+  T.eq(#record.find(dir, "t", "run-seed0", config), 0, "no folder: no record")
+  local p1 = record.write(dir, "t", "run-seed0", config, result(4.5), prov("2026-12-02T00:00:00Z", "machine B"))
+  local p2 = record.write(dir, "t", "run-seed0", config, result(4.25), prov("2026-12-01T00:00:00Z", "machine A"))
+  T.ok(p1 ~= p2, "a second record lands beside the first")
+  T.ok(p1:match("/t/run%-seed0%-%x+%-%x+%.json$"), p1)
+  local recs = record.find(dir, "t", "run-seed0", config)
+  T.eq(#recs, 2)
+  T.eq(recs[1].provenance.cpu, "machine A", "the oldest first")
+  T.eq(recs[1].result.checkpoints, nil, "paths are not recorded")
+  T.eq(recs[1].result.sa.final_val, 4.25)
+  local diffs = {}
+  for _, d in ipairs(record.differences(recs)) do diffs[d.field] = d end
+  T.near(diffs["sa.final_val"].max_abs, 0.25, 0)
+  T.eq(diffs["sa.val.2"].values[2], 4.5)
+  T.eq(diffs["elapsed_s"], nil, "equal numbers are not listed")
+  local other = {part = "t", data = {seq_len = 4}, model = {seed = 2}, train = {steps = 2}, lambda = 1}
+  T.eq(#record.find(dir, "t", "run-seed0", other), 0, "another configuration under the same name: not these")
+end)
+
+-- A valid record's text, then every kind of damage: each is refused by
+-- find with a message naming the file.
+T.case("damaged and hostile records are refused, naming the file", function()
+  local dir = TMP .. "/res2"
+  local path = record.write(dir, "t", "run-seed0", config, result(4.25), prov("2026-12-01T00:00:00Z", "A"))
+  local good = T.readfile(path)
+  local rec = xsa.json.decode(good)
+  local function variant(edit)
+    local r = xsa.json.decode(good)
+    edit(r)
+    return xsa.json.encode(r)
+  end
+  local damages = {
+    truncated = good:sub(1, #good // 2), empty = "", not_object = "[1, 2, 3]", number = "42",
+    garbage = "\0\1\2binary", huge_number = good:gsub('"final_val": [%d.]+', '"final_val": 1e999', 1),
+    wrong_format = variant(function(r) r.format = "xsa-record/0" end),
+    other_key = variant(function(r) r.key = r.key:gsub('"steps":2', '"steps":3') end),
+    no_result = variant(function(r) r.result = nil end),
+    no_date = variant(function(r) r.provenance.date = nil end),
+    control_chars = variant(function(r) r.provenance.cpu = "A\27[2J" end),
+    long_string = variant(function(r) r.result.sa.label = string.rep("x", 5000) end),
+    deep = variant(function(r)
+      local t = {}
+      r.result.deep = t
+      for _ = 1, 40 do t.x = {}; t = t.x end
+    end),
+    fails_check = variant(function(r) r.result.status = "stopped" end),
+    oversized = good:sub(1, -3) .. ', "pad": "' .. string.rep(" ", record.MAX_BYTES) .. '"}',
+  }
+  local check = function(r) return r.status == "done", "did not finish" end
+  local n = 0
+  for what, text in pairs(damages) do
+    os.remove(path)
+    T.writefile(path, text)
+    local ok, err = pcall(record.find, dir, "t", "run-seed0", config, check)
+    T.ok(not ok, what .. ": refused")
+    T.ok(tostring(err):find(path, 1, true) and tostring(err):find("refused", 1, true), what .. ": " .. tostring(err))
+    n = n + 1
+  end
+  T.ok(n >= 15, "every damage tried")
+  -- a record that names files is only data: nothing it names is opened or run
+  os.remove(path)
+  T.writefile(path, variant(function(r) r.result.checkpoints = {sa = "/etc/passwd"}; r.result.cmd = "$(touch " .. TMP .. "/pwned)" end))
+  local recs = record.find(dir, "t", "run-seed0", config)
+  T.eq(#recs, 1, "a record with extra fields still reads")
+  T.ok(not xsa.sys.exists(TMP .. "/pwned"), "nothing it names ran")
+  T.eq(rec.format, record.FORMAT)
+end)
+
+-- The part scripts through xsa.experiment: a quick part 3 of two steps.
+local function part3(args)
+  local cmd = string.format("cd %s && %s scripts/part3_train.lua --quick --steps 2 --eval-every 1 --out %s --plots %s " ..
+    "--results %s %s 2>&1", shq(ROOT), shq(EXE), shq(TMP .. "/out"), shq(TMP .. "/plots"), shq(TMP .. "/res3"), args)
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  local ok = p:close()
+  local written, hits = 0, 0
+  for _ in out:gmatch("record written") do written = written + 1 end
+  for _ in out:gmatch("\nrecord: ") do hits = hits + 1 end
+  return ok, out, written, hits
+end
+
+T.case("a run with a record is not trained again; more seeds train only the new ones", function()
+  local ok, out, written = part3("--seeds 2")
+  T.ok(ok, out)
+  T.eq(written, 2, "two seeds, two records")
+  os.execute("rm -rf " .. shq(TMP .. "/out")) -- another machine: no cache, only the records
+  ok, out, written = part3("--seeds 3")
+  T.ok(ok, out)
+  T.eq(written, 1, "--seeds 3 after 2 trains one pair")
+  T.ok(not out:find("seed 0 step", 1, true), "seed 0 was not trained")
+  ok, out, written = part3("--seeds 5 --from-records")
+  T.ok(ok, out)
+  T.eq(written, 0, "--from-records trains nothing")
+  T.ok(out:find("no record for seeds 3, 4", 1, true), out)
+  T.ok(out:find("N=3", 1, true), "the verdict over the three seeds that have records")
+  ok, out = part3("--seed 9 --from-records")
+  T.ok(not ok and out:find("no runs of this configuration have records", 1, true), out)
+  -- --no-cache trains again and lands a second record beside the first
+  ok, out, written = part3("--seed 0 --no-cache")
+  T.ok(ok, out)
+  T.eq(written, 1)
+  local files = xsa.list_files(TMP .. "/res3/part3")
+  T.eq(#files, 4, "three runs, seed 0 twice")
+end)
+
+T.case("--quick records stay out of the study's record", function()
+  local before = xsa.list_files(ROOT .. "/results/part3") or {}
+  local p = io.popen(string.format("cd %s && env -u XSA_RESULTS %s scripts/part3_train.lua --quick --steps 1 --out %s --plots %s 2>&1",
+    shq(ROOT), shq(EXE), shq(TMP .. "/q"), shq(TMP .. "/q")))
+  local out = p:read("a")
+  T.ok(p:close(), out)
+  T.ok(out:find(TMP .. "/q/records/part3/", 1, true), "a quick run records into OUT/records: " .. out)
+  T.eq(#(xsa.list_files(ROOT .. "/results/part3") or {}), #before, "results/ unchanged")
+end)
+
+T.done()
