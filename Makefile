@@ -93,7 +93,7 @@ LIB_SO   := $(BUILD)/libxsa.so
 LUA_SO   := $(BUILD)/xsa.so
 EXE      := $(BUILD)/xsa
 
-.PHONY: all deps test check bench run run-all asan ubsan sanitize fuzz fuzz-bins install uninstall clean data rock rock-install
+.PHONY: all deps test check bench run run-all results asan ubsan sanitize fuzz fuzz-bins install uninstall clean data rock rock-install
 
 # Building without the libraries would die on the first missing header; say
 # instead which packages are missing and how to get them. Targets that install
@@ -214,6 +214,12 @@ data:
 run: deps
 	@$(MAKE) --no-print-directory all
 	./$(EXE) scripts/part3_train.lua $(ARGS)
+
+# The published results (README section, doc/results.md, results/report.html)
+# regenerated from the records in results/, without training.
+results: deps
+	@$(MAKE) --no-print-directory all
+	./$(EXE) scripts/results.lua $(ARGS)
 
 run-all: deps
 	@$(MAKE) --no-print-directory all
