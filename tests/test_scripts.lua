@@ -314,6 +314,9 @@ T.case("part3 --seeds: the statistics of stand-in results of known values", func
   T.ok(out:find("verdict (final val loss, improvement = 100 (SA - XSA) / SA per seed): inconclusive at N=3 seeds", 1, true), out)
   T.ok(out:find("XSA lower in 2 of 3 seeds", 1, true), out)
   T.ok(out:find("| 2 | 4.0000 | 4.0120 | -0.30% |", 1, true), out)
+  -- sd 0.656: +-1 point needs 5 seeds (n = 4: t(0.975, 3) 0.656 / 2 = 3.182 * 0.328 = 1.04), +-0.5 needs 10
+  -- (n = 9: 2.306 * 0.656 / 3 = 0.504; n = 10: 2.262 * 0.656 / 3.162 = 0.469)
+  T.ok(out:find("seeds needed for a 95% t interval of ±1 point: 5, of ±0.5 points: 10, at this spread (sd 0.66 points; this comparison has 3)", 1, true), out)
   -- the report states the verdict with its interval
   code, _, err = run("report.lua", "--out " .. shq(dir) .. " --plots " .. shq(dir))
   T.eq(code, 0, err)

@@ -529,9 +529,13 @@ add("xsa.stats.paired_t_p", "xsa.stats.paired_t_p(xs) -> p, t", "Two-sided p of 
 add("xsa.stats.wilcoxon_p", "xsa.stats.wilcoxon_p(xs) -> p, W+", "Exact two-sided signed-rank p.", "print(xsa.stats.wilcoxon_p({0.5, 0.7, 0.2, -0.1}))")
 add("xsa.stats.bootstrap_interval", "xsa.stats.bootstrap_interval(xs [, {resamples=10000, level=0.95, seed=0}]) -> lo, hi",
   "Percentile bootstrap of the mean, seeded.", "print(xsa.stats.bootstrap_interval({0.5, 0.7, 0.2}))")
-add("xsa.stats.paired_summary", "xsa.stats.paired_summary(sa, xsa [, opts]) -> summary",
-  "Per-seed improvements with t and bootstrap intervals, both tests and a verdict.",
+add("xsa.stats.paired_summary", "xsa.stats.paired_summary(sa, xsa [, {diff=, better=, unit=, words=, half_widths=, level=, resamples=, seed=}]) -> summary",
+  "Per-seed improvements (relative %, or absolute differences such as steps; lower or higher better) with t and " ..
+  "bootstrap intervals, both tests, the seeds a narrower interval needs and a verdict.",
   "print(xsa.stats.paired_summary({3.1, 3.05}, {3.07, 3.03}).verdict)")
+add("xsa.stats.seeds_needed", "xsa.stats.seeds_needed(sd, half_width [, level=0.95]) -> n | nil, why",
+  "The smallest n >= 2 with t((1+level)/2, n-1) sd / sqrt(n) <= half_width: the seeds an interval that narrow needs.",
+  "print(xsa.stats.seeds_needed(4.69, 1))")
 
 ----------------------------------------------------------------------------
 -- generation and help modules
@@ -636,8 +640,11 @@ add("xsa.study.paired_stats", "xsa.study.paired_stats(sa, xsa_values, seeds) -> 
   "xsa.stats.paired_summary of per-seed final losses with 10,000 bootstrap resamples from seed 0, plus the seeds.",
   "print(xsa.study.paired_stats({4, 4.1}, {3.9, 4.05}, {0, 1}).verdict)")
 add("xsa.study.stats_lines", "xsa.study.stats_lines(summary [, what [, hint]]) -> lines",
-  "The verdict line and the numbers line (mean, sd, t and bootstrap intervals, p-values, XSA lower in k of N); with hint, how to get an interval from one seed.",
+  "The verdict line, the numbers line (mean, sd, t and bootstrap intervals, p-values, XSA lower in k of N) and the seeds-needed line; with hint, how to get an interval from one seed.",
   "for _, l in ipairs(xsa.study.stats_lines(s)) do print(l) end")
+add("xsa.study.seeds_needed_line", "xsa.study.seeds_needed_line(summary) -> string | nil",
+  "The seeds a 95% interval of each listed half-width would need at the observed spread (nil for one seed).",
+  "print(xsa.study.seeds_needed_line(xsa.stats.paired_summary({4, 4.1, 4.2}, {3.9, 4.1, 4.0})))")
 add("xsa.study.collect", "xsa.study.collect(list, pick) -> list", "pick(x) of every element, in order.",
   "local finals = xsa.study.collect(results, function(r) return r.sa.final_val end)")
 add("xsa.study.layer_mean", "xsa.study.layer_mean(probe, key) -> number", "Mean of a per-layer probe metric.", "print(xsa.study.layer_mean(probe, \"pre_cos\"))")

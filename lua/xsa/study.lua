@@ -398,18 +398,51 @@ end
 
 local function p_text(p) return numbers.finite(p) and (p < 0.001 and string.format("%.1e", p) or string.format("%.3f", p)) or "n/a" end
 
+-- What d of a paired summary is, and a value of d with its unit: points of
+-- % for a relative difference (the default, and what older summaries hold),
+-- one decimal and the unit for an absolute one.
+local function diff_words(s)
+  if s.diff == "absolute" then
+    local u = (s.unit and s.unit ~= "") and (" " .. s.unit) or ""
+    return s.better == "higher" and "difference = XSA - SA per seed" or "difference = SA - XSA per seed",
+      function(x) return string.format("%+.1f%s", x, u) end, "%.1f", u
+  end
+  return s.better == "higher" and "improvement = 100 (XSA - SA) / SA per seed" or
+    "improvement = 100 (SA - XSA) / SA per seed", function(x) return string.format("%+.2f%%", x) end, "%.2f", " points"
+end
+
+-- The seeds a 95% t interval of the listed half-widths would need at the
+-- spread observed (s.seeds_needed, xsa.stats.paired_summary), so that an
+-- "inconclusive" reads as "no effect" or as "not enough runs"; nil for one
+-- seed or when none were asked for.
+function M.seeds_needed_line(s)
+  if not (s.n and s.n > 1 and s.seeds_needed and #s.seeds_needed > 0) then return nil end
+  local _, _, dec, u = diff_words(s)
+  local parts = {}
+  for i, e in ipairs(s.seeds_needed) do
+    local unit = u == " points" and (e.half_width == 1 and " point" or " points") or u
+    parts[i] = string.format("±%g%s: %s", e.half_width, unit, e.n and tostring(e.n) or (e.note or "n/a"))
+  end
+  return string.format("seeds needed for a %g%% t interval of %s, at this spread (sd " .. dec .. "%s; this comparison has %d)",
+    100 * (s.level or 0.95), table.concat(parts, ", of "), s.sd, u, s.n)
+end
+
 -- The lines that state a paired comparison over seeds (printed by the
--- scripts, written by the report): the verdict, then the numbers. `what`
--- names the comparison ("final val loss"); `hint` adds, for one seed, how to
--- get an interval.
+-- scripts, written by the report): the verdict, the numbers, the seeds an
+-- interval of +-1 and +-0.5 points would need. `what` names the comparison
+-- ("final val loss"); `hint` adds, for one seed, how to get an interval.
 function M.stats_lines(s, what, hint)
   local out = {}
   what = what or "final val loss"
-  out[1] = string.format("verdict (%s, improvement = 100 (SA - XSA) / SA per seed): %s", what, s.verdict)
+  local dtext, f = diff_words(s)
+  out[1] = string.format("verdict (%s, %s): %s", what, dtext, s.verdict)
   if s.n > 1 then
-    out[2] = string.format("mean %+.2f%% (sd %.2f) over %d seeds; 95%% t interval %+.2f to %+.2f; bootstrap (10,000 resamples) %+.2f to %+.2f; paired t p = %s, exact Wilcoxon p = %s; XSA lower in %d of %d seeds",
-      s.mean, s.sd or 0, s.n, s.t_lo, s.t_hi, s.boot_lo, s.boot_hi, p_text(s.p_t), p_text(s.p_wilcoxon),
-      s.k_xsa_lower, s.n)
+    local sd = s.diff == "absolute" and string.format("%.1f", s.sd or 0) or string.format("%.2f", s.sd or 0)
+    local ci = function(a, b) return f(a):gsub("[%% ].*$", "") .. " to " .. f(b):gsub("[%% ].*$", "") end
+    out[2] = string.format("mean %s (sd %s) over %d seeds; 95%% t interval %s; bootstrap (10,000 resamples) %s; paired t p = %s, exact Wilcoxon p = %s; XSA %s in %d of %d seeds",
+      f(s.mean), sd, s.n, ci(s.t_lo, s.t_hi), ci(s.boot_lo, s.boot_hi), p_text(s.p_t), p_text(s.p_wilcoxon),
+      s.ahead_word or "lower", s.k_xsa_better or s.k_xsa_lower, s.n)
+    out[3] = M.seeds_needed_line(s)
   elseif hint then
     out[2] = "for a 95% interval run with --seeds 5 (five independent paired runs, about five times the time)"
   end
