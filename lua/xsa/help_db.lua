@@ -468,7 +468,7 @@ add("loader:free", "loader:free()", "Releases the loader's tokens at once.", "tr
 ----------------------------------------------------------------------------
 -- training, plots, statistics
 
-add("xsa.train.pair", "xsa.train.pair(sa_model, xsa_model, train, val, {steps=, eval_every=, eval_batches=, lr=, label=, save=, data_parallel=}) -> result",
+add("xsa.train.pair", "xsa.train.pair(sa_model, xsa_model, train, val, {steps=, eval_every=, eval_batches=, lr=, warmup=, schedule=, min_lr_frac=, label=, save=, data_parallel=}) -> result",
   "Paired training: the same batch to both models at every step, AdamW each, both evaluated on the same val batches; " ..
   "result.sa/xsa hold train/val curves and final_val, result.improvement_pct the paired gain. data_parallel = true " ..
   "under mpirun: each rank its rows of every batch, one gradient allreduce per step.",
@@ -480,6 +480,10 @@ add("xsa.train.evaluate", "xsa.train.evaluate(model, loader, n [, data_parallel]
 add("xsa.train.share", "xsa.train.share(rows) -> first, count, weight",
   "This rank's rows of a batch under data parallelism: rank r of K takes floor(r B / K) + 1 .. " ..
   "floor((r + 1) B / K); weight = count / B.", "print(xsa.train.share(16))")
+add("xsa.train.lr_at", "xsa.train.lr_at(step, {lr=, steps=, warmup=0, schedule=\"constant\"|\"cosine\", min_lr_frac=0.1}) -> number",
+  "The learning rate of update `step` (1-based): linear warmup over `warmup` updates, then constant or a cosine " ..
+  "decay to min_lr_frac lr (llm.c's schedule); what xsa.train.pair's schedule options give the optimizers.",
+  "print(xsa.train.lr_at(151, {lr = 1e-3, steps = 300, schedule = \"cosine\"}))")
 add("xsa.train.improvement", "xsa.train.improvement(sa, xsa) -> number", "100 (sa - xsa) / sa: positive when XSA's loss is lower.",
   "print(xsa.train.improvement(4.0, 3.9))")
 
