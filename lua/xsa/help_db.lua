@@ -16,7 +16,7 @@ end
 D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.mpi", "xsa.tokenizer",
   "xsa.data", "xsa.train", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
-  "xsa.geometry"}
+  "xsa.geometry", "xsa.endpoints"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -66,6 +66,10 @@ group("xsa.plot", "figures through gnuplot (PNG, SVG, GIF, terminal)",
 group("xsa.stats", "statistics over seeds",
   "Means, t and Wilcoxon tests, bootstrap intervals and the paired SA/XSA summary.",
   "print(xsa.stats.paired_summary({3.1, 3.0, 3.2}, {3.0, 3.0, 3.1}).verdict)")
+group("xsa.endpoints", "endpoints of the validation curves, paired over seeds",
+  "The study's endpoints (doc/study.md, \"Endpoints\"): final and mean val loss, the steps at which a loss is " ..
+  "reached and the plateau-escape step, with xsa.stats.paired_summary per endpoint and the censoring rule.",
+  "print(xsa.endpoints.crossing_step({0, 20, 40}, {10, 7, 6}, 6.5))")
 group("xsa.generate", "model:generate's module (prompts, batches, decoding)",
   "The text side of generation; the decoding loop and sampling are in C (core/generate.c).",
   "local text, ids, info = model:generate(\"The cat\", {temperature = 0})")
@@ -540,6 +544,24 @@ add("xsa.stats.paired_summary", "xsa.stats.paired_summary(sa, xsa [, {diff=, bet
 add("xsa.stats.seeds_needed", "xsa.stats.seeds_needed(sd, half_width [, level=0.95]) -> n | nil, why",
   "The smallest n >= 2 with t((1+level)/2, n-1) sd / sqrt(n) <= half_width: the seeds an interval that narrow needs.",
   "print(xsa.stats.seeds_needed(4.69, 1))")
+add("xsa.endpoints.final_loss", "xsa.endpoints.final_loss(steps, losses) -> number",
+  "The last point of a validation curve (over the whole val set): the primary endpoint.", "print(xsa.endpoints.final_loss(r.steps, r.sa.val))")
+add("xsa.endpoints.mean_loss", "xsa.endpoints.mean_loss(steps, losses) -> number",
+  "The area under the curve after step 0 over the run's length (the mean of the points after step 0 when equally spaced).",
+  "print(xsa.endpoints.mean_loss({0, 20, 40}, {10, 7, 6}))")
+add("xsa.endpoints.crossing_step", "xsa.endpoints.crossing_step(steps, losses, target) -> step | nil, why",
+  "The first step at which the loss reaches target, interpolated between evaluation points; nil if never.",
+  "print(xsa.endpoints.crossing_step({0, 20, 40}, {10, 7, 6}, 6.5))")
+add("xsa.endpoints.escape_step", "xsa.endpoints.escape_step(steps, losses [, level=5.95]) -> step | nil, why",
+  "The plateau-escape step: the crossing of the unigram plateau (6.05) minus a margin of 0.1.",
+  "print(xsa.endpoints.escape_step(r.steps, r.sa.val))")
+add("xsa.endpoints.list", "xsa.endpoints.list([{targets=, escape_level=}]) -> endpoints",
+  "The study's endpoints in table order: {key=, kind=\"loss\"|\"step\", label=, value=function(steps, losses)}.",
+  "for _, e in ipairs(xsa.endpoints.list()) do print(e.key, e.label) end")
+add("xsa.endpoints.paired", "xsa.endpoints.paired(results [, {targets=, escape_level=, endpoints=, level=, resamples=, seed=}]) -> rows",
+  "Every endpoint of per-seed xsa.train.pair results compared: per-seed values (steps censored at the last step), " ..
+  "censored counts, the positions used and xsa.stats.paired_summary (or a note when no pair is left).",
+  "for _, row in ipairs(xsa.endpoints.paired(results)) do print(row.label, row.stats and row.stats.verdict) end")
 
 ----------------------------------------------------------------------------
 -- generation and help modules
@@ -649,6 +671,18 @@ add("xsa.study.stats_lines", "xsa.study.stats_lines(summary [, what [, hint]]) -
 add("xsa.study.seeds_needed_line", "xsa.study.seeds_needed_line(summary) -> string | nil",
   "The seeds a 95% interval of each listed half-width would need at the observed spread (nil for one seed).",
   "print(xsa.study.seeds_needed_line(xsa.stats.paired_summary({4, 4.1, 4.2}, {3.9, 4.1, 4.0})))")
+add("xsa.study.endpoint_stats", "xsa.study.endpoint_stats(results, seeds [, {targets=, escape_level=}]) -> rows",
+  "xsa.endpoints.paired of per-seed results with 10,000 bootstrap resamples from seed 0; each row's stats.seeds the seeds it used.",
+  "local rows = xsa.study.endpoint_stats(results, {0, 1, 2})")
+add("xsa.study.endpoint_table", "xsa.study.endpoint_table(rows) -> headers, cells",
+  "A table of endpoint_stats rows: means, the mean paired difference, t and bootstrap intervals, p-values, seeds needed, censoring.",
+  "print(xsa.study.md_table(xsa.study.endpoint_table(rows)))")
+add("xsa.study.endpoint_lines", "xsa.study.endpoint_lines(rows [, prefix]) -> lines",
+  "stats_lines of every endpoint_stats row (its note when it has no statistics).",
+  "for _, l in ipairs(xsa.study.endpoint_lines(rows)) do print(l) end")
+add("xsa.study.curve_sd", "xsa.study.curve_sd(results, model, kind) -> sds",
+  "Per evaluation point the sd over seeds of results[i][model][kind] (NaN for one seed).",
+  "local sds = xsa.study.curve_sd(results, \"sa\", \"val\")")
 add("xsa.study.collect", "xsa.study.collect(list, pick) -> list", "pick(x) of every element, in order.",
   "local finals = xsa.study.collect(results, function(r) return r.sa.final_val end)")
 add("xsa.study.layer_mean", "xsa.study.layer_mean(probe, key) -> number", "Mean of a per-layer probe metric.", "print(xsa.study.layer_mean(probe, \"pre_cos\"))")
