@@ -45,7 +45,8 @@
 --     (steps[n]) in its place: its true step is later, so the pair's difference
 --     is a bound that errs towards 0 (in either direction), never away from it. A
 --     pair where neither model reaches it says nothing about which is earlier and
---     is left out (counted in censored.both). Step endpoints get seeds_needed for
+--     is left out (counted in censored.both); the verdict of a row with censored
+--     values says so. Step endpoints get seeds_needed for
 --     half-widths of 20 and 10 steps (one and half an evaluation interval of the
 --     study's curves); loss endpoints 1 and 0.5 points.
 --     opts: targets ({5.5, 5.0}), escape_level (5.95), level, resamples, seed
@@ -166,6 +167,10 @@ function M.paired(results, opts)
     end
     if #used > 0 then
       row.stats = stats.paired_summary(sa, xs, so)
+      if cens.sa + cens.xsa > 0 then -- the verdict says its numbers are bounds
+        row.stats.verdict = string.format("%s [censored at the last step: SA in %d, XSA in %d of %d seeds; " ..
+          "those differences are bounds towards 0]", row.stats.verdict, cens.sa, cens.xsa, #used)
+      end
     else
       row.note = string.format("neither model reached it in any of the %d seeds", #results)
     end
