@@ -91,11 +91,11 @@ end
 
 T.case("--help of every script", function()
   for _, s in ipairs{"part1_bias.lua", "part2_geometry.lua", "part3_train.lua", "part4_seqlen.lua",
-    "part5_bias_trained.lua", "part6_lambda_sweep.lua", "run_all.lua", "report.lua"} do
+    "part5_bias_trained.lua", "part6_lambda_sweep.lua", "part7_recipe.lua", "run_all.lua", "report.lua"} do
     local code, out = run(s, "--help")
     T.eq(code, 0, s .. " --help status")
     T.ok(out:find("usage: xsa scripts/" .. s, 1, true), s .. ": " .. out)
-    if s:match("^part[13456]") then
+    if s:match("^part[134567]") then
       for _, flag in ipairs{"--steps", "--batch", "--lr", "--max-tokens", "--eval-every", "--seed", "--threads",
         "--out", "--no-cache", "--quick"} do
         if not (s:match("^part1") and (flag == "--steps" or flag == "--lr" or flag == "--eval-every")) then
@@ -319,6 +319,9 @@ T.case("part3 --seeds: the statistics of stand-in results of known values", func
   T.ok(out:find("verdict (final val loss, improvement = 100 (SA - XSA) / SA per seed): inconclusive at N=3 seeds", 1, true), out)
   T.ok(out:find("XSA lower in 2 of 3 seeds", 1, true), out)
   T.ok(out:find("| 2 | 4.0000 | 4.0120 | -0.30% |", 1, true), out)
+  -- sd 0.656: +-1 point needs 5 seeds (n = 4: t(0.975, 3) 0.656 / 2 = 3.182 * 0.328 = 1.04), +-0.5 needs 10
+  -- (n = 9: 2.306 * 0.656 / 3 = 0.504; n = 10: 2.262 * 0.656 / 3.162 = 0.469)
+  T.ok(out:find("seeds needed for a 95% t interval of ±1 point: 5, of ±0.5 points: 10, at this spread (sd 0.66 points; this comparison has 3)", 1, true), out)
   -- the report states the verdict with its interval
   code, _, err = run("report.lua", "--out " .. shq(dir) .. " --plots " .. shq(dir))
   T.eq(code, 0, err)
@@ -343,6 +346,56 @@ T.case("part3: a diverging run stops naming step and model, keeping what was sav
   -- the failed run is no cache entry: the next run trains again
   code, _, err = run("part3_train.lua", "--quick --lr 1e30 --out " .. shq(dir) .. " --plots " .. shq(dir))
   T.ok(err:find("cache miss:", 1, true), err)
+end)
+
+T.case("part7: two recipes over seeds, every endpoint; the constant one is part 3's entry", function()
+  local dir = TMP .. "/part7"
+  local flags = "--quick --out " .. shq(dir) .. " --plots " .. shq(dir)
+  T.eq(run("part3_train.lua", flags .. " --seeds 2"), 0)
+  local code, out, err = run("part7_recipe.lua", flags) -- --quick: seeds 0 and 1, warmup 3 of 10 steps
+  T.eq(code, 0, err)
+  T.eq(count(err, "cache hit:"), 2, "part 3's two runs are read, not retrained: " .. err)
+  T.eq(count(err, "cache miss:"), 2, err)
+  local s = assert(xsa.json.read_file(dir .. "/summary/part7.json"))
+  T.eq(table.concat(s.seeds, ","), "0,1")
+  T.eq(s.warmup, 3)
+  local p3 = assert(xsa.json.read_file(summary_path(dir)))
+  for _, key in ipairs{"constant", "cosine"} do
+    local eps = s.recipes[key].endpoints
+    T.eq(#eps, 5, key)
+    T.eq(eps[1].key .. eps[2].key .. eps[3].key .. eps[4].key .. eps[5].key, "finalmeanescapecross5.5cross5")
+    T.eq(eps[1].stats.n, 2)
+    -- 10 steps end near loss 9.5: no step endpoint is reached, said so, not made up
+    T.eq(eps[3].stats, nil)
+    T.eq(eps[3].censored.both, 2)
+    T.ok(out:find("| " .. key .. " | step at which val loss reaches 5 | n/a | n/a | neither model reached it in any of the 2 seeds", 1, true), out)
+  end
+  -- the constant recipe's final losses are part 3's; the cosine runs are other runs with their schedule
+  local const, cos = s.recipes.constant.endpoints[1], s.recipes.cosine.endpoints[1]
+  for i = 1, 2 do
+    T.eq(const.sa[i], p3.runs[i].sa_val)
+    T.eq(const.xsa[i], p3.runs[i].xsa_val)
+    T.ok(cos.sa[i] ~= const.sa[i], "the schedule changes the run")
+  end
+  local want = xsa.stats.paired_summary(cos.sa, cos.xsa, {seed = 0})
+  T.eq(cos.stats.verdict, want.verdict)
+  local entry = io.popen("ls " .. shq(dir) .. "/part7-cosine-10steps-seed1-*.json"):read("l")
+  local r = assert(xsa.json.read_file(entry)).result
+  T.eq(r.config.schedule, "cosine")
+  T.eq(r.config.warmup, 3)
+  T.eq(r.config.min_lr_frac, 0.1)
+  T.eq(r.sa.final_val, cos.sa[2])
+  T.ok(out:find("seeds needed for a 95% t interval of ±1 point: ", 1, true), out)
+  T.ok(out:find("verdict (cosine: mean val loss (evaluation points after step 0), improvement = 100 (SA - XSA) / SA per seed)", 1, true), out)
+  if GNUPLOT then
+    local img = read(dir .. "/part7_recipe.png")
+    T.ok(img and #img > 1000, "figure")
+    T.ok(read(dir .. "/part7_recipe.gp"):find("filledcurves", 1, true), "bands")
+  end
+  code, _, err = run("part7_recipe.lua", flags)
+  T.eq(count(err, "cache hit:"), 4, "a second run reads everything: " .. err)
+  local _, help = run("part7_recipe.lua", "--help")
+  T.ok(help:find("(3,7,11; one seed: 3,) (default 10) [--quick: 2]", 1, true), "ten seeds unless told: " .. help)
 end)
 
 T.case("part5: needs part 3, then probes trained and untrained models", function()

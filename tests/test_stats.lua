@@ -380,6 +380,95 @@ T.case("paired_summary: verdicts", function()
   T.eq(s.verdict, "no difference at N=2 seeds (SA and XSA give the same values)")
 end)
 
+-- P(|T| <= t) for integer df by the finite sums of Abramowitz & Stegun 26.7.3-4
+-- (theta = atan(t / sqrt df)), and its 0.95 point by bisection: a t quantile
+-- computed independently of stats.t_quantile's incomplete beta.
+local function t_two_sided(t, df)
+  local th = math.atan(t / math.sqrt(df))
+  local s, c2 = math.sin(th), math.cos(th) ^ 2
+  if df == 1 then return 2 * th / math.pi end
+  if df % 2 == 0 then
+    local term, sum = 1, 1
+    for k = 1, (df - 2) // 2 do term = term * (2 * k - 1) / (2 * k) * c2; sum = sum + term end
+    return s * sum
+  end
+  local term = math.cos(th)
+  local sum = term
+  for k = 1, (df - 3) // 2 do term = term * (2 * k) / (2 * k + 1) * c2; sum = sum + term end
+  return 2 / math.pi * (th + s * sum)
+end
+local function t975(df)
+  local lo, hi = 0, 100
+  for _ = 1, 200 do
+    local mid = (lo + hi) / 2
+    if t_two_sided(mid, df) < 0.95 then lo = mid else hi = mid end
+  end
+  return (lo + hi) / 2
+end
+
+T.case("seeds_needed: hand-worked cases and the smallest n by an independent t", function()
+  -- the closed forms against printed table values first (t(0.975, df))
+  for df, v in pairs{[1] = 12.706, [2] = 4.303, [5] = 2.571, [10] = 2.228, [30] = 2.042, [60] = 2.000, [120] = 1.980} do
+    T.ok(math.abs(t975(df) - v) < 6e-4, "closed-form t(0.975, " .. df .. ") = " .. t975(df))
+  end
+  -- by hand with the table: sd 1, h 1: n = 6 gives 2.571 / 2.449 = 1.050 > 1, n = 7 2.447 / 2.646 = 0.925
+  T.eq(stats.seeds_needed(1, 1), 7)
+  -- sd 0.5, h 1: n = 3 gives 4.303 * 0.5 / 1.732 = 1.242, n = 4 3.182 * 0.5 / 2 = 0.796
+  T.eq(stats.seeds_needed(0.5, 1), 4)
+  -- sd 2, h 1: n = 17 gives 2.120 * 2 / 4.123 = 1.028, n = 18 2.110 * 2 / 4.243 = 0.995
+  T.eq(stats.seeds_needed(2, 1), 18)
+  T.eq(stats.seeds_needed(4, 2), 18, "only sd / h counts")
+  T.eq(stats.seeds_needed(0, 1), 2, "no spread: the smallest sample with an interval")
+  -- part 3's five seeds (sd 4.69) and others: t(0.975, n-1) sd / sqrt(n) <= h at n, > h at n - 1
+  for _, c in ipairs{{4.69, 1}, {4.69, 0.5}, {1.88, 1}, {0.67, 0.5}, {12.2, 10}, {25, 20}, {3.3, 1}} do
+    local sd, h = c[1], c[2]
+    local n = stats.seeds_needed(sd, h)
+    T.ok(t975(n - 1) * sd / math.sqrt(n) <= h, string.format("sd %g h %g: n = %d is enough", sd, h, n))
+    if n > 2 then
+      T.ok(t975(n - 2) * sd / math.sqrt(n - 1) > h, string.format("sd %g h %g: n - 1 = %d is not", sd, h, n - 1))
+    end
+  end
+  T.eq(stats.seeds_needed(4.69, 1), 87)
+  local n99 = stats.seeds_needed(1, 1, 0.99) -- t(0.995): n = 10 gives 3.250 / 3.162 = 1.028, n = 11 3.169 / 3.317 = 0.955
+  T.eq(n99, 11)
+  local none, why = stats.seeds_needed(1e4, 1)
+  T.eq(none, nil)
+  T.eq(why, "more than 1000000 seeds")
+  T.raises(function() stats.seeds_needed(-1, 1) end, "stats.seeds_needed: sd must be a finite number >= 0")
+  T.raises(function() stats.seeds_needed(1, 0) end, "stats.seeds_needed: half_width must be a finite number > 0")
+end)
+
+T.case("paired_summary: seeds needed, absolute differences, higher is better", function()
+  -- d = 1, 0.5, -0.3 (sd 0.6557): +-1 point needs n with t sd / sqrt n <= 1: n = 4 gives
+  -- 3.182 * 0.656 / 2 = 1.043, n = 5 2.776 * 0.656 / 2.236 = 0.814
+  local s = stats.paired_summary({4, 4, 4}, {3.96, 3.98, 4.012})
+  T.eq(s.seeds_needed[1].half_width, 1)
+  T.eq(s.seeds_needed[1].n, 5)
+  T.eq(s.seeds_needed[2].half_width, 0.5)
+  T.eq(s.diff, "relative")
+  T.eq(s.k_xsa_better, 2)
+  -- steps at which a loss is reached: d = SA - XSA, in steps, words earlier/later
+  local o = {diff = "absolute", unit = "steps", words = {better = "earlier", worse = "later", ahead = "earlier"}}
+  s = stats.paired_summary({80, 90, 100}, {70, 79, 88}, o)
+  T.eq(table.concat(s.d, ","), "10,11,12")
+  T.eq(s.verdict, "XSA earlier by 11.0 steps (95% CI 8.5 to 13.5, N=3)")
+  T.eq(#s.seeds_needed, 0, "absolute: no default half-widths")
+  s = stats.paired_summary({80}, {90}, o)
+  T.eq(s.verdict, "XSA later by 10.0 steps on one seed (one seed cannot give an interval)")
+  -- higher is better (an accuracy): d = 100 (XSA - SA) / SA, positive when XSA is higher
+  s = stats.paired_summary({0.50, 0.40, 0.60}, {0.55, 0.42, 0.66}, {better = "higher"})
+  T.ok(math.abs(s.d[1] - 10) < 1e-12 and math.abs(s.d[2] - 5) < 1e-12 and math.abs(s.d[3] - 10) < 1e-12)
+  T.eq(s.k_xsa_better, 3)
+  T.eq(s.k_xsa_lower, 0)
+  T.eq(s.ahead_word, "higher")
+  T.ok(s.verdict:find("^XSA better by 8%.33%% %(95%% CI"), s.verdict)
+  s = stats.paired_summary({10, 20}, {12, 18}, {diff = "absolute", better = "higher", half_widths = {1}})
+  T.eq(table.concat(s.d, ","), "2,-2")
+  T.eq(s.seeds_needed[1].half_width, 1)
+  T.raises(function() stats.paired_summary({1}, {1}, {diff = "ratio"}) end, "diff must be \"relative\" or \"absolute\"")
+  T.raises(function() stats.paired_summary({1}, {1}, {better = "up"}) end, "better must be \"lower\" or \"higher\"")
+end)
+
 T.case("errors on bad input", function()
   local function r(fn, pat)
     local err = T.raises(fn, pat)

@@ -317,6 +317,72 @@ T.case("pair: argument errors", function()
   end)
 end)
 
+T.case("lr_at: warmup, then constant or cosine to min_lr_frac (hand-worked values)", function()
+  local o = {lr = 1, steps = 6, warmup = 2, schedule = "cosine", min_lr_frac = 0.1}
+  -- updates 1, 2: 1/2, 2/2; then 0.1 + 0.9 (1 + cos(pi r)) / 2 with r = 0, 1/4, 2/4, 3/4
+  local want = {0.5, 1, 1, 0.1 + 0.45 * (1 + math.sqrt(0.5)), 0.55, 0.1 + 0.45 * (1 - math.sqrt(0.5))}
+  for s = 1, 6 do T.near(train.lr_at(s, o), want[s], 1e-15, "cosine update " .. s) end
+  o.schedule = "constant"
+  for s = 1, 6 do T.near(train.lr_at(s, o), s == 1 and 0.5 or 1, 1e-15, "constant after warmup " .. s) end
+  -- no warmup: the first update has the peak, and the last is a hair above the floor
+  o = {lr = 1e-3, steps = 300, warmup = 0, schedule = "cosine", min_lr_frac = 0.1}
+  T.eq(train.lr_at(1, o), 1e-3)
+  T.near(train.lr_at(151, o), 0.55e-3, 1e-15, "half-way")
+  T.near(train.lr_at(300, o), 1e-4 + 0.45e-3 * (1 - math.cos(math.pi / 300)), 1e-18, "last: 1e-4 + 2.5e-8")
+end)
+
+-- A fake AdamW that records the rate of every update and counts writes to lr.
+local function recording_adamw(log)
+  return function(params, o)
+    local opt = fake.adamw(params, o)
+    local lr, writes = o.lr, 0
+    log[#log + 1] = {rates = {}}
+    local rec = log[#log]
+    local step = opt.step
+    opt.step = function(self) rec.rates[#rec.rates + 1] = lr; step(self) end
+    return setmetatable(opt, {__index = function(_, k) if k == "lr" then return lr end end,
+      __newindex = function(_, k, v) if k == "lr" then lr, writes = v, writes + 1; rec.writes = writes else rawset(opt, k, v) end end})
+  end
+end
+
+T.case("pair: the schedule's rate reaches both optimizers; the default never sets it", function()
+  local log = {}
+  local env = setmetatable({optim = {adamw = recording_adamw(log)}, no_grad = fake.no_grad}, {__index = real})
+  local saved = package.loaded.xsa
+  package.loaded.xsa = env
+  local ok, err = pcall(function()
+    local function run(o)
+      for k, v in pairs{steps = 6, eval_every = 3, eval_batches = 1, progress = false, quiet = true, lr = 2} do
+        if o[k] == nil then o[k] = v end
+      end
+      return train.pair(fake.model{losses = function(t) return 5 - 0.1 * t end},
+        fake.model{losses = function(t) return 5 - 0.2 * t end}, fake.loader{batches = 4}, fake.loader{batches = 2}, o)
+    end
+    local r = run{schedule = "cosine", warmup = 2, min_lr_frac = 0.1}
+    local want = {1, 2, 2, 0.2 + 0.9 * (1 + math.sqrt(0.5)), 1.1, 0.2 + 0.9 * (1 - math.sqrt(0.5))}
+    for k = 1, 2 do
+      T.eq(#log[k].rates, 6)
+      for s = 1, 6 do T.near(log[k].rates[s], want[s], 1e-14, "model " .. k .. " update " .. s) end
+    end
+    T.eq(r.config.schedule, "cosine")
+    T.eq(r.config.warmup, 2)
+    T.eq(r.config.min_lr_frac, 0.1)
+    r = run{}
+    T.eq(log[3].writes, nil, "constant, no warmup: lr never written")
+    T.eq(table.concat(log[3].rates, ","), "2,2,2,2,2,2")
+    T.eq(r.config.schedule, nil, "the default adds nothing to the config")
+    r = run{schedule = "constant", warmup = 3}
+    local w3 = {2 / 3, 4 / 3, 2, 2, 2, 2}
+    for i = 1, 6 do T.near(log[5].rates[i], w3[i], 1e-15, "warmup 3, constant: update " .. i) end
+    T.raises(function() run{schedule = "linear"} end, "schedule must be \"constant\" or \"cosine\"")
+    T.raises(function() run{warmup = 7} end, "warmup must be an integer from 0 to steps")
+    T.raises(function() run{warmup = 1.5} end, "warmup must be an integer from 0 to steps")
+    T.raises(function() run{schedule = "cosine", min_lr_frac = 2} end, "min_lr_frac must be a number in [0, 1]")
+  end)
+  package.loaded.xsa = saved
+  if not ok then error(err, 0) end
+end)
+
 ----------------------------------------------------------------------------
 local args = require "xsa.args"
 local spec = {name = "t.lua", options = {

@@ -16,7 +16,7 @@ end
 D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.mpi", "xsa.tokenizer",
   "xsa.data", "xsa.train", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
-  "xsa.geometry", "xsa.record"}
+  "xsa.geometry", "xsa.record", "xsa.endpoints"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -66,6 +66,10 @@ group("xsa.plot", "figures through gnuplot (PNG, SVG, GIF, terminal)",
 group("xsa.stats", "statistics over seeds",
   "Means, t and Wilcoxon tests, bootstrap intervals and the paired SA/XSA summary.",
   "print(xsa.stats.paired_summary({3.1, 3.0, 3.2}, {3.0, 3.0, 3.1}).verdict)")
+group("xsa.endpoints", "endpoints of the validation curves, paired over seeds",
+  "The study's endpoints (doc/study.md, \"Endpoints\"): final and mean val loss, the steps at which a loss is " ..
+  "reached and the plateau-escape step, with xsa.stats.paired_summary per endpoint and the censoring rule.",
+  "print(xsa.endpoints.crossing_step({0, 20, 40}, {10, 7, 6}, 6.5))")
 group("xsa.generate", "model:generate's module (prompts, batches, decoding)",
   "The text side of generation; the decoding loop and sampling are in C (core/generate.c).",
   "local text, ids, info = model:generate(\"The cat\", {temperature = 0})")
@@ -500,7 +504,7 @@ add("loader:free", "loader:free()", "Releases the loader's tokens at once.", "tr
 ----------------------------------------------------------------------------
 -- training, plots, statistics
 
-add("xsa.train.pair", "xsa.train.pair(sa_model, xsa_model, train, val, {steps=, eval_every=, eval_batches=, lr=, label=, save=, data_parallel=}) -> result",
+add("xsa.train.pair", "xsa.train.pair(sa_model, xsa_model, train, val, {steps=, eval_every=, eval_batches=, lr=, warmup=, schedule=, min_lr_frac=, label=, save=, data_parallel=}) -> result",
   "Paired training: the same batch to both models at every step, AdamW each, both evaluated on the same val batches; " ..
   "result.sa/xsa hold train/val curves and final_val, result.improvement_pct the paired gain. data_parallel = true " ..
   "under mpirun: each rank its rows of every batch, one gradient allreduce per step.",
@@ -512,6 +516,10 @@ add("xsa.train.evaluate", "xsa.train.evaluate(model, loader, n [, data_parallel]
 add("xsa.train.share", "xsa.train.share(rows) -> first, count, weight",
   "This rank's rows of a batch under data parallelism: rank r of K takes floor(r B / K) + 1 .. " ..
   "floor((r + 1) B / K); weight = count / B.", "print(xsa.train.share(16))")
+add("xsa.train.lr_at", "xsa.train.lr_at(step, {lr=, steps=, warmup=0, schedule=\"constant\"|\"cosine\", min_lr_frac=0.1}) -> number",
+  "The learning rate of update `step` (1-based): linear warmup over `warmup` updates, then constant or a cosine " ..
+  "decay to min_lr_frac lr (llm.c's schedule); what xsa.train.pair's schedule options give the optimizers.",
+  "print(xsa.train.lr_at(151, {lr = 1e-3, steps = 300, schedule = \"cosine\"}))")
 add("xsa.train.improvement", "xsa.train.improvement(sa, xsa) -> number", "100 (sa - xsa) / sa: positive when XSA's loss is lower.",
   "print(xsa.train.improvement(4.0, 3.9))")
 
@@ -561,9 +569,31 @@ add("xsa.stats.paired_t_p", "xsa.stats.paired_t_p(xs) -> p, t", "Two-sided p of 
 add("xsa.stats.wilcoxon_p", "xsa.stats.wilcoxon_p(xs) -> p, W+", "Exact two-sided signed-rank p.", "print(xsa.stats.wilcoxon_p({0.5, 0.7, 0.2, -0.1}))")
 add("xsa.stats.bootstrap_interval", "xsa.stats.bootstrap_interval(xs [, {resamples=10000, level=0.95, seed=0}]) -> lo, hi",
   "Percentile bootstrap of the mean, seeded.", "print(xsa.stats.bootstrap_interval({0.5, 0.7, 0.2}))")
-add("xsa.stats.paired_summary", "xsa.stats.paired_summary(sa, xsa [, opts]) -> summary",
-  "Per-seed improvements with t and bootstrap intervals, both tests and a verdict.",
+add("xsa.stats.paired_summary", "xsa.stats.paired_summary(sa, xsa [, {diff=, better=, unit=, words=, half_widths=, level=, resamples=, seed=}]) -> summary",
+  "Per-seed improvements (relative %, or absolute differences such as steps; lower or higher better) with t and " ..
+  "bootstrap intervals, both tests, the seeds a narrower interval needs and a verdict.",
   "print(xsa.stats.paired_summary({3.1, 3.05}, {3.07, 3.03}).verdict)")
+add("xsa.stats.seeds_needed", "xsa.stats.seeds_needed(sd, half_width [, level=0.95]) -> n | nil, why",
+  "The smallest n >= 2 with t((1+level)/2, n-1) sd / sqrt(n) <= half_width: the seeds an interval that narrow needs.",
+  "print(xsa.stats.seeds_needed(4.69, 1))")
+add("xsa.endpoints.final_loss", "xsa.endpoints.final_loss(steps, losses) -> number",
+  "The last point of a validation curve (over the whole val set): the primary endpoint.", "print(xsa.endpoints.final_loss(r.steps, r.sa.val))")
+add("xsa.endpoints.mean_loss", "xsa.endpoints.mean_loss(steps, losses) -> number",
+  "The area under the curve after step 0 over the run's length (the mean of the points after step 0 when equally spaced).",
+  "print(xsa.endpoints.mean_loss({0, 20, 40}, {10, 7, 6}))")
+add("xsa.endpoints.crossing_step", "xsa.endpoints.crossing_step(steps, losses, target) -> step | nil, why",
+  "The first step at which the loss reaches target, interpolated between evaluation points; nil if never.",
+  "print(xsa.endpoints.crossing_step({0, 20, 40}, {10, 7, 6}, 6.5))")
+add("xsa.endpoints.escape_step", "xsa.endpoints.escape_step(steps, losses [, level=5.95]) -> step | nil, why",
+  "The plateau-escape step: the crossing of the unigram plateau (6.05) minus a margin of 0.1.",
+  "print(xsa.endpoints.escape_step(r.steps, r.sa.val))")
+add("xsa.endpoints.list", "xsa.endpoints.list([{targets=, escape_level=}]) -> endpoints",
+  "The study's endpoints in table order: {key=, kind=\"loss\"|\"step\", label=, value=function(steps, losses)}.",
+  "for _, e in ipairs(xsa.endpoints.list()) do print(e.key, e.label) end")
+add("xsa.endpoints.paired", "xsa.endpoints.paired(results [, {targets=, escape_level=, endpoints=, level=, resamples=, seed=}]) -> rows",
+  "Every endpoint of per-seed xsa.train.pair results compared: per-seed values (steps censored at the last step), " ..
+  "censored counts, the positions used and xsa.stats.paired_summary (or a note when no pair is left).",
+  "for _, row in ipairs(xsa.endpoints.paired(results)) do print(row.label, row.stats and row.stats.verdict) end")
 
 ----------------------------------------------------------------------------
 -- generation and help modules
@@ -668,8 +698,23 @@ add("xsa.study.paired_stats", "xsa.study.paired_stats(sa, xsa_values, seeds) -> 
   "xsa.stats.paired_summary of per-seed final losses with 10,000 bootstrap resamples from seed 0, plus the seeds.",
   "print(xsa.study.paired_stats({4, 4.1}, {3.9, 4.05}, {0, 1}).verdict)")
 add("xsa.study.stats_lines", "xsa.study.stats_lines(summary [, what [, hint]]) -> lines",
-  "The verdict line and the numbers line (mean, sd, t and bootstrap intervals, p-values, XSA lower in k of N); with hint, how to get an interval from one seed.",
+  "The verdict line, the numbers line (mean, sd, t and bootstrap intervals, p-values, XSA lower in k of N) and the seeds-needed line; with hint, how to get an interval from one seed.",
   "for _, l in ipairs(xsa.study.stats_lines(s)) do print(l) end")
+add("xsa.study.seeds_needed_line", "xsa.study.seeds_needed_line(summary) -> string | nil",
+  "The seeds a 95% interval of each listed half-width would need at the observed spread (nil for one seed).",
+  "print(xsa.study.seeds_needed_line(xsa.stats.paired_summary({4, 4.1, 4.2}, {3.9, 4.1, 4.0})))")
+add("xsa.study.endpoint_stats", "xsa.study.endpoint_stats(results, seeds [, {targets=, escape_level=}]) -> rows",
+  "xsa.endpoints.paired of per-seed results with 10,000 bootstrap resamples from seed 0; each row's stats.seeds the seeds it used.",
+  "local rows = xsa.study.endpoint_stats(results, {0, 1, 2})")
+add("xsa.study.endpoint_table", "xsa.study.endpoint_table(rows) -> headers, cells",
+  "A table of endpoint_stats rows: means, the mean paired difference, t and bootstrap intervals, p-values, seeds needed, censoring.",
+  "print(xsa.study.md_table(xsa.study.endpoint_table(rows)))")
+add("xsa.study.endpoint_lines", "xsa.study.endpoint_lines(rows [, prefix]) -> lines",
+  "stats_lines of every endpoint_stats row (its note when it has no statistics).",
+  "for _, l in ipairs(xsa.study.endpoint_lines(rows)) do print(l) end")
+add("xsa.study.curve_sd", "xsa.study.curve_sd(results, model, kind) -> sds",
+  "Per evaluation point the sd over seeds of results[i][model][kind] (NaN for one seed).",
+  "local sds = xsa.study.curve_sd(results, \"sa\", \"val\")")
 add("xsa.study.collect", "xsa.study.collect(list, pick) -> list", "pick(x) of every element, in order.",
   "local finals = xsa.study.collect(results, function(r) return r.sa.final_val end)")
 add("xsa.study.layer_mean", "xsa.study.layer_mean(probe, key) -> number", "Mean of a per-layer probe metric.", "print(xsa.study.layer_mean(probe, \"pre_cos\"))")

@@ -56,13 +56,19 @@
 --                                 the same interval on every machine; the percentiles are
 --                                 type-7 quantiles of the resample means at (1-level)/2 and
 --                                 (1+level)/2.
+-- How many seeds
+--   seeds_needed(sd, h [, level])  the smallest n >= 2 with t((1+level)/2, n-1) sd / sqrt(n) <= h:
+--                                 the seeds a t interval of half-width h needs when the
+--                                 differences have standard deviation sd (2 for sd = 0);
+--                                 nil, "more than 1000000 seeds" beyond that.
 -- Paired comparison over seeds
 --   paired_summary(sa, xsa [, opts])  sa[i], xsa[i]: one metric (e.g. final val loss, lower
 --                                 is better) of the two models trained with seed i. Returns
 --                                 a table:
 --       n, level                  number of seeds, confidence level
---       d                         per-seed improvement in percent, d[i] = 100 (sa[i]-xsa[i]) / sa[i]
---                                 (positive: XSA lower)
+--       d                         per-seed difference, positive when XSA is better: by default
+--                                 the improvement in percent, d[i] = 100 (sa[i]-xsa[i]) / sa[i]
+--                                 (positive: XSA lower); see opts.diff and opts.better
 --       mean, sd                  of d (sd nil for n = 1)
 --       t_lo, t_hi                t interval of the mean of d (nil for n = 1)
 --       boot_lo, boot_hi          bootstrap interval of the mean of d (nil for n = 1)
@@ -70,14 +76,28 @@
 --                                 (p_t nil for n = 1; p_wilcoxon nil if every d is 0, with
 --                                 wilcoxon_note saying why)
 --       k_xsa_lower               number of seeds with xsa[i] < sa[i]
+--       k_xsa_better, ahead_word  number of seeds with d[i] > 0, and the word for XSA's value
+--                                 there ("lower" by default): "XSA lower in 3 of 5 seeds"
+--       diff, better, unit        how d is measured (as opts), unit "%" when relative
+--       seeds_needed              (n > 1) per half-width h of opts.half_widths:
+--                                 {half_width = h, n = seeds_needed(sd, h, level), note = why when nil}
 --       verdict                   one line, decided by the t interval:
 --           "XSA better by 1.23% (95% CI 0.40 to 2.05, N=5)"      interval above 0
 --           "XSA worse by 0.80% (95% CI -1.50 to -0.10, N=5)"     interval below 0
 --           "inconclusive at N=5 seeds (mean 0.55%, 95% CI -1.20 to 2.30)"
 --           "XSA better by 0.42% on one seed (one seed cannot give an interval)"
---     opts: level (0.95), resamples, seed (passed to bootstrap_interval).
---     sa[i] = 0 raises (the relative improvement is undefined), as do lists of
---     different lengths.
+--           absolute, unit "steps", words earlier/later: "XSA earlier by 12.5 steps (95% CI 3.1 to 21.9, N=5)"
+--     opts: level (0.95), resamples, seed (passed to bootstrap_interval);
+--       diff        "relative" (default: 100 (SA - XSA) / SA, percentage points) or
+--                   "absolute" (SA - XSA, in opts.unit, e.g. "steps");
+--       better      "lower" (default: a loss, a step count) or "higher" (then
+--                   d = 100 (XSA - SA) / SA, or XSA - SA: positive is still XSA better);
+--       words       {better = "better", worse = "worse", ahead = "lower"|"higher"}: the
+--                   verdict's words ("earlier"/"later" suit a step at which a loss is reached);
+--       half_widths the half-widths of seeds_needed (default {1, 0.5} points when
+--                   relative; none when absolute: the caller knows the unit's scale).
+--     sa[i] = 0 raises when relative (the improvement is undefined), as do lists
+--     of different lengths.
 -- Non-goals: other tests (sign test, permutation tests of two samples), multiple-comparison
 -- corrections, distributions other than Student's t, weighted data.
 local M = {}
@@ -528,10 +548,95 @@ function M.bootstrap_interval(xs, opts)
   return quantile_sorted(means, b, (1 - level) / 2), quantile_sorted(means, b, (1 + level) / 2)
 end
 
+-- ---- how many seeds ---------------------------------------------------------
+
+-- A sample size cap: beyond it the answer is "more than this" (a study of a
+-- million seeds is not a plan, and the loop below must end).
+local MAX_SEEDS = 1000000
+
+function M.seeds_needed(sd, half_width, level)
+  if not (is_finite(sd) and sd >= 0) then fail("seeds_needed", "sd must be a finite number >= 0, got %s", describe(sd)) end
+  if not (is_finite(half_width) and half_width > 0) then
+    fail("seeds_needed", "half_width must be a finite number > 0, got %s", describe(half_width))
+  end
+  level = check_level("seeds_needed", level)
+  if sd == 0 then return 2 end
+  local q = (1 - level) / 2
+  -- t(q, df) falls with df, so with z = t(q, MAX_SEEDS) no n <= MAX_SEEDS below
+  -- (z sd / h)^2 can do: start there and walk up (a few steps: t(n-1) -> z)
+  local z = t_solve(q, MAX_SEEDS, "tail")
+  local n = math.max(2, floor((z * sd / half_width) ^ 2))
+  while n <= MAX_SEEDS do
+    if t_solve(q, n - 1, "tail") * sd / sqrt(n) <= half_width then return n end
+    n = n + 1
+  end
+  return nil, string.format("more than %d seeds", MAX_SEEDS)
+end
+
 -- ---- paired comparison ------------------------------------------------------
 
 local function pct_level(level)
   return string.format("%g%%", 100 * level)
+end
+
+-- How a paired summary measures and words its differences (opts of
+-- paired_summary): d = SA - XSA (or XSA - SA when higher is better),
+-- relative (in % of SA) or absolute (in `unit`); words for the verdict.
+local function diff_spec(opts)
+  local diff, better = opts.diff or "relative", opts.better or "lower"
+  if diff ~= "relative" and diff ~= "absolute" then
+    fail("paired_summary", "diff must be \"relative\" or \"absolute\", got %s", describe(diff))
+  end
+  if better ~= "lower" and better ~= "higher" then
+    fail("paired_summary", "better must be \"lower\" or \"higher\", got %s", describe(better))
+  end
+  local w = opts.words or {}
+  local spec = {diff = diff, better = better, sign = better == "lower" and 1 or -1,
+    better_word = w.better or "better", worse_word = w.worse or "worse", ahead_word = w.ahead or better,
+    unit = diff == "relative" and "%" or (opts.unit or "")}
+  -- the number with its unit: 1.23% (two decimals), 12.5 steps (one)
+  spec.fmt = diff == "relative" and function(x) return string.format("%.2f%%", x) end
+    or function(x) return string.format("%.1f%s", x, spec.unit ~= "" and (" " .. spec.unit) or "") end
+  spec.cifmt = diff == "relative" and "%.2f" or "%.1f"
+  return spec
+end
+
+local function verdict(s, spec, lv)
+  local n, m, f = s.n, s.mean, spec.fmt
+  if n == 1 then
+    if m == 0 then return "no difference on one seed (one seed cannot give an interval)" end
+    return string.format("XSA %s by %s on one seed (one seed cannot give an interval)",
+      m >= 0 and spec.better_word or spec.worse_word, f(abs(m)))
+  end
+  local ci = string.format(spec.cifmt .. " to " .. spec.cifmt, s.t_lo, s.t_hi)
+  if s.sd == 0 and m == 0 then
+    return string.format("no difference at N=%d seeds (SA and XSA give the same values)", n)
+  elseif s.t_lo > 0 then
+    return string.format("XSA %s by %s (%s CI %s, N=%d)", spec.better_word, f(m), lv, ci, n)
+  elseif s.t_hi < 0 then
+    return string.format("XSA %s by %s (%s CI %s, N=%d)", spec.worse_word, f(-m), lv, ci, n)
+  end
+  return string.format("inconclusive at N=%d seeds (mean %s, %s CI %s)", n, f(m), lv, ci)
+end
+
+-- d[i] (positive: XSA better) and the count of seeds where XSA is ahead.
+local function differences(sa, xs, n, spec)
+  local d, k = {}, 0
+  for i = 1, n do
+    if spec.diff == "relative" then
+      if sa[i] == 0 then
+        fail("paired_summary", "SA value %d is 0: the improvement 100*(SA-XSA)/SA is undefined", i)
+      end
+      d[i] = spec.sign * 100 * (sa[i] - xs[i]) / sa[i]
+    else
+      d[i] = spec.sign * (sa[i] - xs[i])
+    end
+    if not is_finite(d[i]) then
+      fail("paired_summary", "the improvement of seed %d is not finite (SA %s, XSA %s)", i, sa[i], xs[i])
+    end
+    if d[i] > 0 then k = k + 1 end
+  end
+  return d, k
 end
 
 function M.paired_summary(sa, xs, opts)
@@ -543,43 +648,27 @@ function M.paired_summary(sa, xs, opts)
   end
   opts = opts or {}
   local level = check_level("paired_summary", opts.level)
-  local d, k = {}, 0
-  for i = 1, n do
-    if sa[i] == 0 then
-      fail("paired_summary", "SA value %d is 0: the improvement 100*(SA-XSA)/SA is undefined", i)
-    end
-    d[i] = 100 * (sa[i] - xs[i]) / sa[i]
-    if not is_finite(d[i]) then
-      fail("paired_summary", "the improvement of seed %d is not finite (SA %s, XSA %s)", i, sa[i], xs[i])
-    end
-    if xs[i] < sa[i] then k = k + 1 end
-  end
-  local s = {n = n, level = level, d = d, mean = mean_of(d, n), k_xsa_lower = k}
+  local spec = diff_spec(opts)
+  local d, k = differences(sa, xs, n, spec)
+  local lower = 0
+  for i = 1, n do if xs[i] < sa[i] then lower = lower + 1 end end
+  local s = {n = n, level = level, d = d, mean = mean_of(d, n), k_xsa_lower = lower, k_xsa_better = k,
+    diff = spec.diff, better = spec.better, unit = spec.unit, ahead_word = spec.ahead_word}
   local pw, w_or_why = M.wilcoxon_p(d)
   s.p_wilcoxon = pw
   if not pw then s.wilcoxon_note = w_or_why end
-  local lv = pct_level(level)
-  if n == 1 then
-    local m = s.mean
-    s.verdict = string.format("XSA %s by %.2f%% on one seed (one seed cannot give an interval)",
-      m >= 0 and "better" or "worse", abs(m))
-    if m == 0 then s.verdict = "no difference on one seed (one seed cannot give an interval)" end
-    return s
+  if n > 1 then
+    s.sd = sd_of(d, n, s.mean)
+    s.t_lo, s.t_hi = M.t_interval(d, level)
+    s.boot_lo, s.boot_hi = M.bootstrap_interval(d, {level = level, resamples = opts.resamples, seed = opts.seed})
+    s.p_t = M.paired_t_p(d)
+    s.seeds_needed = {}
+    for i, h in ipairs(opts.half_widths or (spec.diff == "relative" and {1, 0.5} or {})) do
+      local need, why = M.seeds_needed(s.sd, h, level)
+      s.seeds_needed[i] = {half_width = h, n = need, note = why}
+    end
   end
-  s.sd = sd_of(d, n, s.mean)
-  s.t_lo, s.t_hi = M.t_interval(d, level)
-  s.boot_lo, s.boot_hi = M.bootstrap_interval(d, {level = level, resamples = opts.resamples, seed = opts.seed})
-  s.p_t = M.paired_t_p(d)
-  if s.sd == 0 and s.mean == 0 then
-    s.verdict = string.format("no difference at N=%d seeds (SA and XSA give the same values)", n)
-  elseif s.t_lo > 0 then
-    s.verdict = string.format("XSA better by %.2f%% (%s CI %.2f to %.2f, N=%d)", s.mean, lv, s.t_lo, s.t_hi, n)
-  elseif s.t_hi < 0 then
-    s.verdict = string.format("XSA worse by %.2f%% (%s CI %.2f to %.2f, N=%d)", -s.mean, lv, s.t_lo, s.t_hi, n)
-  else
-    s.verdict = string.format("inconclusive at N=%d seeds (mean %.2f%%, %s CI %.2f to %.2f)",
-      n, s.mean, lv, s.t_lo, s.t_hi)
-  end
+  s.verdict = verdict(s, spec, pct_level(level))
   return s
 end
 

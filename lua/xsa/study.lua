@@ -393,6 +393,16 @@ function M.curve_band(runs, model, kind)
   return steps, mean, lo, hi
 end
 
+-- The spread of a curve across seeds: per evaluation point the sd over
+-- seeds of runs[i][model][kind] (NaN for one seed).
+function M.curve_sd(runs, model, kind)
+  local sds = {}
+  for i = 1, #runs[1].steps do
+    sds[i] = M.mean_ci(M.collect(runs, function(r) return r[model][kind][i] end)).sd or 0 / 0
+  end
+  return sds
+end
+
 -- The paired comparison over seeds of the final val losses (lists by seed):
 -- xsa.stats.paired_summary (d = 100 (SA - XSA) / SA per seed; mean, sd, 95%
 -- t interval, bootstrap interval with 10,000 resamples drawn from seed 0,
@@ -406,22 +416,113 @@ end
 
 local function p_text(p) return numbers.finite(p) and (p < 0.001 and string.format("%.1e", p) or string.format("%.3f", p)) or "n/a" end
 
+-- What d of a paired summary is, and a value of d with its unit: points of
+-- % for a relative difference (the default, and what older summaries hold),
+-- one decimal and the unit for an absolute one.
+local function diff_words(s)
+  if s.diff == "absolute" then
+    local u = (s.unit and s.unit ~= "") and (" " .. s.unit) or ""
+    return s.better == "higher" and "difference = XSA - SA per seed" or "difference = SA - XSA per seed",
+      function(x) return string.format("%+.1f%s", x, u) end, "%.1f", u
+  end
+  return s.better == "higher" and "improvement = 100 (XSA - SA) / SA per seed" or
+    "improvement = 100 (SA - XSA) / SA per seed", function(x) return string.format("%+.2f%%", x) end, "%.2f", " points"
+end
+
+-- The seeds a 95% t interval of the listed half-widths would need at the
+-- spread observed (s.seeds_needed, xsa.stats.paired_summary), so that an
+-- "inconclusive" reads as "no effect" or as "not enough runs"; nil for one
+-- seed or when none were asked for.
+function M.seeds_needed_line(s)
+  if not (s.n and s.n > 1 and s.seeds_needed and #s.seeds_needed > 0) then return nil end
+  local _, _, dec, u = diff_words(s)
+  local parts = {}
+  for i, e in ipairs(s.seeds_needed) do
+    local unit = u == " points" and (e.half_width == 1 and " point" or " points") or u
+    parts[i] = string.format("±%g%s: %s", e.half_width, unit, e.n and tostring(e.n) or (e.note or "n/a"))
+  end
+  return string.format("seeds needed for a %g%% t interval of %s, at this spread (sd " .. dec .. "%s; this comparison has %d)",
+    100 * (s.level or 0.95), table.concat(parts, ", of "), s.sd, u, s.n)
+end
+
 -- The lines that state a paired comparison over seeds (printed by the
--- scripts, written by the report): the verdict, then the numbers. `what`
--- names the comparison ("final val loss"); `hint` adds, for one seed, how to
--- get an interval.
+-- scripts, written by the report): the verdict, the numbers, the seeds an
+-- interval of +-1 and +-0.5 points would need. `what` names the comparison
+-- ("final val loss"); `hint` adds, for one seed, how to get an interval.
 function M.stats_lines(s, what, hint)
   local out = {}
   what = what or "final val loss"
-  out[1] = string.format("verdict (%s, improvement = 100 (SA - XSA) / SA per seed): %s", what, s.verdict)
+  local dtext, f = diff_words(s)
+  out[1] = string.format("verdict (%s, %s): %s", what, dtext, s.verdict)
   if s.n > 1 then
-    out[2] = string.format("mean %+.2f%% (sd %.2f) over %d seeds; 95%% t interval %+.2f to %+.2f; bootstrap (10,000 resamples) %+.2f to %+.2f; paired t p = %s, exact Wilcoxon p = %s; XSA lower in %d of %d seeds",
-      s.mean, s.sd or 0, s.n, s.t_lo, s.t_hi, s.boot_lo, s.boot_hi, p_text(s.p_t), p_text(s.p_wilcoxon),
-      s.k_xsa_lower, s.n)
+    local sd = s.diff == "absolute" and string.format("%.1f", s.sd or 0) or string.format("%.2f", s.sd or 0)
+    local ci = function(a, b) return f(a):gsub("[%% ].*$", "") .. " to " .. f(b):gsub("[%% ].*$", "") end
+    out[2] = string.format("mean %s (sd %s) over %d seeds; 95%% t interval %s; bootstrap (10,000 resamples) %s; paired t p = %s, exact Wilcoxon p = %s; XSA %s in %d of %d seeds",
+      f(s.mean), sd, s.n, ci(s.t_lo, s.t_hi), ci(s.boot_lo, s.boot_hi), p_text(s.p_t), p_text(s.p_wilcoxon),
+      s.ahead_word or "lower", s.k_xsa_better or s.k_xsa_lower, s.n)
+    out[3] = M.seeds_needed_line(s)
   elseif hint then
     out[2] = "for a 95% interval run with --seeds 5 (five independent paired runs, about five times the time)"
   end
   return out
+end
+
+-- Every endpoint of doc/study.md ("Endpoints") compared over seeds:
+-- xsa.endpoints.paired of the per-seed results (xsa.train.pair results, in
+-- the order of `seeds`), each row's stats as paired_stats gives them (10,000
+-- bootstrap resamples from seed 0) with stats.seeds the seeds it used (a
+-- pair where neither model reached a step endpoint's level is left out).
+-- opts: targets, escape_level (xsa.endpoints). Rows: key, kind, label, sa,
+-- xsa, censored, stats (nil with note when no pair is left).
+function M.endpoint_stats(results, seeds, opts)
+  local o = {resamples = 10000, seed = 0}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  local rows = require("xsa.endpoints").paired(results, o)
+  for _, row in ipairs(rows) do
+    local used = {}
+    for j, i in ipairs(row.used) do used[j] = seeds and seeds[i] or (i - 1) end
+    row.used = nil
+    if row.stats then row.stats.seeds = used end
+  end
+  return rows
+end
+
+-- The statements of every endpoint_stats row (stats_lines each, named
+-- `prefix` .. its label; a row without statistics: its note).
+function M.endpoint_lines(rows, prefix)
+  local out = {}
+  for _, row in ipairs(rows) do
+    local what = (prefix or "") .. row.label
+    for _, l in ipairs(row.stats and M.stats_lines(row.stats, what) or {what .. ": " .. row.note}) do out[#out + 1] = l end
+  end
+  return out
+end
+
+-- A markdown table of endpoint_stats rows (one line per endpoint): the means
+-- of both models, the mean paired difference with its t and bootstrap
+-- intervals, the p-values, in how many seeds XSA was ahead, the seeds a
+-- narrower interval would need, and what was censored.
+function M.endpoint_table(rows)
+  local out = {}
+  for i, row in ipairs(rows) do
+    local s, c = row.stats, row.censored
+    local step = row.kind == "step"
+    local v = function(x) return numbers.finite(x) and string.format(step and "%.1f" or "%.4f", x) or "n/a" end
+    local cens = (c.sa + c.xsa + c.both > 0) and string.format("SA %d, XSA %d, both %d", c.sa, c.xsa, c.both) or "none"
+    if not s then
+      out[i] = {row.label, "n/a", "n/a", row.note, "", "", "", "", "", cens}
+    else
+      local _, f, dec = diff_words(s)
+      local iv = function(a, b) return a and string.format(dec .. " to " .. dec, a, b) or "n/a" end
+      local need = {}
+      for j, e in ipairs(s.seeds_needed or {}) do need[j] = string.format("±%g: %s", e.half_width, e.n or ">1e6") end
+      out[i] = {row.label, v(stats_lib().mean(row.sa)), v(stats_lib().mean(row.xsa)), f(s.mean), iv(s.t_lo, s.t_hi),
+        iv(s.boot_lo, s.boot_hi), string.format("%s / %s", p_text(s.p_t), p_text(s.p_wilcoxon)),
+        string.format("%d of %d", s.k_xsa_better, s.n), #need > 0 and table.concat(need, ", ") or "n/a", cens}
+    end
+  end
+  return {"endpoint", "SA (mean)", "XSA (mean)", "XSA ahead by (mean)", "95% t interval", "bootstrap interval",
+    "p (t / Wilcoxon)", "XSA ahead in", "seeds for 95% CI of ±h", "censored"}, out
 end
 
 -- Values of one field of every seed's result as a list: pick(r) per run.

@@ -77,8 +77,19 @@
 -- resumed from a saved state (save_every is ignored). One process (or no
 -- mpirun): the option does nothing.
 --
--- Non-goals: gradient accumulation, learning-rate schedules, more than two
--- models per run (call pair again with a fresh pair).
+-- Learning-rate schedule: opts.schedule = "constant" (the default, the
+-- notebook's: lr at every step) or "cosine", opts.warmup = W steps (default
+-- 0) and opts.min_lr_frac (default 0.1). Update s (1-based) uses M.lr_at:
+-- lr s / W during the warmup (s <= W), then lr (constant), or (cosine)
+-- lr_min + (lr - lr_min)(1 + cos(pi (s - 1 - W) / (steps - W))) / 2 with
+-- lr_min = min_lr_frac lr, as llm.c's get_learning_rate: the last update
+-- is a hair above lr_min. Both models get the same rate at every step. The
+-- default schedule never touches the optimizers' rate (the numbers of runs
+-- before schedules existed stay the same to the bit) and adds nothing to
+-- result.config; another one adds schedule, warmup and min_lr_frac there.
+--
+-- Non-goals: gradient accumulation, schedules other than the two above, more
+-- than two models per run (call pair again with a fresh pair).
 local progress = require "xsa.progress"
 local finite = require("xsa.numbers").finite
 local sys = require "xsa.sys"
@@ -202,7 +213,35 @@ M.loader_position = loader_position
 
 -- What must agree between a saved state and the run resuming it.
 local SAME = {"steps", "lr", "eval_every", "eval_batches", "val_batches", "train_batches", "batch_size", "seq_len",
-  "weight_decay", "eps", "final_point"}
+  "weight_decay", "eps", "final_point", "schedule", "warmup", "min_lr_frac"}
+
+-- The learning rate of update `step` (1-based) under schedule o = {lr=,
+-- steps=, warmup=, schedule=, min_lr_frac=} (see the header).
+function M.lr_at(step, o)
+  local lr, warmup = o.lr, o.warmup or 0
+  if step <= warmup then return lr * step / warmup end
+  if (o.schedule or "constant") == "constant" then return lr end
+  local lr_min = (o.min_lr_frac or 0.1) * lr
+  local ratio = (step - 1 - warmup) / (o.steps - warmup)
+  return lr_min + 0.5 * (1 + math.cos(math.pi * ratio)) * (lr - lr_min)
+end
+
+-- The schedule of opts checked, or nil for the default (constant, no
+-- warmup): then the optimizers' rate is never set.
+local function schedule_of(opts, steps, lr)
+  local schedule, warmup, frac = opts.schedule or "constant", opts.warmup or 0, opts.min_lr_frac or 0.1
+  if schedule ~= "constant" and schedule ~= "cosine" then
+    error("train.pair: schedule must be \"constant\" or \"cosine\"", 3)
+  end
+  if math.type(warmup) ~= "integer" or warmup < 0 or warmup > steps then
+    error("train.pair: warmup must be an integer from 0 to steps", 3)
+  end
+  if type(frac) ~= "number" or not (frac >= 0 and frac <= 1) then
+    error("train.pair: min_lr_frac must be a number in [0, 1]", 3)
+  end
+  if schedule == "constant" and warmup == 0 then return nil end
+  return {lr = lr, steps = steps, warmup = warmup, schedule = schedule, min_lr_frac = frac}
+end
 
 function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   local xsa = xsa_lib()
@@ -224,6 +263,7 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   if type(lr) ~= "number" or not (lr > 0 and lr <= 3.4e38) then
     error("train.pair: lr must be a positive finite number", 2)
   end
+  local sched = schedule_of(opts, steps, lr)
   local final_point = opts.final_point or "all"
   if final_point ~= "all" and final_point ~= "subset" then
     error("train.pair: final_point must be \"all\" or \"subset\"", 2)
@@ -250,6 +290,7 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
       val_batches = nval, train_batches = train_loader:num_batches(),
       batch_size = bs, seq_len = T, weight_decay = adam.weight_decay,
       betas = adam.betas, eps = adam.eps,
+      schedule = sched and sched.schedule, warmup = sched and sched.warmup, min_lr_frac = sched and sched.min_lr_frac,
       train_windows = train_loader.num_windows, val_windows = val_loader.num_windows,
       sa = model_config(sa_model), xsa = model_config(xsa_model),
     },
@@ -477,6 +518,7 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
             return
           end
           recs[k].step_loss[step] = v
+          if sched then opt[k].lr = M.lr_at(step, sched) end
           opt[k]:step()
           done[k] = step
           cur[k] = v
@@ -500,6 +542,7 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
         recs[k].step_loss[step] = v -- before the update: a state saved after it has this step's loss
         loss:backward()
         free(loss)
+        if sched then opt[k].lr = M.lr_at(step, sched) end
         opt[k]:step()
         done[k] = step
         cur[k] = v

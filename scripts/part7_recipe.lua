@@ -1,0 +1,79 @@
+-- part7_recipe.lua: does the verdict survive a standard training recipe? Part
+-- 3's pair (same model, data, 300 steps, AdamW) under the notebook's recipe,
+-- a constant lr of 1e-3 from the first step, and under the one small GPTs are
+-- usually trained with: linear warmup, then cosine decay to a tenth of the
+-- peak (xsa.train.pair's schedule = "cosine", as llm.c's). Warmup 30 steps:
+-- recipes use 1-10% of the updates, and 1-4% of 300 would hardly differ from
+-- none, so 10%, which still ends before SA's plateau (steps 40-60); Adam's
+-- rule of thumb, 2 / (1 - beta2) = 2000 steps, is longer than the run. The
+-- constant-lr runs ARE part 3's (same configuration and cache entry: part 3's
+-- seeds are read, not retrained). --seeds 10 by default. plots/part7_recipe.png:
+-- each recipe's mean val curves with 95% bands, the sd over seeds; the table:
+-- every endpoint (doc/study.md, "Endpoints") per recipe with its interval.
+local xsa = xsa or require "xsa"
+local study, plot, E = xsa.study, xsa.plot, xsa.experiment
+
+local options = study.options({}, {{"warmup", "int", 30, "linear warmup steps of the cosine recipe"},
+  {"min-lr-frac", "number", 0.1, "the cosine recipe's final lr / peak lr"}}, {"seed", "seeds"})
+options[#options + 1] = {"seeds", "string", "10", "seeds 0..N-1, or a list (3,7,11; one seed: 3,)",
+  check = function(v) return study.parse_seeds(v) ~= nil, select(2, study.parse_seeds(v)) end}
+local ex = E{name = "part7", script = "part7_recipe.lua", title = "Training recipe", options = options,
+  summary = "Part 3's pair under the notebook's constant lr and under warmup + cosine decay, over --seeds;\n" ..
+    "every endpoint of doc/study.md per recipe with its 95% interval.",
+  quick = E.pair_quick({seeds = "2", warmup = 3}), ranks = true}
+local opts = ex.opts
+local RECIPES = {{key = "constant", label = string.format("constant lr %g (notebook)", opts.lr)},
+  {key = "cosine", label = string.format("warmup %d, cosine to %g", opts.warmup, opts.min_lr_frac * opts.lr)}}
+
+local function run(seed, rc)
+  local config = E.pair_config(opts, "part3", {seed = seed}) -- part 3's run: its entry and checkpoints
+  local o = {config = config, name = E.pair_name("part3", config), checkpoints = true}
+  if rc.key == "cosine" then
+    config.part, config.train.schedule, config.train.warmup, config.train.min_lr_frac = "part7", "cosine", opts.warmup, opts.min_lr_frac
+    o = {config = config, name = E.pair_name("part7-cosine", config),
+      after = function(r) r.sa.step_loss, r.xsa.step_loss = nil, nil end} -- keep the entries small
+  end
+  o.label, o.what = string.format("part7 %s seed %d", rc.key, seed), string.format("part7 %s (seed %d)", rc.label, seed)
+  return (ex:pair(o))
+end
+
+ex:main(function()
+  local per = ex:each_seed(function(seed) return {run(seed, RECIPES[1]), run(seed, RECIPES[2])} end)
+  local by, lo = {}, math.huge -- both curve panels zoom on the plateau and after (step 0 is at 10.9)
+  for k = 1, 2 do
+    by[k] = study.collect(per, function(x) return x[k] end)
+    for _, r in ipairs(by[k]) do lo = math.min(lo, r.sa.final_val, r.xsa.final_val) end
+  end
+  local fig = plot.figure{cols = 3, width = 1900, height = 560, title = string.format(
+    "SA vs XSA under two recipes: %d steps, batch %d, seq\\_len %d, peak lr %g, %d seeds (mean and 95%% band)",
+    opts.steps, opts.batch, opts.seq_len, opts.lr, #ex.seeds)}
+  local esc = xsa.endpoints.ESCAPE_LEVEL
+  for k, rc in ipairs(RECIPES) do
+    local p = fig:panel{title = rc.label, xlabel = "step", ylabel = "validation loss", key = "top right",
+      yrange = lo < 6.5 and {lo - 0.1, 7.5} or nil}
+    study.loss_curves(p, by[k], "val")
+    p:line({0, opts.steps}, {esc, esc}, {color = "#777777", width = 1, dash = 2, label = "escape level " .. esc})
+  end
+  local sdp = fig:panel{title = "spread between seeds: sd of the val loss", xlabel = "step", ylabel = "sd over seeds"}
+  local headers, rows, lines, rec = nil, {}, {}, {}
+  for k, rc in ipairs(RECIPES) do
+    for _, m in ipairs{"sa", "xsa"} do
+      sdp:line(by[k][1].steps, study.curve_sd(by[k], m, "val"), {color = plot.colors[m], dash = k == 2 and 2 or nil,
+        label = string.format("%s, %s", m:upper(), rc.key)})
+    end
+    local eps = study.endpoint_stats(by[k], ex.seeds)
+    local h, t = study.endpoint_table(eps)
+    headers = {"recipe", table.unpack(h)}
+    for _, r in ipairs(t) do rows[#rows + 1] = {rc.key, table.unpack(r)} end
+    for _, l in ipairs(study.endpoint_lines(eps, rc.key .. ": ")) do lines[#lines + 1] = l end
+    rec[rc.key] = {label = rc.label, endpoints = eps}
+  end
+  ex:save_figure(fig, "part7_recipe", "Left and middle: each recipe's mean validation curves over the seeds (thick) " ..
+    "with their 95% t bands and each seed (thin); grey dashes: the plateau-escape level. Right: the sd over seeds " ..
+    "of each model's validation loss at each evaluation point (solid: constant lr; dashed: warmup + cosine).")
+  local tbl = ex:table(headers, rows)
+  print()
+  for _, l in ipairs(lines) do print(l) end
+  ex:summary{seeds = ex.seeds, recipes = rec, table = tbl, stats_lines = lines, warmup = opts.warmup,
+    min_lr_frac = opts.min_lr_frac}
+end)
