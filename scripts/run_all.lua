@@ -1,4 +1,4 @@
--- run_all.lua: every part of the study in order, then the report.
+-- run_all.lua: every part of the study in order (parts 1-7), then the report.
 --
 --   xsa scripts/run_all.lua              # the full study (long: parts 4 and 6 train 16 models)
 --   xsa scripts/run_all.lua --quick      # everything small, in seconds
@@ -69,6 +69,9 @@ study.main(function()
   end
   if not opts.resume then seeded[#seeded + 1] = "--no-resume" end
   if opts.data_parallel then seeded[#seeded + 1] = "--data-parallel" end
+  -- part 7 has no --seed: one seed is the list "S,"
+  local seeded7 = {table.unpack(seeded)}
+  if not opts.seeds then seeded7[1], seeded7[2] = "--seeds", tostring(opts.seed) .. "," end
   local size, rank = xsa.mpi.size(), xsa.mpi.rank()
   local say = rank == 0 and function(...) io.stdout:write(...) end or function() end
   local steps = {
@@ -78,6 +81,7 @@ study.main(function()
     {"part4", "part4_seqlen.lua", seeded},
     {"part5", "part5_bias_trained.lua", seeded},
     {"part6", "part6_lambda_sweep.lua", seeded},
+    {"part7", "part7_recipe.lua", seeded7},
     {"report", "report.lua", {}},
   }
   local x = exe()

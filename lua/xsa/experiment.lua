@@ -79,7 +79,8 @@ end
 
 -- The scripts of the study by experiment name (results() runs them).
 M.scripts = {part1 = "part1_bias.lua", part2 = "part2_geometry.lua", part3 = "part3_train.lua",
-  part4 = "part4_seqlen.lua", part5 = "part5_bias_trained.lua", part6 = "part6_lambda_sweep.lua"}
+  part4 = "part4_seqlen.lua", part5 = "part5_bias_trained.lua", part6 = "part6_lambda_sweep.lua",
+  part7 = "part7_recipe.lua"}
 
 -- The configuration of a paired run of experiment `name` given the flags:
 -- what defines the data, the initial weights and the training (the cache
@@ -335,11 +336,17 @@ local NO_RECORD = setmetatable({}, {__tostring = function()
   return "xsa.experiment: --from-records: no runs of this configuration have records (train them first)"
 end})
 
+-- The folder of a run's records: the experiment its configuration names
+-- (part 7's constant-lr runs are part 3's), else this one.
+local function record_part(self, config)
+  return type(config) == "table" and type(config.part) == "string" and config.part or self.name
+end
+
 -- The chosen record of a run, or nil (none; --no-cache: not looked at).
 function Ex:recorded(name, config, check, label)
   local opts = self.opts
   if not opts.results or (opts.no_cache and not opts.from_records) then return nil end
-  local recs = record.find(opts.results, self.name, name, config, check)
+  local recs = record.find(opts.results, record_part(self, config), name, config, check)
   local rec = recs[1]
   if rec then
     self:note_record(name, recs)
@@ -374,7 +381,8 @@ end
 function Ex:record(name, config, r, status)
   local opts = self.opts
   if not opts.results or type(r) ~= "table" then return end
-  if status == "hit" and #record.find(opts.results, self.name, name, config) > 0 then return end
+  local part = record_part(self, config)
+  if status == "hit" and #record.find(opts.results, part, name, config) > 0 then return end
   local prov = r.provenance
   if type(prov) ~= "table" then -- a cache entry from before records: what is known
     prov = record.provenance()
@@ -383,7 +391,7 @@ function Ex:record(name, config, r, status)
   local copy = {}
   for k, v in pairs(r) do copy[k] = v end
   copy.provenance = nil
-  local path = record.write(opts.results, self.name, name, config, copy, prov)
+  local path = record.write(opts.results, part, name, config, copy, prov)
   io.stderr:write("record written: ", path, "\n")
 end
 

@@ -405,6 +405,29 @@ parts.part6 = {
   end,
 }
 
+parts.part7 = {
+  title = "Part 7: does the verdict survive a standard training recipe?",
+  command = "xsa scripts/part7_recipe.lua",
+  paper = "not in the notebook: the same pair under the recipe small GPTs are usually trained with",
+  about = "Part 3's pair (same model, data and 300 steps) under the notebook's constant learning rate and under " ..
+    "a linear warmup followed by cosine decay to a tenth of the peak. The constant-rate runs are part 3's own. " ..
+    "Every endpoint of doc/study.md (final and mean validation loss, the steps at which fixed losses are " ..
+    "reached, the plateau-escape step) is compared per recipe, paired by seed.",
+  explain = {"Why ask: at this scale standard attention sits on a loss plateau near the unigram entropy and " ..
+    "leaves it at a step that depends on small differences. A warmup changes the first steps of Adam; if the " ..
+    "plateau and its seed-to-seed spread shrink under it, the notebook's verdict may be a property of its recipe."},
+  words = function(s)
+    local out = {}
+    for _, key in ipairs{"constant", "cosine"} do
+      local r = (s.recipes or {})[key]
+      for _, e in ipairs(r and r.endpoints or {}) do
+        if e.stats and e.stats.verdict then out[#out + 1] = string.format("%s, %s: %s.", r.label, e.label, e.stats.verdict) end
+      end
+    end
+    return out
+  end,
+}
+
 -- Why XSA could help, in a few sentences (the report's closing section).
 M.why = {"Why it could work: the residual connection already hands each token's own representation to the MLP " ..
   "and the next layer. Restricting the attention output to what is orthogonal to the token's own value makes " ..
@@ -415,7 +438,7 @@ M.why = {"Why it could work: the residual connection already hands each token's 
   "their intervals over seeds, are the answer this study gives."}
 
 M.parts = parts
-M.order = {"part1", "part2", "part3", "part4", "part5", "part6"}
+M.order = {"part1", "part2", "part3", "part4", "part5", "part6", "part7"}
 
 local css = [[
 body{font-family:"DejaVu Sans",Helvetica,Arial,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
