@@ -61,8 +61,9 @@
 --                                 is better) of the two models trained with seed i. Returns
 --                                 a table:
 --       n, level                  number of seeds, confidence level
---       d                         per-seed improvement in percent, d[i] = 100 (sa[i]-xsa[i]) / sa[i]
---                                 (positive: XSA lower)
+--       d                         per-seed difference in percent, d[i] = 100 (sa[i]-xsa[i]) / |sa[i]|
+--                                 (positive: XSA lower, whatever the sign of the metric);
+--                                 with relative = false, d[i] = sa[i] - xsa[i] in the metric's units
 --       mean, sd                  of d (sd nil for n = 1)
 --       t_lo, t_hi                t interval of the mean of d (nil for n = 1)
 --       boot_lo, boot_hi          bootstrap interval of the mean of d (nil for n = 1)
@@ -75,11 +76,18 @@
 --           "XSA worse by 0.80% (95% CI -1.50 to -0.10, N=5)"     interval below 0
 --           "inconclusive at N=5 seeds (mean 0.55%, 95% CI -1.20 to 2.30)"
 --           "XSA better by 0.42% on one seed (one seed cannot give an interval)"
---     opts: level (0.95), resamples, seed (passed to bootstrap_interval).
---     sa[i] = 0 raises (the relative improvement is undefined), as do lists of
---     different lengths.
+--     opts: level (0.95), resamples, seed (passed to bootstrap_interval);
+--       better = "lower" (default: a loss) or "higher" (an accuracy): which way is better
+--       for the verdict (with "higher", its numbers are -d: the gain of XSA);
+--       relative = true (default: percent of |SA|) or false (differences in the metric's
+--       units, no "%": for a metric near 0 or of either sign, where percent mislead).
+--     A verdict number that two decimals would show as 0.00 gets two significant digits.
+--     sa[i] = 0 raises when relative (the relative improvement is undefined), as do lists of
+--     different lengths; a mean, sd or bound that overflows a double raises.
 -- Non-goals: other tests (sign test, permutation tests of two samples), multiple-comparison
 -- corrections, distributions other than Student's t, weighted data.
+local options = require "xsa.options"
+
 local M = {}
 
 local huge = math.huge
@@ -131,23 +139,54 @@ end
 
 -- ---- descriptive ------------------------------------------------------------
 
+-- Sums and squares run on the values times 2^-k, 2^k near max |x| (k clamped
+-- to [-1000, 1000]), and the result is scaled back: a product by a power of
+-- two is exact, so for ordinary values every bit is as without the scaling,
+-- while values near the double limits (1e308, 1e-320) neither overflow nor
+-- underflow on the way.
+local function scale_of(xs, n)
+  local top = 0.0
+  for i = 1, n do
+    local a = abs(xs[i])
+    if a > top then top = a end
+  end
+  if top == 0 then return 1.0 end
+  local k = floor(log(top, 2))
+  if k > 1000 then k = 1000 elseif k < -1000 then k = -1000 end
+  return 2.0 ^ k
+end
+
 local function mean_of(xs, n)
+  local sc = scale_of(xs, n)
+  local inv = 1.0 / sc
   local s = 0.0
-  for i = 1, n do s = s + xs[i] end
+  for i = 1, n do s = s + xs[i] * inv end
   local m = s / n
   -- one correction pass (the mean of the residuals) for extra accuracy
   local r = 0.0
-  for i = 1, n do r = r + (xs[i] - m) end
-  return m + r / n
+  for i = 1, n do r = r + (xs[i] * inv - m) end
+  return (m + r / n) * sc
 end
 
+-- The sample sd; nil when it overflows a double (callers raise).
 local function sd_of(xs, n, m)
+  local sc = scale_of(xs, n)
+  local inv = 1.0 / sc
+  local ms = m * inv
   local ss = 0.0
   for i = 1, n do
-    local e = xs[i] - m
+    local e = xs[i] * inv - ms
     ss = ss + e * e
   end
-  return sqrt(ss / (n - 1))
+  local s = sqrt(ss / (n - 1)) * sc
+  if s == huge then return nil end
+  return s
+end
+
+local function sd_or_fail(fn, xs, n, m)
+  local s = sd_of(xs, n, m)
+  if not s then fail(fn, "the standard deviation of these values overflows a double (values near +-1.8e308)") end
+  return s
 end
 
 function M.mean(xs)
@@ -158,7 +197,7 @@ end
 function M.sd(xs)
   local n = check_list("sd", xs)
   if n < 2 then return nil, "the sample standard deviation needs at least 2 values" end
-  return sd_of(xs, n, mean_of(xs, n))
+  return sd_or_fail("sd", xs, n, mean_of(xs, n))
 end
 
 local function quantile_sorted(s, n, p)
@@ -425,15 +464,19 @@ function M.t_interval(xs, level)
   level = check_level("t_interval", level)
   if n < 2 then return nil, "a t interval needs at least 2 values" end
   local m = mean_of(xs, n)
-  local half = t_solve((1 - level) / 2, n - 1, "tail") * sd_of(xs, n, m) / sqrt(n)
-  return m - half, m + half
+  local half = t_solve((1 - level) / 2, n - 1, "tail") * sd_or_fail("t_interval", xs, n, m) / sqrt(n)
+  local lo, hi = m - half, m + half
+  if not (is_finite(lo) and is_finite(hi)) then
+    fail("t_interval", "the interval's bounds overflow a double (mean %g, half-width %g)", m, half)
+  end
+  return lo, hi
 end
 
 function M.paired_t_p(xs)
   local n = check_list("paired_t_p", xs)
   if n < 2 then return nil, "a t test needs at least 2 values" end
   local m = mean_of(xs, n)
-  local s = sd_of(xs, n, m)
+  local s = sd_or_fail("paired_t_p", xs, n, m)
   if s == 0 then
     if m == 0 then return 1.0, 0.0 end
     return 0.0, m > 0 and huge or -huge
@@ -500,7 +543,7 @@ function M.bootstrap_interval(xs, opts)
   if opts ~= nil and type(opts) ~= "table" then
     fail("bootstrap_interval", "opts must be a table, got %s", type(opts))
   end
-  opts = opts or {}
+  opts = options.check("stats.bootstrap_interval", opts, {"level", "resamples", "seed"}, 3)
   local level = check_level("bootstrap_interval", opts.level)
   local b = opts.resamples or 10000
   if math.type(b) ~= "integer" or b < 1 then
@@ -511,6 +554,8 @@ function M.bootstrap_interval(xs, opts)
     fail("bootstrap_interval", "seed must be an integer, got %s", describe(seed))
   end
   local g = xsa_lib().generator(seed)
+  local sc = scale_of(xs, n) -- see mean_of
+  local inv = 1.0 / sc
   local means = {}
   local rows = math.max(1, 65536 // n)
   local done = 0
@@ -519,8 +564,8 @@ function M.bootstrap_interval(xs, opts)
     local idx = g:randint(1, n + 1, k, n):totable()
     for r = 1, k do
       local row, s = idx[r], 0.0
-      for j = 1, n do s = s + xs[row[j]] end
-      means[done + r] = s / n
+      for j = 1, n do s = s + xs[row[j]] * inv end
+      means[done + r] = s / n * sc
     end
     done = done + k
   end
@@ -534,6 +579,63 @@ local function pct_level(level)
   return string.format("%g%%", 100 * level)
 end
 
+-- A number for a verdict: two decimals, or two significant digits when two
+-- decimals would print 0.00 for a value that is not 0.
+local function fmt(v)
+  if v ~= 0 and abs(v) < 0.005 then return string.format("%.2g", v) end
+  return string.format("%.2f", v)
+end
+
+-- The per-seed differences d (positive: XSA lower) and the count of seeds
+-- where XSA is lower. relative: d = 100 (SA - XSA) / |SA|, so that the sign
+-- of d does not flip with the sign of the metric; else d = SA - XSA.
+local function differences(sa, xs, n, relative)
+  local d, k = {}, 0
+  for i = 1, n do
+    if relative then
+      if sa[i] == 0 then
+        fail("paired_summary", "SA value %d is 0: the improvement 100*(SA-XSA)/|SA| is undefined " ..
+          "(relative = false compares differences instead)", i)
+      end
+      d[i] = 100 * (sa[i] - xs[i]) / abs(sa[i])
+      -- SA - XSA can overflow where the ratio does not (values of opposite signs near 1e308)
+      if not is_finite(d[i]) then d[i] = 100 * (sa[i] / abs(sa[i]) - xs[i] / abs(sa[i])) end
+    else
+      d[i] = sa[i] - xs[i]
+    end
+    if not is_finite(d[i]) then
+      fail("paired_summary", "the improvement of seed %d is not finite (SA %s, XSA %s)", i, sa[i], xs[i])
+    end
+    if xs[i] < sa[i] then k = k + 1 end
+  end
+  return d, k
+end
+
+local SUMMARY_OPTIONS = {"level", "resamples", "seed", "better", "relative"}
+
+-- The verdict line of summary s (see the header).
+local function verdict(s, n, lv, higher, unit)
+  local m = s.mean
+  local function gain(v) return higher and -v or v end -- > 0: XSA better
+  if n == 1 then
+    if m == 0 then return "no difference on one seed (one seed cannot give an interval)" end
+    return string.format("XSA %s by %s%s on one seed (one seed cannot give an interval)",
+      gain(m) > 0 and "better" or "worse", fmt(abs(m)), unit)
+  end
+  if s.sd == 0 and m == 0 then
+    return string.format("no difference at N=%d seeds (SA and XSA give the same values)", n)
+  end
+  local lo, hi = s.t_lo, s.t_hi
+  if higher then lo, hi = -hi, -lo end
+  if lo > 0 then
+    return string.format("XSA better by %s%s (%s CI %s to %s, N=%d)", fmt(gain(m)), unit, lv, fmt(lo), fmt(hi), n)
+  elseif hi < 0 then
+    return string.format("XSA worse by %s%s (%s CI %s to %s, N=%d)", fmt(-gain(m)), unit, lv, fmt(lo), fmt(hi), n)
+  end
+  return string.format("inconclusive at N=%d seeds (mean %s%s, %s CI %s to %s)", n, fmt(gain(m)), unit, lv,
+    fmt(lo), fmt(hi))
+end
+
 function M.paired_summary(sa, xs, opts)
   local n = check_list("paired_summary", sa, "SA values")
   local nx = check_list("paired_summary", xs, "XSA values")
@@ -541,45 +643,30 @@ function M.paired_summary(sa, xs, opts)
   if opts ~= nil and type(opts) ~= "table" then
     fail("paired_summary", "opts must be a table, got %s", type(opts))
   end
-  opts = opts or {}
+  opts = options.check("stats.paired_summary", opts, SUMMARY_OPTIONS, 3)
   local level = check_level("paired_summary", opts.level)
-  local d, k = {}, 0
-  for i = 1, n do
-    if sa[i] == 0 then
-      fail("paired_summary", "SA value %d is 0: the improvement 100*(SA-XSA)/SA is undefined", i)
-    end
-    d[i] = 100 * (sa[i] - xs[i]) / sa[i]
-    if not is_finite(d[i]) then
-      fail("paired_summary", "the improvement of seed %d is not finite (SA %s, XSA %s)", i, sa[i], xs[i])
-    end
-    if xs[i] < sa[i] then k = k + 1 end
+  local better = opts.better or "lower"
+  if better ~= "lower" and better ~= "higher" then
+    fail("paired_summary", "better must be \"lower\" (a loss) or \"higher\" (an accuracy), got %s", describe(better))
   end
-  local s = {n = n, level = level, d = d, mean = mean_of(d, n), k_xsa_lower = k}
+  local relative = opts.relative ~= false
+  if opts.relative ~= nil and type(opts.relative) ~= "boolean" then
+    fail("paired_summary", "relative must be true or false, got %s", describe(opts.relative))
+  end
+  local d, k = differences(sa, xs, n, relative)
+  local s = {n = n, level = level, d = d, mean = mean_of(d, n), k_xsa_lower = k, better = better,
+    relative = relative}
   local pw, w_or_why = M.wilcoxon_p(d)
   s.p_wilcoxon = pw
   if not pw then s.wilcoxon_note = w_or_why end
-  local lv = pct_level(level)
-  if n == 1 then
-    local m = s.mean
-    s.verdict = string.format("XSA %s by %.2f%% on one seed (one seed cannot give an interval)",
-      m >= 0 and "better" or "worse", abs(m))
-    if m == 0 then s.verdict = "no difference on one seed (one seed cannot give an interval)" end
-    return s
+  local unit = relative and "%" or ""
+  if n > 1 then
+    s.sd = sd_or_fail("paired_summary", d, n, s.mean)
+    s.t_lo, s.t_hi = M.t_interval(d, level)
+    s.boot_lo, s.boot_hi = M.bootstrap_interval(d, {level = level, resamples = opts.resamples, seed = opts.seed})
+    s.p_t = M.paired_t_p(d)
   end
-  s.sd = sd_of(d, n, s.mean)
-  s.t_lo, s.t_hi = M.t_interval(d, level)
-  s.boot_lo, s.boot_hi = M.bootstrap_interval(d, {level = level, resamples = opts.resamples, seed = opts.seed})
-  s.p_t = M.paired_t_p(d)
-  if s.sd == 0 and s.mean == 0 then
-    s.verdict = string.format("no difference at N=%d seeds (SA and XSA give the same values)", n)
-  elseif s.t_lo > 0 then
-    s.verdict = string.format("XSA better by %.2f%% (%s CI %.2f to %.2f, N=%d)", s.mean, lv, s.t_lo, s.t_hi, n)
-  elseif s.t_hi < 0 then
-    s.verdict = string.format("XSA worse by %.2f%% (%s CI %.2f to %.2f, N=%d)", -s.mean, lv, s.t_lo, s.t_hi, n)
-  else
-    s.verdict = string.format("inconclusive at N=%d seeds (mean %.2f%%, %s CI %.2f to %.2f)",
-      n, s.mean, lv, s.t_lo, s.t_hi)
-  end
+  s.verdict = verdict(s, n, pct_level(level), better == "higher", unit)
   return s
 end
 
