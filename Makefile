@@ -225,18 +225,22 @@ run-all: deps
 	@$(MAKE) --no-print-directory all
 	./$(EXE) scripts/run_all.lua $(ARGS)
 
+# `make install`: the Lua modules with the GPT-2 tokenizer files in
+# LUA_LMOD/xsa/data (where xsa.data looks, as for a rock; nothing is written
+# there at run time, so the tree may be read-only), xsa.so in LUA_CMOD.
 LUA_LMOD := $(PREFIX)/share/lua/5.4
 LUA_CMOD := $(PREFIX)/lib/lua/5.4
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/xsa \
-	    $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(LUA_LMOD)/xsa $(DESTDIR)$(LUA_CMOD)
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(LUA_LMOD)/xsa/data $(DESTDIR)$(LUA_CMOD)
 	install -m 755 $(EXE) $(DESTDIR)$(PREFIX)/bin/xsa
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/libxsa.a
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libxsa.so
 	install -m 644 $(filter-out core/tensor_impl.h core/autograd_impl.h core/vec.h,$(wildcard core/*.h)) $(DESTDIR)$(PREFIX)/include/xsa/
 	install -m 755 $(LUA_SO) $(DESTDIR)$(LUA_CMOD)/xsa.so
 	install -m 644 lua/xsa/*.lua $(DESTDIR)$(LUA_LMOD)/xsa/
+	install -m 644 data/encoder.json data/vocab.bpe $(DESTDIR)$(LUA_LMOD)/xsa/data/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*XSA_VERSION "\(.*\)".*/\1/p' core/xsa.h)|g' \
 	    -e 's|@DNNL_LIBS@|$(DNNL_LIBS)|g' -e 's|@MPI_LIBS@|$(strip $(MPI_LIBS))|g' mk/xsa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xsa.pc
 

@@ -396,6 +396,10 @@ int xsa_data_loader_next(xsa_data_loader *l, xsa_tensor **inputs, xsa_tensor **t
                          (long long)l->B);
     }
     if (l->pos >= nb) {
+        if (l->epoch >= XSA_DATA_MAX_EPOCH) {
+            *inputs = *targets = NULL;
+            return xsa_error("loader: epoch %lld is the last one", (long long)l->epoch + 1);
+        }
         l->epoch++;
         l->pos = 0;
         make_order(l);
@@ -417,7 +421,7 @@ void xsa_data_loader_reset(xsa_data_loader *l)
 int xsa_data_loader_seek(xsa_data_loader *l, int64_t epoch, int64_t position)
 {
     int64_t nb = xsa_data_loader_num_batches(l);
-    if (epoch < 0 || position < 0 || position > nb)
+    if (epoch < 0 || epoch > XSA_DATA_MAX_EPOCH || position < 0 || position > nb)
         return xsa_error("loader: cannot seek to epoch %lld, position %lld (%lld batches per epoch)",
                          (long long)epoch + 1, (long long)position, (long long)nb);
     if (epoch != l->epoch) {

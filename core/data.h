@@ -102,8 +102,13 @@ int xsa_data_loader_next(xsa_data_loader *l, xsa_tensor **inputs, xsa_tensor **t
 void xsa_data_loader_reset(xsa_data_loader *l);
 int64_t xsa_data_loader_epoch(const xsa_data_loader *l);    /* 0-based */
 int64_t xsa_data_loader_position(const xsa_data_loader *l); /* batches taken this epoch */
+/* The last epoch (0-based) a loader reaches: 2^62, so that epoch + 1 (the
+ * 1-based epoch a binding shows) and the seed arithmetic of the shuffle
+ * never overflow an int64; next() past its end is an error. */
+#define XSA_DATA_MAX_EPOCH ((int64_t)1 << 62)
 /* Puts the loader where it was after taking `position` batches of epoch
- * `epoch` (0-based; 0 <= position <= num_batches), as epoch() and
+ * `epoch` (0-based; 0 <= epoch <= XSA_DATA_MAX_EPOCH, 0 <= position <=
+ * num_batches), as epoch() and
  * position() reported them: the next call to next() returns what it would
  * have returned then (a resumed run sees the same batches). -1 + error on
  * values out of range. */

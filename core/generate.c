@@ -583,8 +583,8 @@ void xsa_sampling_default(xsa_sampling *s)
 
 int xsa_sampling_validate(const xsa_sampling *s)
 {
-    if (!isfinite(s->temperature))
-        return xsa_error("sampling: temperature must be a finite number (got %g)", s->temperature);
+    if (!isfinite(s->temperature) || s->temperature < 0.0)
+        return xsa_error("sampling: temperature must be a finite number >= 0 (got %g)", s->temperature);
     if (s->top_k < 0) return xsa_error("sampling: top_k must be >= 0 (got %d)", s->top_k);
     if (!(s->top_p > 0.0 && s->top_p <= 1.0))
         return xsa_error("sampling: top_p must be in (0, 1] (got %g)", s->top_p);
@@ -649,12 +649,40 @@ static int bucket_of(float p)
     return (int)(u >> 20) & 4095;
 }
 
+/* Whether temperature t samples at all: 0, and a t so small that 1/t is
+ * not a float, are the greedy limit (argmax). */
+static int greedy(double t) { return t <= 0.0 || !isfinite((float)(1.0 / t)); }
+
+/* The extremes of logits (see generate.h): -1 with an error for a NaN or
+ * when no logit is above -inf; else 1 when some logit is +inf (they share
+ * the draw evenly: the limit of large logits), 0 otherwise. */
+static int check_logits(const float *logits, int V)
+{
+    int any = 0, inf = 0;
+    for (int i = 0; i < V; i++) {
+        float l = logits[i];
+        if (l != l) return xsa_error("sampling: logit %d is NaN", i);
+        any |= l > -INFINITY;
+        inf |= l == INFINITY;
+    }
+    if (!any) return xsa_error("sampling: every logit is -inf: no token can be drawn");
+    return inf;
+}
+
 int xsa_sample_probs(float *probs, const float *logits, int V, const xsa_sampling *s, void *work)
 {
-    if (s->temperature <= 0.0) {
+    int inf = check_logits(logits, V);
+    if (inf < 0) return -1;
+    if (greedy(s->temperature)) {
         memset(probs, 0, (size_t)V * sizeof(float));
         probs[xsa_argmax(logits, V)] = 1.0f;
         return 1;
+    }
+    if (inf) {
+        int n = 0;
+        for (int i = 0; i < V; i++) n += logits[i] == INFINITY;
+        for (int i = 0; i < V; i++) probs[i] = logits[i] == INFINITY ? 1.0f / (float)n : 0.0f;
+        return n;
     }
     double *bsum = work; /* 8-byte aligned first */
     cand_t *cand = (cand_t *)(bsum + 4096);
@@ -737,9 +765,9 @@ int xsa_sample_probs(float *probs, const float *logits, int V, const xsa_samplin
 
 int32_t xsa_sample(const float *logits, int V, const xsa_sampling *s, xsa_rng *g, void *work)
 {
-    if (s->temperature <= 0.0) return xsa_argmax(logits, V);
+    if (greedy(s->temperature)) return check_logits(logits, V) < 0 ? -1 : xsa_argmax(logits, V);
     float *probs = (float *)((char *)work + xsa_sample_work_bytes(V));
-    xsa_sample_probs(probs, logits, V, s, work);
+    if (xsa_sample_probs(probs, logits, V, s, work) < 0) return -1;
     double u = xsa_rng_uniform(g), cum = 0.0;
     int32_t last = 0;
     for (int i = 0; i < V; i++)
@@ -871,6 +899,12 @@ int xsa_gpt_generate(xsa_gpt *m, int B, const int32_t *const *prompts, const int
         for (int b = 0; b < B; b++) {
             if (!g.active[b]) continue;
             int32_t id = xsa_sample(g.logits + (size_t)b * g.V, g.V, &o->sampling, &g.rng[b], g.work);
+            if (id < 0) {
+                char why[256]; /* xsa_error writes the buffer last_error reads */
+                snprintf(why, sizeof why, "%s", xsa_last_error() + strlen("sampling: "));
+                xsa_error("generate: row %d, new token %d: the model's %s", b + 1, nout[b] + 1, why);
+                goto done;
+            }
             if (id == o->eot) {
                 g.active[b] = 0;
                 continue;

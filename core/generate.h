@@ -76,24 +76,33 @@ int xsa_kv_cache_append(xsa_kv_cache *c, const int32_t *ids, int T, const int *l
  * probabilities are renormalised. A draw takes u = uniform(g) * (sum kept)
  * and returns the first id, in increasing id order, whose running sum of
  * kept probabilities exceeds u. */
+/* Extremes (the rule; tests/test_reliability.lua draws at each): a
+ * temperature of 0, or one so small that 1/T overflows a float, is greedy
+ * (the limit T -> 0); a huge finite T gives the uniform distribution over
+ * the tokens whose logit is above -inf. A logit of -inf is probability 0;
+ * logits of +inf share the draw evenly (the limit of large logits). A NaN
+ * logit, or every logit -inf, is an error: no token is drawn silently from
+ * a broken distribution. */
 typedef struct xsa_sampling {
-    double temperature; /* 1.0; <= 0: greedy */
+    double temperature; /* 1.0; 0: greedy (negative: an error) */
     int top_k;          /* 0: no limit */
     double top_p;       /* 1.0: no limit; in (0, 1] */
 } xsa_sampling;
 
 void xsa_sampling_default(xsa_sampling *s);
-/* 0, or -1 with an error naming the bad field (temperature not finite,
- * top_k < 0, top_p outside (0, 1]). */
+/* 0, or -1 with an error naming the bad field (temperature not finite or
+ * negative, top_k < 0, top_p outside (0, 1]). */
 int xsa_sampling_validate(const xsa_sampling *s);
 /* argmax of x[n], lowest index on ties (NaN never wins). */
 int32_t xsa_argmax(const float *x, int n);
 /* Bytes of work memory the two functions below need for a vocabulary V. */
 size_t xsa_sample_work_bytes(int V);
 /* Writes the distribution a draw samples from into probs[V] (zero outside
- * the kept set, summing to 1) and returns the number of tokens kept. */
+ * the kept set, summing to 1) and returns the number of tokens kept; -1
+ * with an error for a NaN logit or when every logit is -inf. */
 int xsa_sample_probs(float *probs, const float *logits, int V, const xsa_sampling *s, void *work);
-/* One token id drawn from logits[V] with g (no draw for greedy). */
+/* One token id drawn from logits[V] with g (no draw for greedy); -1 with an
+ * error as xsa_sample_probs. */
 int32_t xsa_sample(const float *logits, int V, const xsa_sampling *s, xsa_rng *g, void *work);
 
 /* ---- the generation loop ---------------------------------------------- */

@@ -25,6 +25,7 @@
 #include "system.h"
 #include "fileio.h"
 #include "xz.h"
+#include "text.h"
 #include "safetensors.h"
 #include "bpe.h"
 #include "data.h"

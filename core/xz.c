@@ -34,10 +34,50 @@ static const char *lzma_message(lzma_ret r)
     }
 }
 
+static size_t text_limit = XSA_XZ_DEFAULT_LIMIT;
+
+size_t xsa_xz_limit(void) { return text_limit; }
+
+int xsa_xz_set_limit(size_t max_out)
+{
+    if (max_out == 0) return xsa_error("xz: the size limit must be at least 1 byte");
+    if (max_out > SIZE_MAX / 4) max_out = SIZE_MAX / 4; /* keeps max_out + 2 from wrapping */
+    text_limit = max_out;
+    return 0;
+}
+
+/* The uncompressed size the streams' indexes declare (the whole image is in
+ * memory, so the decoder never asks to seek); 0 when they cannot be read,
+ * and the decoding below reports why. */
+static uint64_t declared_size(const void *in, size_t n)
+{
+    lzma_stream s = LZMA_STREAM_INIT;
+    lzma_index *idx = NULL;
+    uint64_t size = 0;
+    if (lzma_file_info_decoder(&s, &idx, XZ_MEMLIMIT, n) != LZMA_OK) return 0;
+    s.next_in = in;
+    s.avail_in = n;
+    lzma_ret r = lzma_code(&s, LZMA_FINISH);
+    if (r == LZMA_STREAM_END && idx) size = lzma_index_uncompressed_size(idx);
+    if (idx) lzma_index_end(idx, NULL);
+    lzma_end(&s);
+    return size;
+}
+
 char *xsa_xz_decode(const void *in, size_t n, size_t max_out, const char *what, size_t *n_out)
 {
     if (n_out) *n_out = 0;
     if (!what) what = "xz data";
+    /* refused before any output exists when the index says it is too big;
+     * an index that lies is caught below (liblzma checks it against the
+     * data), and the output never grows past max_out either way */
+    uint64_t declared = declared_size(in, n);
+    if (max_out && declared > max_out) {
+        xsa_error("%s: decompresses to %llu bytes (its index says), more than the limit of %zu bytes "
+                  "(raise it with xsa.data.max_text_bytes(n) or XSA_MAX_TEXT_BYTES)",
+                  what, (unsigned long long)declared, max_out);
+        return NULL;
+    }
     lzma_stream s = LZMA_STREAM_INIT;
     /* LZMA_CONCATENATED: `cat a.xz b.xz` is a valid file too, as for xz(1). */
     lzma_ret r = lzma_stream_decoder(&s, XZ_MEMLIMIT, LZMA_CONCATENATED);
@@ -45,9 +85,12 @@ char *xsa_xz_decode(const void *in, size_t n, size_t max_out, const char *what, 
         xsa_error("%s: %s", what, lzma_message(r));
         return NULL;
     }
-    /* xz ratios on text are 4-6x: start at 8x the input, then double. */
+    /* the declared size exactly; else (xz ratios on text are 4-6x) 8x the
+     * input, then doubling */
     size_t cap = n < SIZE_MAX / 16 ? n * 8 + 4096 : SIZE_MAX / 2;
-    if (max_out && cap > max_out + 1) cap = max_out + 1;
+    if (declared > 0 && declared < SIZE_MAX / 2) cap = (size_t)declared + 2;
+    /* room for max_out + 1 bytes and the NUL: a full buffer is one byte too many */
+    if (max_out && cap > max_out + 2) cap = max_out + 2;
     char *out = malloc(cap);
     if (!out) {
         lzma_end(&s);
@@ -69,8 +112,9 @@ char *xsa_xz_decode(const void *in, size_t n, size_t max_out, const char *what, 
         }
         if (s.avail_out == 0) {
             size_t len = cap - 1;
-            if (max_out && len >= max_out) {
-                xsa_error("%s: decompresses to more than %zu bytes", what, max_out);
+            if (max_out && len > max_out) {
+                xsa_error("%s: decompresses to more than the limit of %zu bytes "
+                          "(raise it with xsa.data.max_text_bytes(n) or XSA_MAX_TEXT_BYTES)", what, max_out);
                 goto fail;
             }
             if (cap > SIZE_MAX / 2) {
@@ -78,7 +122,7 @@ char *xsa_xz_decode(const void *in, size_t n, size_t max_out, const char *what, 
                 goto fail;
             }
             size_t ncap = cap * 2;
-            if (max_out && ncap > max_out + 1) ncap = max_out + 1;
+            if (max_out && ncap > max_out + 2) ncap = max_out + 2;
             char *nb = realloc(out, ncap);
             if (!nb) {
                 xsa_error("%s: out of memory (%zu bytes)", what, ncap);
@@ -111,7 +155,7 @@ char *xsa_read_text(const char *path, size_t *n)
         if (n) *n = rn;
         return raw;
     }
-    char *text = xsa_xz_decode(raw, rn, 0, path, n);
+    char *text = xsa_xz_decode(raw, rn, text_limit, path, n);
     free(raw);
     return text;
 }

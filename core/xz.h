@@ -21,9 +21,22 @@ int xsa_xz_is_xz(const void *buf, size_t n);
  * would exceed max_out bytes (0: no limit but memory). */
 char *xsa_xz_decode(const void *in, size_t n, size_t max_out, const char *what, size_t *n_out);
 
+/* Bounded resources (the rule): decompression never produces more than a
+ * size limit. xsa_xz_decode refuses, before it allocates any output, an
+ * image whose indexes declare more than max_out bytes, and stops with an
+ * error once the output would pass max_out whatever the indexes say; so
+ * memory stays below the input + max_out + 1 + the decoder's dictionary
+ * (at most 512 MiB). xsa_read_text applies the process-wide limit below
+ * (XSA_XZ_DEFAULT_LIMIT, 256 MiB, 35 times the study's corpus; the Lua
+ * module sets it from $XSA_MAX_TEXT_BYTES or xsa.data.max_text_bytes). */
+#define XSA_XZ_DEFAULT_LIMIT ((size_t)256 << 20)
+size_t xsa_xz_limit(void);
+/* 0, or -1 + error for 0. Not thread-safe: set it before reading. */
+int xsa_xz_set_limit(size_t max_out);
+
 /* The whole content of path, decompressed when the file is xz (recognised by
- * its magic bytes, whatever its name): malloc'd, NUL-terminated beyond *n.
- * NULL + xsa_error naming the path. */
+ * its magic bytes, whatever its name) within xsa_xz_limit() bytes:
+ * malloc'd, NUL-terminated beyond *n. NULL + xsa_error naming the path. */
 char *xsa_read_text(const char *path, size_t *n);
 
 #endif

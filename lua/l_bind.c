@@ -13,6 +13,7 @@
  * Non-goals: helpers one binding file alone needs (they stay static there);
  * typed userdata (each type has its own file, check function and __gc).
  */
+#include <ctype.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -128,6 +129,61 @@ int64_t xsa_lua_countfield(lua_State *L, const char *fn, const char *key, int64_
     return (int64_t)v;
 }
 
+/* The optimal-string-alignment distance of a and b after lower-casing and
+ * reading '-' as '_' (the same measure as lua/xsa/options.lua); names
+ * longer than 63 bytes are never close. */
+static int near_distance(const char *a, const char *b)
+{
+    char x[64], y[64];
+    size_t la = strlen(a), lb = strlen(b);
+    if (la >= sizeof x || lb >= sizeof y) return 1 << 20;
+    for (size_t i = 0; i < la; i++) x[i] = a[i] == '-' ? '_' : (char)tolower((unsigned char)a[i]);
+    for (size_t j = 0; j < lb; j++) y[j] = b[j] == '-' ? '_' : (char)tolower((unsigned char)b[j]);
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (x[i - 1] != y[j - 1]);
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && x[i - 1] == y[j - 2] && x[i - 2] == y[j - 1] && d[i - 2][j - 2] + 1 < c)
+                c = d[i - 2][j - 2] + 1;
+            d[i][j] = c;
+        }
+    return d[la][lb];
+}
+
+/* Raises "unknown option 'k' (did you mean 'x'?)" or "(known: a, b)". */
+static void unknown_key(lua_State *L, const char *fn, int kidx, const char *const *allowed)
+{
+    const char *k = lua_type(L, kidx) == LUA_TSTRING ? lua_tostring(L, kidx) : NULL;
+    const char *best = NULL;
+    int best_d = 0;
+    for (int i = 0; k && allowed[i]; i++) {
+        int d = near_distance(k, allowed[i]);
+        if (d <= 1 + (int)strlen(k) / 4 && (!best || d < best_d)) best = allowed[i], best_d = d;
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    if (k) lua_pushfstring(L, "unknown option '%s' (", k);
+    else lua_pushfstring(L, "unknown option [%s] (", luaL_typename(L, kidx));
+    luaL_addvalue(&b);
+    if (best) {
+        lua_pushfstring(L, "did you mean '%s'?)", best);
+        luaL_addvalue(&b);
+    } else {
+        luaL_addstring(&b, "known: ");
+        for (int i = 0; allowed[i]; i++) {
+            if (i) luaL_addstring(&b, ", ");
+            luaL_addstring(&b, allowed[i]);
+        }
+        luaL_addstring(&b, ")");
+    }
+    luaL_pushresult(&b);
+    xsa_lua_opterror(L, fn, lua_tostring(L, -1));
+}
+
 void xsa_lua_checkkeys(lua_State *L, const char *fn, int arg, const char *const *allowed)
 {
     lua_pushnil(L);
@@ -139,11 +195,7 @@ void xsa_lua_checkkeys(lua_State *L, const char *fn, int arg, const char *const 
             for (int i = 0; allowed[i]; i++)
                 if (strcmp(k, allowed[i]) == 0) ok = 1;
         }
-        if (!ok) {
-            const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
-                                                            : luaL_typename(L, -1);
-            xsa_lua_opterror(L, fn, lua_pushfstring(L, "unknown option '%s'", k));
-        }
+        if (!ok) unknown_key(L, fn, lua_gettop(L), allowed);
     }
 }
 

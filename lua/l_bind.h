@@ -154,7 +154,13 @@ xsa_tensor *xsa_lua_pintensor(lua_State *L, int idx);
  * and returns the array: store xsa_tensor_retain(t) in it; every non-NULL
  * entry is released when the box is collected. */
 xsa_tensor **xsa_lua_newtensorlist(lua_State *L, int n);
-/* Every key of the options table at arg must be in `allowed` (NULL-ended). */
+/* Every key of the options table at arg must be in `allowed` (NULL-ended),
+ * walked with lua_next (no metamethod runs); an unknown key raises "FN:
+ * unknown option 'k' (did you mean 'x'?)" with the nearest allowed name by
+ * edit distance, or "(known: a, b, ...)" when none is close: the same rule
+ * and measure as xsa.options.check for the Lua modules (lua/xsa/options.lua).
+ * Options that contradict each other are refused by the binding that reads
+ * them (l_gpt.c: lambda with SA attention). */
 void xsa_lua_checkkeys(lua_State *L, const char *fn, int arg, const char *const *allowed);
 
 /* ---- l_base.c: the xsa table's own functions ----------------------------- */
@@ -208,6 +214,7 @@ int xsa_lua_open_gpt(lua_State *L);         /* l_gpt.c: xsa.gpt and the model ty
 int xsa_lua_open_optim(lua_State *L);       /* l_optim.c: xsa.optim and the AdamW type */
 int xsa_lua_open_bpe(lua_State *L);         /* l_bpe.c: xsa._tokenizer and its type */
 int xsa_lua_open_data(lua_State *L);        /* l_data.c: xsa._data and the loader type */
+int xsa_lua_open_text(lua_State *L);        /* l_text.c: xsa._text */
 int xsa_lua_open_mpi(lua_State *L);         /* l_mpi.c: xsa.mpi */
 /* l_json.c: json.encode(value [, indent]) and json.decode(text), for l_mpi.c
  * (gather sends JSON text between ranks). */

@@ -2,6 +2,8 @@
  * l_data.c: the C side of xsa.data (core/data.h), registered as xsa._data;
  * lua/xsa/data.lua builds the public loaders on it.
  *   xsa._data.read_text(path) -> bytes (xz decompressed) | nil, message
+ *   xsa._data.max_text_bytes([n]) -> the limit of a decompressed text (core/xz.h)
+ *   xsa._data.is_file(path), xsa._data.is_dir(path)
  *   xsa._data.story_tokens(tok, source [, cache]) -> int32 tensor [N], status
  *       status = {from_cache=, reason=, written=, write_error=}
  *   xsa._data.tokenize_stories(tok, text) -> int32 tensor [N]
@@ -18,6 +20,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "l_bind.h"
@@ -187,6 +190,8 @@ static int ld_seek(lua_State *L)
     xsa_data_loader *l = check(L);
     lua_Integer e = luaL_checkinteger(L, 2);
     lua_Integer p = luaL_checkinteger(L, 3);
+    /* checked before e - 1, which overflows at math.mininteger */
+    luaL_argcheck(L, e >= 1 && e <= XSA_DATA_MAX_EPOCH + 1, 2, "epoch out of range (1 .. 2^62)");
     if (xsa_data_loader_seek(l, (int64_t)e - 1, p) != 0) return xsa_lua_corefail(L);
     return 0;
 }
@@ -229,6 +234,27 @@ static int l_read_text(lua_State *L)
     return xsa_lua_textresult(L, text, n);
 }
 
+/* max_text_bytes([n]) -> the limit on a decompressed text (core/xz.h), set
+ * to n first when n is given (an integer >= 1) */
+static int l_max_text_bytes(lua_State *L)
+{
+    if (!lua_isnoneornil(L, 1)) {
+        lua_Integer v = xsa_lua_checkcount(L, 1, 1, LUA_MAXINTEGER, "max_text_bytes");
+        if (xsa_xz_set_limit((size_t)v) != 0) return xsa_lua_corefail(L);
+    }
+    lua_pushinteger(L, (lua_Integer)xsa_xz_limit());
+    return 1;
+}
+
+/* is_dir(path) -> true, or false: a directory that exists (stat; nothing is
+ * written, so a read-only filesystem answers like any other) */
+static int l_is_dir(lua_State *L)
+{
+    struct stat st;
+    lua_pushboolean(L, stat(luaL_checkstring(L, 1), &st) == 0 && S_ISDIR(st.st_mode));
+    return 1;
+}
+
 /* is_file(path) -> true, or nil + why (missing, a directory, a FIFO, a
  * device). Unlike io.open it never blocks on a FIFO. */
 static int l_is_file(lua_State *L)
@@ -247,6 +273,8 @@ static int l_is_file(lua_State *L)
 
 static const luaL_Reg funcs[] = {
     {"is_file", l_is_file},
+    {"is_dir", l_is_dir},
+    {"max_text_bytes", l_max_text_bytes},
     {"read_text", l_read_text},
     {"story_tokens", l_story_tokens},
     {"tokenize_stories", l_tokenize_stories},

@@ -223,13 +223,19 @@ static int l_sample(lua_State *L)
     void *work = lua_newuserdatauv(L, xsa_sample_work_bytes(V) + (size_t)V * sizeof(float), 0);
     const float *l = xsa_tensor_f32(lg);
     if (lg->ndim == 1) {
-        lua_pushinteger(L, xsa_sample(l, V, &s, g, work));
+        int32_t id = xsa_sample(l, V, &s, g, work);
+        if (id < 0) return xsa_lua_corefail(L);
+        lua_pushinteger(L, id);
         return 1;
     }
     int64_t sh[1] = {B};
     xsa_tensor *out = xsa_tensor_new(XSA_INT32, 1, sh);
     xsa_lua_pushtensor(L, out);
-    for (int b = 0; b < B; b++) xsa_tensor_i32(out)[b] = xsa_sample(l + (size_t)b * V, V, &s, g, work);
+    for (int b = 0; b < B; b++) {
+        int32_t id = xsa_sample(l + (size_t)b * V, V, &s, g, work);
+        if (id < 0) return xsa_lua_corefail(L);
+        xsa_tensor_i32(out)[b] = id;
+    }
     return 1;
 }
 
@@ -244,7 +250,8 @@ static int l_sample_probs(lua_State *L)
     xsa_tensor *out = xsa_tensor_new(XSA_FLOAT32, lg->ndim, lg->shape);
     xsa_lua_pushtensor(L, out);
     for (int b = 0; b < B; b++)
-        xsa_sample_probs(xsa_tensor_f32(out) + (size_t)b * V, xsa_tensor_f32(lg) + (size_t)b * V, V, &s, work);
+        if (xsa_sample_probs(xsa_tensor_f32(out) + (size_t)b * V, xsa_tensor_f32(lg) + (size_t)b * V, V, &s, work) < 0)
+            return xsa_lua_corefail(L);
     return 1;
 }
 

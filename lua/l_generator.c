@@ -20,6 +20,7 @@
  * Non-goals: the generator's algorithm (core/rng.c).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +79,10 @@ static void set_state(lua_State *L, int arg, xsa_rng *g)
     if (r.has_spare) {
         char *end;
         r.spare = strtod(spare, &end);
-        if (*end) luaL_argerror(L, arg, "not a generator state (bad spare normal)");
+        /* Box-Muller's spare is r sin(th), |r| <= sqrt(-2 log 2^-53) < 8.6: a
+         * NaN, an infinity or a larger value was not saved by get_state */
+        if (*end || !(fabs(r.spare) < 9.0))
+            luaL_argerror(L, arg, "not a generator state (bad spare normal: not a finite number below 9 in size)");
     }
     *g = r;
 }

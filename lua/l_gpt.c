@@ -161,6 +161,11 @@ static xsa_tensor *checktokens(lua_State *L, int arg, const char *what, int *B, 
 static const char *const config_keys[] = {"vocab", "n_layer", "d_model", "n_head", "seq_len",
                                           "attention", "lambda", "seed", "precision", NULL};
 
+/* Contradictory options are refused (the options rule, lua/xsa/options.lua):
+ * lambda sets XSA's strength and would be ignored by a model with SA. */
+#define LAMBDA_WITH_SA \
+    "lambda is XSA's strength and does nothing with standard attention: add attention = \"xsa\" (or drop lambda)"
+
 static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
 {
     const char *fn = "xsa.gpt";
@@ -177,8 +182,10 @@ static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
     }
     if (lua_getfield(L, arg, "attention") != LUA_TNIL) c->attention = attfield(L, fn);
     lua_pop(L, 1);
-    if (lua_getfield(L, arg, "lambda") != LUA_TNIL) c->lambda = xsa_lua_f32field(L, fn, "lambda");
+    int set_lambda = lua_getfield(L, arg, "lambda") != LUA_TNIL;
+    if (set_lambda) c->lambda = xsa_lua_f32field(L, fn, "lambda");
     lua_pop(L, 1);
+    if (set_lambda && c->attention != XSA_ATTN_XSA) xsa_lua_opterror(L, fn, LAMBDA_WITH_SA);
     if (lua_getfield(L, arg, "seed") != LUA_TNIL) {
         int isint;
         lua_Integer s = lua_tointegerx(L, -1, &isint);
@@ -372,6 +379,7 @@ static int m_clone(lua_State *L)
     xsa_gpt *m = checkgpt(L, 1);
     const xsa_gpt_config *c = xsa_gpt_get_config(m);
     if (!set_att) att = c->attention;
+    if (set_lambda && att != XSA_ATTN_XSA) return xsa_lua_opterror(L, "gpt:clone", LAMBDA_WITH_SA);
     if (!set_lambda) lambda = c->lambda;
     xsa_gpt *n = xsa_gpt_clone(m, att, lambda);
     if (!n) return xsa_lua_corefail(L);
@@ -397,6 +405,7 @@ static int m_set_attention(lua_State *L)
     lua_pop(L, 1);
     int set_lambda = !lua_isnoneornil(L, 3);
     double lambda = 0.0;
+    if (set_lambda && att != XSA_ATTN_XSA) return xsa_lua_opterror(L, "gpt:set_attention", LAMBDA_WITH_SA);
     if (set_lambda) {
         lua_pushvalue(L, 3);
         lambda = xsa_lua_f32field(L, "gpt:set_attention", "lambda");

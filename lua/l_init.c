@@ -15,13 +15,83 @@
 
 #include "l_bind.h"
 
+/* The Lua half of the module (lua/xsa/NAME.lua; tests/test_reliability.lua
+ * checks this list against the folder). */
+static const char *const lua_modules[] = {"args", "cache", "data", "endpoints", "experiment", "generate",
+                                          "geometry", "help", "help_db", "numbers", "options", "plot",
+                                          "progress", "record", "report", "samples", "stats", "study", "sys",
+                                          "text", "tokenizer", "train", NULL};
+
+static int is_lua_module(const char *name)
+{
+    for (int i = 0; lua_modules[i]; i++)
+        if (strcmp(name, lua_modules[i]) == 0) return 1;
+    return 0;
+}
+
+/* Installed use (the rule): a stock lua5.4 that finds xsa.so through
+ * LUA_CPATH but not the Lua modules through LUA_PATH gets, for any of them
+ * (xsa.train, require "xsa.plot", model:generate), an error that names
+ * LUA_PATH and the folder to add, never "attempt to index a nil value".
+ * This searcher, last in package.searchers, supplies that text to require. */
+static const char missing_half[] =
+    "local name = ...\n"
+    "local so = package.searchpath('xsa', package.cpath)\n"
+    "local prefix = so and so:match('^(.*)/lib/lua/5%.4/xsa%.so$')\n"
+    "local where = prefix and (prefix .. '/share/lua/5.4/?.lua') or 'FOLDER/?.lua'\n"
+    "return string.format(\"xsa: %s is one of xsa's Lua modules (%s.lua), which are not on package.path; \" ..\n"
+    "  \"set LUA_PATH to the folder that holds xsa/*.lua, e.g. LUA_PATH='%s;;' (for a rock: eval \\\"$(luarocks path)\\\")\",\n"
+    "  name, name:gsub('%.', '/'), where)\n";
+
+static int xsa_searcher(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    if (strncmp(name, "xsa.", 4) != 0 || !is_lua_module(name + 4)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    if (luaL_loadbuffer(L, missing_half, sizeof missing_half - 1, "=xsa searcher") != LUA_OK) return lua_error(L);
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 1);
+    return 1;
+}
+
+/* Appends xsa_searcher to package.searchers (once). */
+static void add_searcher(lua_State *L)
+{
+    if (lua_getglobal(L, "package") != LUA_TTABLE || lua_getfield(L, -1, "searchers") != LUA_TTABLE) {
+        lua_settop(L, lua_gettop(L) - (lua_type(L, -1) == LUA_TTABLE ? 2 : 1));
+        return;
+    }
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        int same = lua_tocfunction(L, -1) == xsa_searcher;
+        lua_pop(L, 1);
+        if (same) {
+            lua_pop(L, 2);
+            return;
+        }
+    }
+    lua_pushcfunction(L, xsa_searcher);
+    lua_rawseti(L, -2, n + 1);
+    lua_pop(L, 2);
+}
+
 /* __index of the xsa table: xsa.NAME -> require("xsa.NAME") for names that
- * are Lua submodules; nil for anything else (no error on a plain miss). */
+ * are Lua submodules (an error naming LUA_PATH when they cannot be found);
+ * nil for anything else (no error on a plain miss). */
 static int lazy_submodule(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 2);
     lua_getglobal(L, "require");
     lua_pushfstring(L, "xsa.%s", name);
+    if (is_lua_module(name)) {
+        lua_call(L, 1, 1);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, 1, name);
+        return 1;
+    }
     /* only try names that have a searchable module, so typos stay nil */
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "searchpath");
@@ -50,6 +120,7 @@ static const luaL_Reg libs[] = {
     {"json", xsa_lua_open_json},
     {"_tokenizer", xsa_lua_open_bpe},
     {"_data", xsa_lua_open_data},
+    {"_text", xsa_lua_open_text},
     {"mpi", xsa_lua_open_mpi},
     {NULL, NULL},
 };
@@ -64,6 +135,7 @@ int luaopen_xsa(lua_State *L)
         lib->func(L);
         lua_setfield(L, -2, lib->name);
     }
+    add_searcher(L);
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, lazy_submodule);
     lua_setfield(L, -2, "__index");

@@ -23,7 +23,7 @@ local ex = xsa.experiment{
   name = "part1", script = "part1_bias.lua", title = "Bias probe, untrained model",
   summary = "Bias probe of an untrained model (SA attention): per layer mean cos(v_i,v_j) (i != j),\n" ..
     "mean a_ii and mean cos(y_i,v_i); a three-panel figure with the values written on the bars.",
-  options = study.options({max_tokens = 80000}, {{"probe-batches", "int", 8, "validation batches the probe averages over"}},
+  options = study.options({max_tokens = 80000}, {{"probe-batches", "int", 8, "validation batches the probe averages over", min = 1}},
     {"steps", "lr", "weight-decay", "eval-every", "eval-batches", "lambda", "seeds", "data-seed", "init-seed", "jobs", "worker"}), -- --resume, --save-every: unused
   quick = {max_tokens = 20000, batch = 4, probe_batches = 2},
   config = function(o)

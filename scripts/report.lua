@@ -15,10 +15,10 @@ local spec = {
     {"out", "string", "cache", "results folder the part scripts wrote to"},
     {"plots", "string", "plots", "figures folder"},
     {"output", "string", "", "the HTML file (default: PLOTS/report.html)"},
-    {"threads", "int", 0, "unused (accepted for uniformity)"},
+    {"threads", "int", 0, "unused (accepted for uniformity)", min = 0},
     {"quick", "bool", false, "unused (accepted for uniformity)"},
     {"no-cache", "bool", false, "unused (accepted for uniformity)"},
-    {"format", "string", "png", "unused (accepted for uniformity)"},
+    {"format", "string", "png", "unused (accepted for uniformity)", one_of = {"png", "svg"}},
   },
 }
 
@@ -28,7 +28,7 @@ study.main(function()
   -- commands for missing parts name the same folders when they are not the defaults
   local folders = {}
   for _, k in ipairs{"out", "plots"} do
-    if opts.given and opts.given[k] then folders[#folders + 1] = string.format("--%s '%s'", k, opts[k]) end
+    if opts.given and opts.given[k] then folders[#folders + 1] = "--" .. k .. " " .. xsa.sys.shell_quote(opts[k]) end
   end
   local path, info = xsa.report.write{out = opts.out, plots = opts.plots, output = output,
     folder_flags = table.concat(folders, " ")}

@@ -17,6 +17,20 @@
 local xsa = xsa or require "xsa"
 local study = xsa.study
 
+local PARTS = {"part1", "part2", "part3", "part4", "part5", "part6", "report"}
+
+-- Every name of a --skip/--only list is a part (else: which one, and the parts).
+local function parts_ok(list)
+  local known = {}
+  for _, p in ipairs(PARTS) do known[p] = true end
+  for p in list:gmatch("[^,%s]+") do
+    if not known[p] then
+      return false, string.format("unknown part '%s' (the parts: %s)", p, table.concat(PARTS, ", "))
+    end
+  end
+  return true
+end
+
 local spec = {
   name = "run_all.lua",
   summary = "Runs part1 ... part6 in order, then report.lua.",
@@ -24,20 +38,23 @@ local spec = {
     {"quick", "bool", false, "pass --quick to every part (a fast small run)"},
     {"out", "string", "cache", "results folder"},
     {"plots", "string", "plots", "figures folder"},
-    {"threads", "int", 0, "BLAS/engine threads for every part (0: leave as is)"},
-    {"seed", "int", 0, "seed for every training part"},
+    {"threads", "int", 0, "BLAS/engine threads for every part (0: leave as is)", min = 0, max = 1024},
+    {"seed", "int", 0, "seed for every training part", min = 0},
     {"seeds", "string", nil, "seeds for parts 3-6 (N: seeds 0..N-1, or a list 3,7,11); part 1 uses --seed",
       check = function(v) return study.parse_seeds(v) ~= nil, select(2, study.parse_seeds(v)) end},
-    {"data-seed", "int", nil, "passed to parts 3-6: hold the batch order at this seed"},
-    {"init-seed", "int", nil, "passed to parts 3-6: hold the initial weights at this seed"},
-    {"jobs", "int", 1, "passed to parts 3-6: seeds trained side by side in child processes (with --seeds)"},
+    {"data-seed", "int", nil, "passed to parts 3-6: hold the batch order at this seed", min = 0},
+    {"init-seed", "int", nil, "passed to parts 3-6: hold the initial weights at this seed", min = 0},
+    {"jobs", "int", 1, "passed to parts 3-6: seeds trained side by side in child processes (with --seeds)", min = 1},
     {"data-parallel", "bool", false, "passed to parts 3-6: under mpirun every rank trains each pair on its rows of every batch"},
     {"no-cache", "bool", false, "recompute cached results (and train past records: new records land beside)"},
     {"results", "string", "results", "passed to parts 1 and 3-6: the study's record"},
     {"from-records", "bool", false, "passed to parts 1 and 3-6: train nothing, use the runs that have records"},
     {"resume", "bool", true, "let unfinished training runs continue from their saved state (--no-resume: start over)"},
-    {"format", "string", "png", "figure format: png or svg"},
-    {"skip", "string", "", "comma-separated parts to skip, e.g. part4,part6"},
+    {"format", "string", "png", "figure format: png or svg", one_of = {"png", "svg"}},
+    {"skip", "string", "", "comma-separated parts to skip, e.g. part4,part6", check = function(v) return parts_ok(v) end},
+    {"only", "string", "", "comma-separated parts to run, the others skipped, e.g. part3,report",
+      check = function(v) return parts_ok(v) end,
+      after = function(o) return o.only == "" or o.skip == "" or o.skip == nil, "give --skip or --only, not both" end},
   },
 }
 
@@ -48,6 +65,11 @@ study.main(function()
   local opts = study.setup(xsa.args.parse(arg, spec))
   local skip = {}
   for p in opts.skip:gmatch("[^,%s]+") do skip[p] = true end
+  if opts.only ~= "" then
+    local keep = {}
+    for p in opts.only:gmatch("[^,%s]+") do keep[p] = true end
+    for _, p in ipairs(PARTS) do skip[p] = not keep[p] end
+  end
   local common = {"--out", opts.out, "--plots", opts.plots, "--format", opts.format}
   if opts.quick then common[#common + 1] = "--quick" end
   if opts.no_cache then common[#common + 1] = "--no-cache" end

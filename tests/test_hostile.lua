@@ -7,7 +7,7 @@
 -- each call; the parent reports the last one printed when the child dies):
 --   regress  one targeted case per crash or wrong answer found and fixed
 --   battery  every function of xsa, xsa.nn, xsa.gpt, xsa.optim, xsa.json,
---            xsa.safetensors, xsa.tokenizer, xsa.data, xsa._data, xsa.mpi
+--            xsa.safetensors, xsa.tokenizer, xsa.data, xsa._data, xsa._text, xsa.mpi
 --            (but abort, which ends the process by design) and every
 --            method of the tensor, model, optimizer, generator, tokenizer and
 --            loader types, found through the tables themselves (a new function
@@ -649,7 +649,7 @@ local function specs(S)
     ["tensor:__index"] = {bases = {{1}, {"grad"}}},
     ["model:loss"] = {bases = {function(c) return {c.i14, c.i14} end}},
     ["model:forward"] = {bases = {function(c) return {c.i14} end}},
-    ["model:clone"] = {bases = {{{attention = "sa", lambda = 0.25}}}},
+    ["model:clone"] = {bases = {{{attention = "xsa", lambda = 0.25}}}},
     ["model:copy_from"] = {bases = {function() return {xsa.gpt{vocab = 16, n_layer = 1, d_model = 8, n_head = 2, seq_len = 4}} end}},
     ["model:set_attention"] = {bases = {{"xsa", 0.5}}},
     ["model:probe"] = {bases = {function(c) return {c.loader, 2} end, function(c) return {c.lua_loader, 1} end}},
@@ -693,7 +693,7 @@ local function targets(S)
   local data, tokenizer = xsa.data, xsa.tokenizer
   add_lib("xsa", xsa)
   list[#list + 1] = {"xsa.gpt()", function(...) return xsa.gpt(...) end}
-  for _, lib in ipairs{"nn", "gpt", "optim", "json", "safetensors", "_data", "_tokenizer", "mpi"} do
+  for _, lib in ipairs{"nn", "gpt", "optim", "json", "safetensors", "_data", "_tokenizer", "_text", "mpi"} do
     add_lib("xsa." .. lib, xsa[lib])
   end
   -- ends the process by design (the whole job under mpirun): no result to check

@@ -34,7 +34,11 @@ T.case("render: one data block per series, script reads them", function()
   -- bar panels keep zero and the labels in view
   T.ok(script:find("set yrange [-0.34:0.605]", 1, true), script)
   -- the value labels: one block above (0.50), one below (-0.25)
-  T.ok(data:find('1 0.5 "0.50"', 1, true) and data:find('2 -0.25 "-0.25"', 1, true), data)
+  -- (texts in script arrays, indexed from the data: no strings in the .dat)
+  T.ok(data:find('1 0.5 1\n', 1, true) and data:find('2 -0.25 1\n', 1, true), data)
+  T.ok(script:find('array xsa_text_3[1] = ["0.50"]', 1, true) and script:find('array xsa_text_4[1] = ["-0.25"]', 1, true), script)
+  T.ok(script:find('"fig.dat" index 3 using 1:2:(xsa_text_3[int($3)]) with labels', 1, true), script)
+  T.ok(not data:find('"', 1, true), data)
   local blocks = select(2, data:gsub("# block", ""))
   T.eq(blocks, 5)
   -- non-finite values become gnuplot's missing marker

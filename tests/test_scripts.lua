@@ -272,9 +272,11 @@ long_case("part3 --seeds --jobs 2: seeds side by side in child processes, each i
   local code, out, err = run("part3_train.lua", flags .. " --jobs 2")
   T.eq(code, 0, err)
   T.ok(out:find("jobs: seeds 0,1 in 2 processes side by side (1 BLAS thread each)", 1, true), out)
-  -- each child computed its seed (cache miss), then the parent read both (hits)
+  -- each child computed its seed (cache miss) and recorded it, then the parent
+  -- read both records
   T.eq(count(err, "cache miss:"), 2, err)
-  T.eq(count(err, "cache hit:"), 2, err)
+  T.eq(count(err, "record written:"), 2, err)
+  T.eq(count(err, "record: part3 paired training"), 2, err)
   T.ok(err:find("part3 seed 1 step 10/10", 1, true), "a child's progress names its seed: " .. err)
   local s = assert(xsa.json.read_file(dir .. "/summary/part3.json"))
   T.eq(#s.runs, 2)

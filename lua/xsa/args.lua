@@ -20,8 +20,15 @@
 -- it to false unless a flag of that name is declared), "numbers"
 -- (comma-separated). "--name value" and "--name=value" both work. Flag names
 -- use dashes; the table keys use underscores.
+-- Ranges (the rule: a script's flags are checked here, before it loads any
+-- data or writes any file): an option may declare min = and max = (for int,
+-- number and each of numbers; numbers must also be finite), one_of = {...}
+-- (string), check = function(v) -> ok, why, and after = function(opts) ->
+-- ok, why for a rule between flags (run once all are parsed). An unknown
+-- flag is an error with the nearest known name (xsa.options).
 -- Non-goals: short options, positional arguments, sub-commands.
 local finite = require("xsa.numbers").finite
+local options = require "xsa.options"
 
 local M = {}
 
@@ -53,7 +60,7 @@ local function convert(t, name, s)
     local out = {}
     for item in tostring(s):gmatch("[^,]+") do
       local n = tonumber(item)
-      if not n then return nil, string.format("--%s expects comma-separated numbers, got '%s'", name, s) end
+      if not finite(n) then return nil, string.format("--%s expects comma-separated numbers, got '%s'", name, s) end
       out[#out + 1] = n
     end
     if #out == 0 then return nil, string.format("--%s expects at least one number", name) end
@@ -71,6 +78,20 @@ local function deep_copy(v)
   local out = {}
   for k, x in pairs(v) do out[k] = deep_copy(x) end
   return out
+end
+
+-- The range rules of option o for value v (see the header): nil, or why not.
+local function out_of_range(o, v)
+  local vs = type(v) == "table" and v or {v}
+  for _, x in ipairs(vs) do
+    if o.min and x < o.min then return string.format("must be at least %s (got %s)", o.min, x) end
+    if o.max and x > o.max then return string.format("must be at most %s (got %s)", o.max, x) end
+  end
+  if o.one_of then
+    for _, w in ipairs(o.one_of) do if v == w then return nil end end
+    return string.format("expects one of %s (got '%s')", table.concat(o.one_of, ", "), tostring(v))
+  end
+  return nil
 end
 
 -- The help text of a spec (what --help prints).
@@ -125,7 +146,12 @@ function M.try_parse(argv, spec)
     if not o and negated and negated[2] == "bool" and value == nil then
       o, name, value = negated, negated[1], "false"
     end
-    if not o then return nil, string.format("unknown option '--%s' (see --help)", name) end
+    if not o then
+      local names = {}
+      for _, oo in ipairs(spec.options) do names[#names + 1] = oo[1] end
+      local near = options.suggest(name, names)
+      return nil, string.format("unknown option '--%s' (%s)", name, near and ("did you mean '--" .. near .. "'?") or "see --help")
+    end
     local t = o[2]
     if value == nil then
       if t == "bool" then
@@ -138,6 +164,8 @@ function M.try_parse(argv, spec)
     end
     local v, err = convert(t, name, value)
     if v == nil then return nil, err end
+    local bad = out_of_range(o, v)
+    if bad then return nil, string.format("--%s %s", name, bad) end
     if o.check then
       local ok, why = o.check(v)
       if not ok then return nil, string.format("--%s: %s", name, why or "bad value") end
@@ -156,6 +184,12 @@ function M.try_parse(argv, spec)
     end
   end
   opts.given = given
+  for _, o in ipairs(spec.options) do
+    if o.after then
+      local ok, why = o.after(opts)
+      if not ok then return nil, string.format("--%s: %s", o[1], why or "bad value") end
+    end
+  end
   return opts
 end
 

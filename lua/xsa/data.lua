@@ -21,15 +21,36 @@
 -- Non-goals: datasets other than story files, streaming, multi-process loading.
 local xsa = require "xsa"
 local sys = require "xsa.sys"
+local options = require "xsa.options"
 local C = xsa._data
 
 local M = {EOT = 50256}
 
 M.TEXT_NAMES = {"tinystories.txt", "tinystories.txt.xz", "TinyStories-valid.txt"}
 
-local function is_dir(path)
-  local ok, _, code = os.rename(path, path)
-  return ok or code == 13 -- 13: permission denied, but it exists
+-- Installed use (the rule): finding data never writes. Folders are tested
+-- with stat (is_dir), files by opening them for reading, so a module on a
+-- read-only filesystem (make install, a rock) finds its files as in the
+-- checkout; a token cache that cannot be written costs a warning, not the run.
+local is_dir = C.is_dir
+
+-- The limit on a decompressed text (core/xz.h): max_text_bytes() reads it,
+-- max_text_bytes(n) sets it (bytes, an integer >= 1). $XSA_MAX_TEXT_BYTES sets
+-- it when the module loads; the default is 256 MiB.
+function M.max_text_bytes(n)
+  if n ~= nil and not (math.tointeger(n) and n >= 1) then
+    error("xsa.data.max_text_bytes: expected an integer >= 1 (bytes), got " .. tostring(n), 2)
+  end
+  return C.max_text_bytes(n and math.tointeger(n))
+end
+
+do
+  local env = sys.env("XSA_MAX_TEXT_BYTES")
+  if env then
+    local n = math.tointeger(tonumber(env))
+    if not n or n < 1 then error("XSA_MAX_TEXT_BYTES must be an integer >= 1 (bytes), got '" .. env .. "'", 0) end
+    C.max_text_bytes(n)
+  end
 end
 
 -- The folders searched for data files, in order.
@@ -48,6 +69,11 @@ function M.search_dirs()
   local here = package.searchpath("xsa.data", package.path)
   local beside = here and here:match("^(.*)/[^/]*$")
   if beside and is_dir(beside .. "/data") then add(beside .. "/data") end
+  -- the xsa.so of a stock lua5.4 (LUA_CPATH only): PREFIX/lib/lua/5.4/xsa.so
+  -- beside PREFIX/share/lua/5.4/xsa/data (make install)
+  local so = package.searchpath("xsa", package.cpath)
+  local prefix = so and so:match("^(.*)/lib/lua/5%.4/xsa%.so$")
+  if prefix and is_dir(prefix .. "/share/lua/5.4/xsa/data") then add(prefix .. "/share/lua/5.4/xsa/data") end
   return dirs
 end
 
@@ -64,6 +90,7 @@ end
 -- message when it cannot be read or decoded (a corrupt .xz fails its integrity check).
 function M.read_text(path)
   if type(path) ~= "string" then error("xsa.data.read_text: expected a path string", 2) end
+  if path:find("\0", 1, true) then error("xsa.data.read_text: a path cannot hold a NUL byte", 2) end
   return C.read_text(path)
 end
 
@@ -136,7 +163,7 @@ end
 -- A loader over the windows [first_window, first_window + num_windows) (0-based) of an int32
 -- token tensor: opts = {seq_len=, batch=, shuffle=false, seed=0, first_window=0, num_windows=all}.
 function M.loader(tokens, opts)
-  opts = opts or {}
+  opts = options.check("xsa.data.loader", opts, {"seq_len", "batch", "shuffle", "seed", "first_window", "num_windows"})
   local T = int_opt(opts, "seq_len", 64, 1)
   local B = int_opt(opts, "batch", 16, 1)
   local first = int_opt(opts, "first_window", 0, 0)
@@ -155,13 +182,8 @@ local warned = false
 -- Returns train, val, info (source, cache, from_cache, rebuilt_because, total_tokens,
 -- n_tokens, num_windows, n_train, n_val).
 function M.tinystories(opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("xsa.data.tinystories: expected a table of options", 2) end
-  local known = {seq_len = 1, max_tokens = 1, batch = 1, val_fraction = 1, seed = 1, path = 1,
-                 tokenizer = 1, cache = 1}
-  for k in pairs(opts) do
-    if not known[k] then error("xsa.data.tinystories: unknown option '" .. tostring(k) .. "'", 2) end
-  end
+  opts = options.check("xsa.data.tinystories", opts, {"seq_len", "max_tokens", "batch", "val_fraction", "seed",
+    "path", "tokenizer", "cache"})
   local T = int_opt(opts, "seq_len", 64, 1)
   local B = int_opt(opts, "batch", 16, 1)
   local max_tokens = int_opt(opts, "max_tokens", 500000, 1)

@@ -46,6 +46,7 @@ local study = require "xsa.study"
 local args = require "xsa.args"
 local cache = require "xsa.cache"
 local record = require "xsa.record"
+local options = require "xsa.options"
 
 local M = {}
 
@@ -176,7 +177,7 @@ end
 -- flags (all the seeds). Returns result, config; or nil and a message
 -- naming the command to run. o.by names the asking script.
 function M.results(name, opts, o)
-  o = o or {}
+  o = options.check("experiment.results", o, {"seed", "train", "script", "by"})
   local config = M.pair_config(opts, name, {seed = o.seed})
   local cname = M.pair_name(name, config)
   local check = pair_check(checkpoint_kinds(true))
@@ -232,6 +233,8 @@ end
 -- config (a table, or function(opts, ex) -> table).
 function M.new(spec)
   assert(type(spec) == "table" and type(spec.name) == "string", "xsa.experiment: a spec with a name is needed")
+  options.check("xsa.experiment", spec, {"name", "script", "title", "summary", "description", "epilog", "options",
+    "quick", "argv", "ranks", "config"})
   local script = spec.script or ((arg and arg[0] or spec.name):match("([^/]+)$"))
   local self = setmetatable({name = spec.name, title = spec.title or spec.name, figures = {}, t0 = os.time(),
     spec = {name = script, summary = spec.summary, description = spec.description, epilog = spec.epilog,
@@ -279,7 +282,7 @@ end
 -- Another experiment's finished paired run for these flags (M.results);
 -- when it is missing (and o.train is not set) prints what to run and exits 1.
 function Ex:results(name, o)
-  o = o or {}
+  o = options.check("ex:results", o, {"train", "script", "seed"})
   local r, config = M.results(name, self.opts, {train = o.train, script = o.script, by = self.name, seed = o.seed})
   if not r then self:fail(config) end
   return r, config
@@ -312,7 +315,7 @@ end
 -- (default NAME), config (default ex.config), check(r), label (messages).
 -- Returns result, status ("hit", "miss", "refresh", "corrupt"), entry path.
 function Ex:cached(compute, o)
-  o = o or {}
+  o = options.check("ex:cached", o, {"name", "config", "check", "label"})
   local name = o.name or self.name
   local config = o.config or self.config
   local rec = self:recorded(name, config, o.check, o.label or name)
@@ -430,7 +433,7 @@ end
 -- Also the temporary files of an atomic write that a SIGKILL interrupted
 -- (NAME.tmp.PID, see core/fileio.h): nothing else will ever rename them.
 local function remove_stale_temps(f)
-  os.execute("rm -f " .. sys.shell_quote(f.base) .. ".resume*.tmp.* 2>/dev/null")
+  os.execute("rm -f -- " .. sys.shell_quote(f.base) .. ".resume*.tmp.* 2>/dev/null")
 end
 
 local function remove_state(f)
@@ -494,6 +497,8 @@ local function load_state(f, config, say)
   end
   out.resume = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng,
     result = j.result}
+  local good, why = xsa.train.check_resume(out.resume, config.train.steps)
+  if not good then return unusable("is damaged (" .. why .. ")") end
   return out
 end
 
@@ -520,7 +525,8 @@ end
 -- the finished entry replaces it). A NaN loss or an error leaves -atN files
 -- for inspection. Returns result, status, entry path.
 function Ex:pair(o)
-  o = o or {}
+  o = options.check("ex:pair", o, {"name", "config", "label", "what", "seed", "checkpoints", "optimizer", "baseline",
+    "on_start", "on_point", "after", "check"})
   local xsa = xsa_lib()
   local config = o.config or (o.seed == nil and self.config) or self:pair_config{seed = o.seed}
   local name = o.name or M.pair_name(self.name, config)

@@ -28,6 +28,8 @@
 -- is predicted from the last seq_len alone (the cache is recomputed over that
 -- window), i.e. what a full forward over the last seq_len tokens gives.
 -- Non-goals: beam search, repetition penalties, streaming callbacks.
+local options = require "xsa.options"
+
 local M = {}
 
 local EOT = 50256
@@ -39,12 +41,14 @@ local option_types = {
   seed = "number", stop_at_eot = "boolean", use_cache = "boolean", quiet = "boolean",
 }
 
+local option_names = {}
+for k in pairs(option_types) do option_names[#option_names + 1] = k end
+table.sort(option_names)
+
 local function check_opts(opts)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error("model:generate: options must be a table", 3) end
-  for k, v in pairs(opts) do
+  opts = options.check("model:generate", opts, option_names, 4)
+  for k, v in next, opts do
     local t = option_types[k]
-    if not t then error(string.format("model:generate: unknown option '%s'", tostring(k)), 3) end
     if type(v) ~= t then
       error(string.format("model:generate: %s must be a %s (got %s)", k, t, type(v)), 3)
     end

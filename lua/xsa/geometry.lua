@@ -9,21 +9,59 @@
 --   local g = xsa.geometry.project({3, 0.9}, {1.7, 2.3}, 1)   -- g.alpha, g.Z, g.cos_zv, ...
 --   xsa.geometry.panel(fig, V, Y, 1, {title = "XSA", color = xsa.plot.colors.xsa, zname = "Z_1"})
 -- Non-goals: more than two dimensions (xsa.nn.attention does the real thing).
+local finite = require("xsa.numbers").finite
+
 local M = {}
 
 -- Colours of the drawing: V, Y, the projection of Y on V, the removed part.
 M.colors = {v = "#2C3E50", y = "#E67E22", proj = "#707D3C98", removed = "#C0392B"}
 
+-- Numbers (the rule): V and Y are two finite numbers each, lambda finite;
+-- norms are computed on the vector divided by its largest component, so
+-- vectors of 1e-300 or 1e300 give the same directions and cosines as
+-- (1, 0); V = 0 (no direction to remove) and a Z that overflows are errors.
+-- A cosine with a zero vector (Y = 0, or Z = 0 at lambda = 1 for Y along V)
+-- is reported as 0.
+local function check_vec(what, v)
+  if type(v) ~= "table" or not (finite(v[1]) and finite(v[2])) then
+    error(string.format("geometry: %s must be two finite numbers {x, y}", what), 3)
+  end
+end
+
+-- |v| without overflow or underflow of the squares.
+local function norm(x, y)
+  local m = math.max(math.abs(x), math.abs(y))
+  if m == 0 then return 0 end
+  local a, b = x / m, y / m
+  return m * math.sqrt(a * a + b * b)
+end
+
+-- cos of the angle between (x, y) and the unit vector u; 0 for a zero vector.
+local function cos_with(x, y, u)
+  local m = math.max(math.abs(x), math.abs(y))
+  if m == 0 then return 0 end
+  local a, b = x / m, y / m
+  return (a * u[1] + b * u[2]) / math.sqrt(a * a + b * b)
+end
+
 -- The projection of Y for lambda: {vn, alpha, proj = alpha Vn, Z, cos_yv, cos_zv}.
 function M.project(V, Y, lambda)
-  local nv = math.sqrt(V[1] ^ 2 + V[2] ^ 2)
-  local vn = {V[1] / nv, V[2] / nv}
+  check_vec("V", V)
+  check_vec("Y", Y)
+  if not finite(lambda) then error("geometry: lambda must be a finite number", 2) end
+  local nv = norm(V[1], V[2])
+  if nv == 0 then error("geometry: V is the zero vector: it has no direction to remove", 2) end
+  local m = math.max(math.abs(V[1]), math.abs(V[2]))
+  local a, b = V[1] / m, V[2] / m
+  local s = math.sqrt(a * a + b * b)
+  local vn = {a / s, b / s}
   local alpha = Y[1] * vn[1] + Y[2] * vn[2]
   local Z = {Y[1] - lambda * alpha * vn[1], Y[2] - lambda * alpha * vn[2]}
-  local nz = math.sqrt(Z[1] ^ 2 + Z[2] ^ 2)
-  local ny = math.sqrt(Y[1] ^ 2 + Y[2] ^ 2)
-  return {vn = vn, alpha = alpha, Z = Z, cos_zv = nz > 0 and (Z[1] * vn[1] + Z[2] * vn[2]) / nz or 0,
-    cos_yv = (Y[1] * vn[1] + Y[2] * vn[2]) / ny, proj = {alpha * vn[1], alpha * vn[2]}}
+  if not (finite(alpha) and finite(Z[1]) and finite(Z[2])) then
+    error("geometry: Z = Y - lambda (Y.Vn) Vn overflows a double for these values", 2)
+  end
+  return {vn = vn, alpha = alpha, Z = Z, cos_zv = cos_with(Z[1], Z[2], vn),
+    cos_yv = cos_with(Y[1], Y[2], vn), proj = {alpha * vn[1], alpha * vn[2]}}
 end
 
 -- x and y ranges that hold the origin, V, Y and Z at lambda = 1, padded.

@@ -18,6 +18,12 @@
 -- Completion evaluates nothing: it walks globals and fields with rawget and
 -- looks at metatables (debug.getmetatable, __index tables, a type's `methods`),
 -- so no __index function or module loader runs while you press Tab.
+-- help(x) follows the same rule for the value it is given: it is looked up
+-- by identity (rawequal), tables are walked with next and rawget, metatables
+-- read with debug.getmetatable, so none of x's metamethods (__eq, __index,
+-- __pairs, __len, __tostring, __name, ...) runs, and every loop is over a
+-- finite table of the module's own (tests/test_reliability.lua gives help a
+-- value with every metamethod set to raise or loop forever).
 -- Non-goals: help for Lua's own standard library.
 local M = {}
 
@@ -33,8 +39,8 @@ M.RECEIVERS = {
 }
 
 -- The pure-Lua modules of lua/xsa/ (xsa.NAME loads them on first use).
-M.MODULES = {"args", "cache", "data", "endpoints", "experiment", "generate", "geometry", "help", "numbers", "plot",
-  "progress", "record", "report", "samples", "stats", "study", "sys", "tokenizer", "train"}
+M.MODULES = {"args", "cache", "data", "endpoints", "experiment", "generate", "geometry", "help", "numbers", "options",
+  "plot", "progress", "record", "report", "samples", "stats", "study", "sys", "text", "tokenizer", "train"}
 
 local function db() return require("xsa.help_db") end
 
@@ -64,7 +70,7 @@ function M.public_names(modules)
   local function add(name, v) if out[name] == nil then out[name] = v end end
   local lua_mods = {}
   for _, m in ipairs(modules or M.MODULES) do
-    local mod = modules and require("xsa." .. m) or package.loaded["xsa." .. m]
+    local mod = modules and require("xsa." .. m) or rawget(package.loaded, "xsa." .. m)
     if type(mod) == "table" then lua_mods[m] = mod end
   end
   for _, k in ipairs(sorted_keys(xsa)) do
@@ -85,7 +91,7 @@ function M.public_names(modules)
       local v = rawget(mod, k)
       if k:sub(1, 1) ~= "_" then
         if type(v) == "function" then add("xsa." .. m .. "." .. k, v)
-        elseif type(v) == "table" and rawget(v, "__index") == v then -- a class
+        elseif type(v) == "table" and rawequal(rawget(v, "__index"), v) then -- a class
           local recv = M.RECEIVERS["xsa." .. m .. "." .. k] or k:lower()
           for _, mk in ipairs(sorted_keys(v)) do
             if type(rawget(v, mk)) == "function" and mk:sub(1, 2) ~= "__" then add(recv .. ":" .. mk, rawget(v, mk)) end
@@ -114,27 +120,21 @@ local function receiver_of(v)
   if type(mt) ~= "table" then return nil end
   local name = rawget(mt, "__name")
   if type(name) == "string" and M.RECEIVERS[name] then return M.RECEIVERS[name] end
-  for m, mod in pairs(package.loaded) do
+  for m, mod in next, package.loaded do
     if type(m) == "string" and m:match("^xsa%.") and type(mod) == "table" then
       for k, cls in next, mod do
-        if cls == mt and type(k) == "string" then return M.RECEIVERS[m .. "." .. k] or k:lower() end
+        if rawequal(cls, mt) and type(k) == "string" then return M.RECEIVERS[m .. "." .. k] or k:lower() end
       end
     end
   end
   return nil
 end
 
+-- s in lines of `width` display columns, each after `indent` (xsa.text).
 local function wrap(s, width, indent)
-  local lines, line = {}, indent
-  for word in s:gmatch("%S+") do
-    if #line > #indent and #line + 1 + #word > width then
-      lines[#lines + 1] = line
-      line = indent .. word
-    else
-      line = (#line > #indent) and (line .. " " .. word) or (line .. word)
-    end
-  end
-  if #line > #indent then lines[#lines + 1] = line end
+  local lines = require("xsa.text").wrap((s:gsub("%s", " ")), width - #indent)
+  if #lines == 1 and lines[1] == "" then return "" end
+  for i, l in ipairs(lines) do lines[i] = indent .. l end
   return table.concat(lines, "\n")
 end
 
@@ -205,7 +205,7 @@ end
 local function find_value(x)
   local names = M.public_names()
   local found = {}
-  for name, v in pairs(names) do if v == x then found[#found + 1] = name end end
+  for name, v in next, names do if rawequal(v, x) then found[#found + 1] = name end end
   local D = db()
   local function alias(n)
     local d = D[n] and D[n].desc or ""
@@ -374,7 +374,7 @@ function M.complete(word)
       end
     elseif sep == "." then
       if type(v) == "table" then raw_keys(v, keys) end
-      if v == rawget(_G, "xsa") then for _, m in ipairs(M.MODULES) do keys[m] = true end end
+      if rawequal(v, rawget(_G, "xsa")) then for _, m in ipairs(M.MODULES) do keys[m] = true end end
     else -- ":" methods: own function fields, then the __index chain / methods table
       if type(v) == "table" then
         for k, f in next, v do if type(k) == "string" and type(f) == "function" then keys[k] = true end end
@@ -385,7 +385,7 @@ function M.complete(word)
         if not meths then break end
         for k, f in next, meths do if type(k) == "string" and type(f) == "function" then keys[k] = true end end
         mt, depth = debug.getmetatable(meths), depth + 1
-        if rawget(mt or {}, "__index") == meths then break end
+        if rawequal(rawget(mt or {}, "__index"), meths) then break end
       end
     end
   end

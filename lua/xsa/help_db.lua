@@ -16,7 +16,7 @@ end
 D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.mpi", "xsa.tokenizer",
   "xsa.data", "xsa.train", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
-  "xsa.geometry", "xsa.record", "xsa.endpoints"}
+  "xsa.geometry", "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -814,5 +814,46 @@ add("xsa.geometry.draw", "xsa.geometry.draw(panel, V, Y, lambda [, zcolor, zname
   "Draws V, Y, the projection, the removed part and Z into a figure panel.", "xsa.geometry.draw(p, {1, 0}, {1, 1}, 1)")
 add("xsa.geometry.panel", "xsa.geometry.panel(fig, V, Y, lambda, title [, zcolor, zname]) -> panel",
   "A new panel of fig with the drawing and axes set by bounds().", "xsa.geometry.panel(fig, {1, 0}, {1, 1}, 1, \"lambda = 1\")")
+
+group("xsa.options", "the check of options tables, and \"did you mean\"",
+  "The one check every options table of xsa's Lua functions goes through: unknown keys are errors naming " ..
+  "the nearest known option (edit distance), walked raw so no metamethod of the table runs.",
+  "print(pcall(xsa.options.check, \"f\", {stepz = 3}, {\"steps\"}))")
+add("xsa.options.check", "xsa.options.check(fn, opts, allowed [, level]) -> opts",
+  "Raises \"FN: unknown option 'k' (did you mean 'x'?)\" for a key not in the list allowed; returns opts, or {} for nil.",
+  "local o = xsa.options.check(\"mine\", {steps = 3}, {\"steps\", \"lr\"})")
+add("xsa.options.suggest", "xsa.options.suggest(word, candidates) -> string | nil",
+  "The candidate nearest to word (Damerau-Levenshtein, case and -/_ ignored), or nil when none is close.",
+  "print(xsa.options.suggest(\"stepz\", {\"steps\", \"lr\"}))")
+add("xsa.options.unknown", "xsa.options.unknown(what, name, candidates) -> string",
+  "The message for an unknown name: WHAT 'name' (did you mean 'x'?), or the known names.",
+  "print(xsa.options.unknown(\"unknown part\", \"part9\", {\"part1\", \"report\"}))")
+add("xsa.options.distance", "xsa.options.distance(a, b) -> integer",
+  "The optimal-string-alignment edit distance of two strings (insertions, deletions, substitutions, swaps).",
+  "print(xsa.options.distance(\"lamda\", \"lambda\"))")
+group("xsa.text", "display width, wrapping and padding of UTF-8 text",
+  "Terminal text by characters, never bytes: widths in display columns (wide characters 2, accents 0), " ..
+  "wrapping and cutting between whole characters, padding that lines columns up.",
+  "for _, l in ipairs(xsa.text.wrap(\"λ is lambda, 中 is wide\", 10)) do print(xsa.text.pad(l, 10) .. \"|\") end")
+add("xsa.text.width", "xsa.text.width(s) -> integer", "The display width of s in terminal columns.",
+  "print(xsa.text.width(\"中文\"))")
+add("xsa.text.wrap", "xsa.text.wrap(s, width) -> {lines}",
+  "Lines of at most width columns, broken at spaces (long words between characters); newlines kept.",
+  "print(#xsa.text.wrap(\"a b c\", 3))")
+add("xsa.text.pad", "xsa.text.pad(s, width) -> string", "s followed by spaces up to width columns.",
+  "print(xsa.text.pad(\"λ\", 3) .. \"|\")")
+add("xsa.text.cut", "xsa.text.cut(s, width) -> string", "The longest prefix of whole characters that fits in width columns.",
+  "print(xsa.text.cut(\"中文字\", 5))")
+add("xsa.data.max_text_bytes", "xsa.data.max_text_bytes([n]) -> integer",
+  "The limit on a decompressed text (default 256 MiB, or $XSA_MAX_TEXT_BYTES); sets it to n bytes first when given. " ..
+  "An .xz that would expand past it is refused before decoding.",
+  "print(xsa.data.max_text_bytes())")
+add("xsa.plot.gp_string", "xsa.plot.gp_string(s) -> string",
+  "s as a gnuplot double-quoted literal that gnuplot reads back byte for byte (backquotes, quotes, " ..
+  "backslashes and control bytes escaped; a NUL byte raises).",
+  "print(xsa.plot.gp_string(\"a`b\"))")
+add("xsa.train.check_resume", "xsa.train.check_resume(state, steps) -> true | false, why",
+  "Whether a saved training state (ctx.state, opts.resume) is intact for a run of steps steps.",
+  "print(xsa.train.check_resume({}, 10))")
 
 return D

@@ -22,9 +22,26 @@
 --   fig:show()                        -- REPL: gnuplot's text terminal, window-sized
 --
 -- Text is gnuplot "enhanced" text (a_i is a subscript); plot.escape(s) makes
--- a string literal. Non-goals: interactive windows, 3-D plots, image data.
+-- a string literal.
+--
+-- Text that reaches gnuplot (the rule; tests/test_plot.lua checks it for
+-- every byte): every title, label, legend entry, tic label, font, colour,
+-- file name and folder goes into the script only through M.gp_string (a
+-- double-quoted literal in which \, ", the backquote and every control byte
+-- are escapes, so gnuplot neither runs a command nor ends the string early)
+-- or, in comments, through gp_comment (one line); in a tic label, which
+-- gnuplot reads as a format, % is doubled first. Labels of data points live
+-- in gnuplot arrays in the script, never as strings in the .dat file (whose
+-- quoted fields have no escapes). Style options that gnuplot reads as words
+-- (key position, align, dash, numbers) must match a fixed pattern or are
+-- refused. A NUL byte cannot be written in a script and is refused.
+-- Panel:command(s) is the one way to pass raw gnuplot: s is the caller's own
+-- command, written as given. The shell sees only words from
+-- xsa.sys.shell_quote. Options tables are checked by xsa.options.
+-- Non-goals: interactive windows, 3-D plots, image data.
 local sys = require "xsa.sys"
 local finite = require("xsa.numbers").finite
+local options = require "xsa.options"
 
 local M = {}
 
@@ -36,10 +53,63 @@ M.colors = {
 
 local shq = sys.shell_quote
 
--- A gnuplot double-quoted string literal.
-local function gq(s)
-  s = tostring(s):gsub("\\", "\\\\"):gsub('"', '\\"'):gsub("\n", "\\n")
-  return '"' .. s .. '"'
+-- The script's name as a shell word for the hints that say how to render:
+-- as is when it is plain, else quoted (and "./" first: never an option).
+local function script_word(name)
+  local f = name .. ".gp"
+  if f:match("^[%w_][%w_.%-]*$") then return f end
+  return shq("./" .. f)
+end
+
+-- s (a string or number) as a gnuplot double-quoted string literal: gnuplot
+-- reads back exactly the bytes of s. Backslash escapes are gnuplot's own:
+-- \\ and \" for themselves, \0ooo for the backquote (gnuplot runs `...`
+-- inside double quotes, even after a backslash) and for every control byte
+-- (a newline would end the command): four digits with a leading 0, the form
+-- gnuplot reads whole, so a digit after it is never taken in. Raises for a
+-- NUL byte (gnuplot's strings end there) and for other types.
+function M.gp_string(s)
+  local ts = type(s)
+  if ts == "number" then s = tostring(s)
+  elseif ts ~= "string" then error("plot: text for gnuplot must be a string (got " .. ts .. ")", 3) end
+  if s:find("\0", 1, true) then error("plot: text for gnuplot contains a NUL byte, which gnuplot cannot read", 3) end
+  return '"' .. s:gsub('[\\"`%c]', function(c)
+    if c == "\\" or c == '"' then return "\\" .. c end
+    return string.format("\\0%03o", c:byte())
+  end) .. '"'
+end
+local gq = M.gp_string
+
+-- s on one line of a script comment: control bytes (a newline would start a
+-- command) become '?'.
+local function gp_comment(s)
+  return (tostring(s):gsub("%c", "?"))
+end
+
+-- A word gnuplot reads as a style keyword (key position, align): letters,
+-- digits, spaces, commas, dots, minus; anything else is refused.
+local function gp_word(fn, what, v)
+  if type(v) ~= "string" or not v:match("^[%w ,.%-]*$") then
+    error(string.format("plot.%s: %s must be gnuplot words (letters, digits, spaces), got %s", fn, what,
+      type(v) == "string" and string.format("%q", v) or type(v)), 3)
+  end
+  return v
+end
+
+-- A finite number option (nil allowed), else an error naming it.
+local function opt_num(fn, what, v)
+  if v ~= nil and not finite(v) then
+    error(string.format("plot.%s: %s must be a finite number, got %s", fn, what, tostring(v)), 3)
+  end
+  return v
+end
+
+-- A positive integer option (nil allowed).
+local function opt_int(fn, what, v)
+  if v ~= nil and not (math.tointeger(v) and v >= 1) then
+    error(string.format("plot.%s: %s must be a positive integer, got %s", fn, what, tostring(v)), 3)
+  end
+  return v and math.tointeger(v)
 end
 
 -- Makes s print literally in enhanced text mode (no sub/superscripts).
@@ -95,8 +165,31 @@ local function style(o, default_color)
   local parts = {}
   parts[#parts + 1] = "lc rgb " .. gq(o.color or default_color or "#333333")
   parts[#parts + 1] = "lw " .. num(o.width or 2)
-  if o.dash then parts[#parts + 1] = "dt " .. (o.dash == true and "2" or tostring(o.dash)) end
+  if o.dash then
+    if o.dash ~= true and not math.tointeger(o.dash) then
+      error("plot: dash must be true or a gnuplot dash type number, got " .. tostring(o.dash), 4)
+    end
+    parts[#parts + 1] = "dt " .. (o.dash == true and "2" or tostring(math.tointeger(o.dash)))
+  end
   return table.concat(parts, " ")
+end
+
+-- The options of each series kind (xsa.options.check).
+local SERIES_OPTIONS = {
+  line = {"label", "color", "width", "dash", "points", "pointsize"},
+  points = {"label", "color", "pointsize", "pointtype"},
+  band = {"color", "alpha", "label"},
+  errorbars = {"color", "width", "pointsize", "pointtype", "label"},
+  bars = {"color", "barwidth", "alpha", "label", "values", "value_color", "fontsize"},
+  labels = {"color", "fontsize", "offset"},
+  vector = {"color", "width", "dash", "label", "head"},
+  text = {"color", "align", "fontsize", "graph"},
+}
+local function series_opts(kind, o)
+  o = options.check("panel:" .. kind, o, SERIES_OPTIONS[kind], 4)
+  for _, k in ipairs{"width", "pointsize", "alpha", "barwidth", "fontsize"} do opt_num(kind, k, o[k]) end
+  if o.pointtype ~= nil then opt_int(kind, "pointtype", o.pointtype) end
+  return o
 end
 
 local function title_of(o)
@@ -106,7 +199,7 @@ end
 -- p:line(xs, ys, {label=, color=, width=, dash=, points=true, pointsize=})
 function Panel:line(xs, ys, o)
   check_xy("line", xs, ys)
-  o = o or {}
+  o = series_opts("line", o)
   local rows = {}
   extend(self, ys)
   for i = 1, #xs do rows[i] = num(xs[i]) .. " " .. num(ys[i]) end
@@ -117,19 +210,19 @@ end
 -- p:points(xs, ys, {label=, color=, pointsize=, pointtype=})
 function Panel:points(xs, ys, o)
   check_xy("points", xs, ys)
-  o = o or {}
+  o = series_opts("points", o)
   local rows = {}
   extend(self, ys)
   for i = 1, #xs do rows[i] = num(xs[i]) .. " " .. num(ys[i]) end
   return add_series(self, {rows = rows, clause = string.format("using 1:2 with points pt %d ps %s lc rgb %s %s",
-    o.pointtype or 7, num(o.pointsize or 1.2), gq(o.color or "#333333"), title_of(o))})
+    math.tointeger(o.pointtype) or 7, num(o.pointsize or 1.2), gq(o.color or "#333333"), title_of(o))})
 end
 
 -- p:band(xs, lo, hi, {color=, alpha=0.25, label=}): the area between two curves
 function Panel:band(xs, lo, hi, o)
   check_xy("band", xs, lo)
   check_xy("band", xs, hi)
-  o = o or {}
+  o = series_opts("band", o)
   local rows = {}
   for i = 1, #xs do rows[i] = num(xs[i]) .. " " .. num(lo[i]) .. " " .. num(hi[i]) end
   return add_series(self, {rows = rows, clause = string.format(
@@ -144,7 +237,7 @@ function Panel:errorbars(xs, ys, lo, hi, o)
   check_xy("errorbars", xs, ys)
   check_xy("errorbars", xs, lo)
   check_xy("errorbars", xs, hi)
-  o = o or {}
+  o = series_opts("errorbars", o)
   local rows = {}
   extend(self, ys)
   extend(self, lo)
@@ -155,7 +248,7 @@ function Panel:errorbars(xs, ys, lo, hi, o)
     rows[i] = num(xs[i]) .. " " .. num(ys[i]) .. " " .. num(l) .. " " .. num(h)
   end
   return add_series(self, {rows = rows, clause = string.format(
-    "using 1:2:3:4 with yerrorbars pt %d ps %s lw %s lc rgb %s %s", o.pointtype or 7, num(o.pointsize or 0.9),
+    "using 1:2:3:4 with yerrorbars pt %d ps %s lw %s lc rgb %s %s", math.tointeger(o.pointtype) or 7, num(o.pointsize or 0.9),
     num(o.width or 1.5), gq(o.color or "#333333"), title_of(o))})
 end
 
@@ -163,7 +256,7 @@ end
 -- centred on xs; values= writes each value above (or below) its bar.
 function Panel:bars(xs, ys, o)
   check_xy("bars", xs, ys)
-  o = o or {}
+  o = series_opts("bars", o)
   local w = o.barwidth or 0.35
   local rows = {}
   extend(self, ys)
@@ -185,22 +278,27 @@ end
 -- by default above non-negative values and below negative ones.
 function Panel:labels(xs, ys, texts, o)
   check_xy("labels", xs, ys)
-  o = o or {}
-  local font = o.fontsize and string.format('font ",%d"', o.fontsize) or 'font ",9"'
+  check_xy("labels", xs, texts)
+  o = series_opts("labels", o)
+  local font = o.fontsize and string.format('font ",%s"', num(o.fontsize)) or 'font ",9"'
   local function block(sign)
-    local rows = {}
+    local rows, strs = {}, {}
     for i = 1, #xs do
       local y = ys[i]
       if (y ~= y and sign > 0) or (y == y and ((sign > 0 and y >= 0) or (sign < 0 and y < 0))) then
         local yy = (y == y) and y or 0
-        rows[#rows + 1] = num(xs[i]) .. " " .. num(yy) .. " " .. gq(texts[i])
+        strs[#strs + 1] = gq(texts[i])
+        rows[#rows + 1] = num(xs[i]) .. " " .. num(yy) .. " " .. #strs
       end
     end
     if #rows > 0 then
       local off = o.offset or {0, sign * 0.8}
-      add_series(self, {rows = rows, clause = string.format(
-        "using 1:2:3 with labels center offset %s,%s %s textcolor rgb %s notitle",
-        num(off[1]), num(off[2]), font, gq(o.color or "#222222"))})
+      -- the texts in a script array (see the header), column 3 their index
+      local rest = string.format("with labels center offset %s,%s %s textcolor rgb %s notitle",
+        num(off[1]), num(off[2]), font, gq(o.color or "#222222"))
+      add_series(self, {rows = rows, texts = strs, clause = function(arr)
+        return "using 1:2:(" .. arr .. "[int($3)]) " .. rest
+      end})
     end
   end
   block(1)
@@ -211,7 +309,7 @@ end
 -- p:vector(x, y, dx, dy, {color=, width=, dash=, label=, head=true}): an arrow
 -- as a plotted series (so it can have a legend entry).
 function Panel:vector(x, y, dx, dy, o)
-  o = o or {}
+  o = series_opts("vector", o)
   local head = (o.head == false) and "nohead" or "head filled size screen 0.015,20"
   return add_series(self, {rows = {num(x) .. " " .. num(y) .. " " .. num(dx) .. " " .. num(dy)},
     clause = "using 1:2:3:4 with vectors " .. head .. " " .. style(o) .. " " .. title_of(o)})
@@ -220,15 +318,23 @@ end
 -- p:text(x, y, s, {color=, align="left"|"center"|"right", fontsize=}): a label
 -- at graph coordinates x,y (first axes; use {graph=true} for 0..1 coordinates).
 function Panel:text(x, y, s, o)
-  o = o or {}
+  o = series_opts("text", o)
   local coords = o.graph and "graph " or "first "
-  self.commands[#self.commands + 1] = string.format("set label %s at %s%s,%s %s font \",%d\" textcolor rgb %s front",
-    gq(s), coords, num(x), num(y), o.align or "left", o.fontsize or 10, gq(o.color or "#222222"))
+  local align = o.align or "left"
+  if align ~= "left" and align ~= "center" and align ~= "right" then
+    error("plot.text: align must be \"left\", \"center\" or \"right\", got " .. tostring(align), 2)
+  end
+  self.commands[#self.commands + 1] = string.format("set label %s at %s%s,%s %s font \",%s\" textcolor rgb %s front",
+    gq(s), coords, num(x), num(y), align, num(o.fontsize or 10), gq(o.color or "#222222"))
   return self
 end
 
--- Any gnuplot command for this panel (applied before its plot command).
+-- Any gnuplot command for this panel (applied before its plot command),
+-- written as given: raw gnuplot, the caller's own (see the header).
 function Panel:command(s)
+  if type(s) ~= "string" or s:find("[%z\n\r]") then
+    error("plot.command: expects one line of gnuplot (no newline or NUL)", 2)
+  end
   self.commands[#self.commands + 1] = s
   return self
 end
@@ -241,7 +347,9 @@ Figure.__index = Figure
 
 -- plot.figure{rows=1, cols=1, width=900, height=560, title=}
 function M.figure(o)
-  o = o or {}
+  o = options.check("plot.figure", o, {"rows", "cols", "width", "height", "title", "font"}, 3)
+  for _, k in ipairs{"rows", "cols", "width", "height"} do opt_int("figure", k, o[k]) end
+  if o.title ~= nil then gq(o.title) end
   return setmetatable({
     rows = o.rows or 1, cols = o.cols or 1,
     width = o.width or (520 * (o.cols or 1) + 80), height = o.height or (440 * (o.rows or 1) + 60),
@@ -252,8 +360,19 @@ end
 -- fig:panel{title=, xlabel=, ylabel=, xrange={a,b}, yrange={a,b},
 --   xtics={ {"label", x}, ... } or a step, key="top right"|false, grid=true,
 --   equal=true (same unit on both axes), zero=true (draw y = 0)}
+local PANEL_OPTIONS = {"title", "xlabel", "ylabel", "xrange", "yrange", "xtics", "key", "grid", "equal", "zero",
+  "logy", "headroom"}
+
 function Figure:panel(o)
-  o = o or {}
+  o = options.check("fig:panel", o, PANEL_OPTIONS, 3)
+  if o.key ~= nil and o.key ~= false then gp_word("panel", "key", o.key) end
+  opt_num("panel", "headroom", o.headroom)
+  if o.xtics ~= nil and type(o.xtics) ~= "table" then opt_num("panel", "xtics", o.xtics) end
+  for _, pair in ipairs(type(o.xtics) == "table" and o.xtics or {}) do
+    if type(pair) ~= "table" or (type(pair[1]) ~= "string" and type(pair[1]) ~= "number") or not finite(pair[2]) then
+      error("plot.panel: xtics must be a step or a list of {label, x}", 2)
+    end
+  end
   if #self.panels >= self.rows * self.cols then
     error(string.format("plot.panel: the figure has room for %d panels", self.rows * self.cols), 2)
   end
@@ -270,9 +389,10 @@ end
 -- The terminal lines of a script: fmt/out variables with defaults, so the
 -- same script renders PNG, SVG, GIF or text.
 local function header(S, name, dir, width, height, font, cols, rows, gif_opts)
-  S("# %s.gp: written by xsa.plot; re-render with", name)
-  S("#   cd %s && gnuplot %s.gp                 (PNG)", dir, name)
-  S("#   cd %s && gnuplot -e 'fmt=\"svg\"' %s.gp  (SVG; fmt=\"dumb\" draws in the terminal)", dir, name)
+  local cdir, cname = gp_comment(sys.shell_quote(dir)), gp_comment(sys.shell_quote("./" .. name .. ".gp"))
+  S("# %s.gp: written by xsa.plot; re-render with", gp_comment(name))
+  S("#   cd %s && gnuplot %s                 (PNG)", cdir, cname)
+  S("#   cd %s && gnuplot -e 'fmt=\"svg\"' %s  (SVG; fmt=\"dumb\" draws in the terminal)", cdir, cname)
   S('if (!exists("fmt")) fmt = %s', gq(gif_opts and "gif" or "png"))
   -- by hand, from any directory, the figure lands next to its script
   S('if (!exists("out")) out = %s . "." . fmt', gq(dir .. "/" .. name))
@@ -322,7 +442,10 @@ function Figure:body(S, data, datafile, block)
     end
     if type(o.xtics) == "table" then
       local t = {}
-      for i, pair in ipairs(o.xtics) do t[i] = gq(pair[1]) .. " " .. num(pair[2]) end
+      -- a tic label is a format for its value to gnuplot: % stands for itself as %%
+      for i, pair in ipairs(o.xtics) do
+        t[i] = gq((tostring(pair[1]):gsub("%%", "%%%%"))) .. " " .. num(pair[2])
+      end
       S("set xtics (%s)", table.concat(t, ", "))
     elseif type(o.xtics) == "number" then
       S("set xtics %s", num(o.xtics))
@@ -340,7 +463,7 @@ function Figure:body(S, data, datafile, block)
     if o.equal then S("set size ratio -1") end
     -- room above and below bars for their value labels
     local has_labels = false
-    for _, s in ipairs(p.series) do if s.clause:find("with labels", 1, true) then has_labels = true end end
+    for _, s in ipairs(p.series) do if s.texts then has_labels = true end end
     if has_labels and not o.yrange and not p.has_bars then S("set offsets 0, 0, graph 0.12, graph 0.06") else S("set offsets 0, 0, 0, 0") end
     if o.zero then S('set arrow from graph 0, first 0 to graph 1, first 0 nohead lc rgb "#888888" dt 3 back') end
     if o.logy then S("set logscale y") end
@@ -356,7 +479,13 @@ function Figure:body(S, data, datafile, block)
         for _, r in ipairs(s.rows) do data[#data + 1] = r end
         data[#data + 1] = ""
         data[#data + 1] = ""
-        clauses[#clauses + 1] = string.format("%s index %d %s", gq(datafile), block, s.clause)
+        local clause = s.clause
+        if s.texts then
+          local arr = "xsa_text_" .. block
+          S("array %s[%d] = [%s]", arr, #s.texts, table.concat(s.texts, ", "))
+          clause = clause(arr)
+        end
+        clauses[#clauses + 1] = string.format("%s index %d %s", gq(datafile), block, clause)
         block = block + 1
       end
       S("plot %s", table.concat(clauses, ", \\\n     "))
@@ -410,8 +539,9 @@ local function run(dir, script, vars, inherit_stdout)
   for k, v in pairs(vars or {}) do sets[#sets + 1] = k .. "=" .. (math.type(v) == "integer" and tostring(v) or gq(v)) end
   table.sort(sets)
   local errf = os.tmpname()
-  local cmd = string.format("cd %s && %s %s %s 2>%s", shq(dir), shq(gp),
-    #sets > 0 and ("-e " .. shq(table.concat(sets, "; "))) or "", shq(script), shq(errf))
+  -- "./" keeps a script named like an option (-e.gp) a file name
+  local cmd = string.format("cd -- %s && %s %s %s 2>%s", shq(dir), shq(gp),
+    #sets > 0 and ("-e " .. shq(table.concat(sets, "; "))) or "", shq("./" .. script), shq(errf))
   local out = ""
   local ok
   if inherit_stdout then
@@ -434,10 +564,14 @@ end
 -- Returns path, warnings (gnuplot's non-fatal messages, or nil); nil, message
 -- when gnuplot is not installed (the files are still written).
 function Figure:save(path, opts)
-  opts = opts or {}
+  opts = options.check("fig:save", opts, {"format"}, 3)
+  if type(path) ~= "string" then error("plot.save: expected a path string", 2) end
   if #self.panels == 0 then error("plot.save: the figure has no panels", 2) end
   local ext = path:match("%.(%w+)$")
   local fmt = opts.format or ((ext == "svg" or ext == "png" or ext == "gif") and ext) or "png"
+  if fmt ~= "png" and fmt ~= "svg" and fmt ~= "gif" and fmt ~= "dumb" then
+    error("plot.save: format must be \"png\", \"svg\", \"gif\" or \"dumb\", got " .. tostring(fmt), 2)
+  end
   local dir = dirname(sys.abspath(path))
   local name = basename(path):gsub("%.%w+$", "")
   sys.mkdir(dir)
@@ -447,8 +581,8 @@ function Figure:save(path, opts)
   local outname = name .. "." .. fmt
   local res, err = run(dir, name .. ".gp", {fmt = fmt, out = outname})
   if not res then
-    return nil, string.format("%s: data and script written to %s/%s.{dat,gp}; install gnuplot and render with: cd %s && gnuplot%s %s.gp",
-      err, dir, name, shq(dir), fmt ~= "png" and (" -e 'fmt=\"" .. fmt .. "\"'") or "", name)
+    return nil, string.format("%s: data and script written to %s/%s.{dat,gp}; install gnuplot and render with: cd %s && gnuplot%s %s",
+      err, dir, name, shq(dir), fmt ~= "png" and (" -e 'fmt=\"" .. fmt .. "\"'") or "", script_word(name))
   end
   local out = dir .. "/" .. outname
   local f = io.open(out, "rb")
@@ -461,7 +595,14 @@ end
 -- plot.animate({fig1, fig2, ...}, "plots/sweep.gif", {delay = 10 (1/100 s), loop = 0}).
 -- Writes sweep.dat and sweep.gp like save(); returns path or nil, message.
 function M.animate(figs, path, opts)
-  opts = opts or {}
+  opts = options.check("plot.animate", opts, {"delay", "loop"}, 3)
+  if type(figs) ~= "table" or type(path) ~= "string" then error("plot.animate: expected a list of figures and a path", 2) end
+  if opts.delay ~= nil and not (math.tointeger(opts.delay) and opts.delay >= 0) then
+    error("plot.animate: delay must be an integer >= 0 (1/100 s)", 2)
+  end
+  if opts.loop ~= nil and not (math.tointeger(opts.loop) and opts.loop >= 0) then
+    error("plot.animate: loop must be an integer >= 0 (0: forever)", 2)
+  end
   if #figs == 0 then error("plot.animate: no frames", 2) end
   local dir = dirname(sys.abspath(path))
   local name = basename(path):gsub("%.%w+$", "")
@@ -470,7 +611,7 @@ function M.animate(figs, path, opts)
   local data = {}
   local f1 = figs[1]
   header(S, name, dir, f1.width, f1.height, f1.font, f1.cols, f1.rows,
-    string.format("animate delay %d loop %d optimize", opts.delay or 10, opts.loop or 0))
+    string.format("animate delay %d loop %d optimize", math.tointeger(opts.delay) or 10, math.tointeger(opts.loop) or 0))
   local block = 0
   for i, fig in ipairs(figs) do
     S("# frame %d", i)
@@ -480,8 +621,8 @@ function M.animate(figs, path, opts)
   put(dir .. "/" .. name .. ".gp", table.concat(script, "\n") .. "\n")
   local res, err = run(dir, name .. ".gp", {fmt = "gif", out = name .. ".gif"})
   if not res then
-    return nil, string.format("%s: data and script written to %s/%s.{dat,gp}; render with: cd %s && gnuplot %s.gp",
-      err, dir, name, shq(dir), name)
+    return nil, string.format("%s: data and script written to %s/%s.{dat,gp}; render with: cd %s && gnuplot %s",
+      err, dir, name, shq(dir), script_word(name))
   end
   return dir .. "/" .. name .. ".gif", (err ~= "" and err or nil)
 end
@@ -525,14 +666,13 @@ function M.show(fig, ys, o)
       xs = {}
       for i = 1, #ys do xs[i] = i end
     end
-    o = o or {}
+    o = options.check("plot.show", o, {"title", "xlabel", "ylabel", "label", "color", "width", "height"}, 3)
     fig = M.figure{title = o.title}
     fig:panel{xlabel = o.xlabel, ylabel = o.ylabel, key = o.label and "top right" or false}
       :line(xs, ys, {label = o.label, color = o.color})
   else
-    o = ys
+    o = options.check("fig:show", ys, {"width", "height"}, 3)
   end
-  o = o or {}
   if #fig.panels == 0 then error("plot.show: the figure has no panels", 2) end
   local cols, lines = M.terminal_size()
   cols, lines = math.tointeger(o.width) or cols, math.tointeger(o.height) or math.max(10, lines - 1)
@@ -554,6 +694,11 @@ end
 
 -- fig:show([{width=, height=}]): plot.show of this figure.
 function Figure:show(o) return M.show(self, o) end
+
+-- The options of each function (tests generate their cases from this).
+M.OPTIONS = {figure = {"rows", "cols", "width", "height", "title", "font"}, panel = PANEL_OPTIONS,
+  save = {"format"}, animate = {"delay", "loop"}}
+for k, v in pairs(SERIES_OPTIONS) do M.OPTIONS[k] = v end
 
 M.Figure, M.Panel = Figure, Panel
 return M

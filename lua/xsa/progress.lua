@@ -81,7 +81,7 @@ Bar.__index = Bar
 
 -- progress.new{label=, total=, stream=io.stderr, mode=, width=24}
 function M.new(o)
-  o = o or {}
+  o = require("xsa.options").check("progress.new", o, {"label", "total", "stream", "mode", "width"})
   local self = setmetatable({
     label = o.label or "", total = o.total or 0, stream = o.stream or io.stderr,
     mode = o.mode or M.mode(), width = o.width or 24, start = M.now(), last_draw = -1,

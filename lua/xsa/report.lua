@@ -529,6 +529,7 @@ end
 
 -- Builds and writes o.output atomically; returns the path and info.
 function M.write(o)
+  require("xsa.options").check("report.write", o, {"out", "plots", "output", "folder_flags"})
   local xsa = xsa_lib()
   local html, info = M.build(o)
   xsa.write_file_atomic(o.output, html)

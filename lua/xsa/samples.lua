@@ -37,53 +37,38 @@ function M.terminal_width()
   return 100
 end
 
--- UTF-8 aware length (the λ in titles is two bytes).
-local function ulen(s) return utf8.len(s) or #s end
-
--- Lines of at most `width` characters, breaking at spaces (long words are cut);
--- newlines in the text start new lines.
+-- Lines of at most `width` columns, breaking at spaces (long words are cut
+-- between characters); newlines in the text start new lines. Widths are
+-- display columns (xsa.text: wide characters 2, accents 0).
 function M.wrap(text, width)
-  local lines = {}
-  for para in (text .. "\n"):gmatch("(.-)\n") do
-    local line = ""
-    for word in para:gmatch("%S+") do
-      while ulen(word) > width do
-        if line ~= "" then lines[#lines + 1] = line; line = "" end
-        lines[#lines + 1] = word:sub(1, width)
-        word = word:sub(width + 1)
-      end
-      if line == "" then line = word
-      elseif ulen(line) + 1 + ulen(word) <= width then line = line .. " " .. word
-      else lines[#lines + 1] = line; line = word end
-    end
-    lines[#lines + 1] = line
-  end
-  while #lines > 1 and lines[#lines] == "" do lines[#lines] = nil end
-  return lines
+  return require("xsa.text").wrap(text, width)
 end
 
-local function pad(s, w) return s .. string.rep(" ", math.max(0, w - ulen(s))) end
-
--- cols: a list of {title=, text=}; total width of the display. Columns are
--- separated by " | " and headed by their titles.
+-- cols: a list of {title=, text=}; total width of the display (columns).
+-- Columns are separated by " | " and headed by their titles (cut to the
+-- column); every cell is padded by display width, so the bars line up
+-- whatever the characters (xsa.text's rule).
 function M.side_by_side(cols, width)
+  local text = require "xsa.text"
+  if type(cols) ~= "table" or #cols == 0 then error("samples.side_by_side: expected a list of {title=, text=}", 2) end
+  if not math.tointeger(width) then error("samples.side_by_side: width must be an integer", 2) end
   local n = #cols
   local w = math.max(10, (width - 3 * (n - 1)) // n)
   local wrapped, rows = {}, 0
   for i, c in ipairs(cols) do
-    wrapped[i] = M.wrap(c.text, w)
+    wrapped[i] = text.wrap(c.text, w)
     rows = math.max(rows, #wrapped[i])
   end
   local out, head, rule = {}, {}, {}
   for i, c in ipairs(cols) do
-    head[i] = pad(c.title:sub(1, 4 * w), w)
+    head[i] = text.pad(text.cut(c.title, w), w)
     rule[i] = string.rep("-", w)
   end
   out[1] = (table.concat(head, " | "):gsub("%s+$", ""))
   out[2] = table.concat(rule, "-+-")
   for r = 1, rows do
     local cells = {}
-    for i = 1, n do cells[i] = pad(wrapped[i][r] or "", w) end
+    for i = 1, n do cells[i] = text.pad(wrapped[i][r] or "", w) end
     while #cells > 1 and not cells[#cells]:find("%S") do cells[#cells] = nil end
     out[#out + 1] = (table.concat(cells, " | "):gsub("%s+$", ""))
   end

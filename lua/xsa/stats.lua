@@ -67,8 +67,9 @@
 --                                 a table:
 --       n, level                  number of seeds, confidence level
 --       d                         per-seed difference, positive when XSA is better: by default
---                                 the improvement in percent, d[i] = 100 (sa[i]-xsa[i]) / sa[i]
---                                 (positive: XSA lower); see opts.diff and opts.better
+--                                 the improvement in percent, d[i] = 100 (sa[i]-xsa[i]) / |sa[i]|
+--                                 (positive: XSA lower, whatever the sign of the metric); see
+--                                 opts.diff (relative = false) and opts.better
 --       mean, sd                  of d (sd nil for n = 1)
 --       t_lo, t_hi                t interval of the mean of d (nil for n = 1)
 --       boot_lo, boot_hi          bootstrap interval of the mean of d (nil for n = 1)
@@ -88,18 +89,22 @@
 --           "XSA better by 0.42% on one seed (one seed cannot give an interval)"
 --           absolute, unit "steps", words earlier/later: "XSA earlier by 12.5 steps (95% CI 3.1 to 21.9, N=5)"
 --     opts: level (0.95), resamples, seed (passed to bootstrap_interval);
---       diff        "relative" (default: 100 (SA - XSA) / SA, percentage points) or
---                   "absolute" (SA - XSA, in opts.unit, e.g. "steps");
---       better      "lower" (default: a loss, a step count) or "higher" (then
---                   d = 100 (XSA - SA) / SA, or XSA - SA: positive is still XSA better);
+--       diff        "relative" (default: 100 (SA - XSA) / |SA|, percentage points) or
+--                   "absolute" (SA - XSA, in opts.unit, e.g. "steps"); relative = false is
+--                   "absolute" (for a metric near 0 or of either sign, where percent mislead);
+--       better      "lower" (default: a loss, a step count) or "higher" (an accuracy; then
+--                   d = 100 (XSA - SA) / |SA|, or XSA - SA: positive is still XSA better);
 --       words       {better = "better", worse = "worse", ahead = "lower"|"higher"}: the
 --                   verdict's words ("earlier"/"later" suit a step at which a loss is reached);
 --       half_widths the half-widths of seeds_needed (default {1, 0.5} points when
 --                   relative; none when absolute: the caller knows the unit's scale).
---     sa[i] = 0 raises when relative (the improvement is undefined), as do lists
---     of different lengths.
+--     A verdict number that two decimals would show as 0.00 gets two significant digits.
+--     sa[i] = 0 raises when relative (the improvement is undefined), as do lists of
+--     different lengths; a mean, sd or bound that overflows a double raises.
 -- Non-goals: other tests (sign test, permutation tests of two samples), multiple-comparison
 -- corrections, distributions other than Student's t, weighted data.
+local options = require "xsa.options"
+
 local M = {}
 
 local huge = math.huge
@@ -151,23 +156,54 @@ end
 
 -- ---- descriptive ------------------------------------------------------------
 
+-- Sums and squares run on the values times 2^-k, 2^k near max |x| (k clamped
+-- to [-1000, 1000]), and the result is scaled back: a product by a power of
+-- two is exact, so for ordinary values every bit is as without the scaling,
+-- while values near the double limits (1e308, 1e-320) neither overflow nor
+-- underflow on the way.
+local function scale_of(xs, n)
+  local top = 0.0
+  for i = 1, n do
+    local a = abs(xs[i])
+    if a > top then top = a end
+  end
+  if top == 0 then return 1.0 end
+  local k = floor(log(top, 2))
+  if k > 1000 then k = 1000 elseif k < -1000 then k = -1000 end
+  return 2.0 ^ k
+end
+
 local function mean_of(xs, n)
+  local sc = scale_of(xs, n)
+  local inv = 1.0 / sc
   local s = 0.0
-  for i = 1, n do s = s + xs[i] end
+  for i = 1, n do s = s + xs[i] * inv end
   local m = s / n
   -- one correction pass (the mean of the residuals) for extra accuracy
   local r = 0.0
-  for i = 1, n do r = r + (xs[i] - m) end
-  return m + r / n
+  for i = 1, n do r = r + (xs[i] * inv - m) end
+  return (m + r / n) * sc
 end
 
+-- The sample sd; nil when it overflows a double (callers raise).
 local function sd_of(xs, n, m)
+  local sc = scale_of(xs, n)
+  local inv = 1.0 / sc
+  local ms = m * inv
   local ss = 0.0
   for i = 1, n do
-    local e = xs[i] - m
+    local e = xs[i] * inv - ms
     ss = ss + e * e
   end
-  return sqrt(ss / (n - 1))
+  local s = sqrt(ss / (n - 1)) * sc
+  if s == huge then return nil end
+  return s
+end
+
+local function sd_or_fail(fn, xs, n, m)
+  local s = sd_of(xs, n, m)
+  if not s then fail(fn, "the standard deviation of these values overflows a double (values near +-1.8e308)") end
+  return s
 end
 
 function M.mean(xs)
@@ -178,7 +214,7 @@ end
 function M.sd(xs)
   local n = check_list("sd", xs)
   if n < 2 then return nil, "the sample standard deviation needs at least 2 values" end
-  return sd_of(xs, n, mean_of(xs, n))
+  return sd_or_fail("sd", xs, n, mean_of(xs, n))
 end
 
 local function quantile_sorted(s, n, p)
@@ -445,15 +481,19 @@ function M.t_interval(xs, level)
   level = check_level("t_interval", level)
   if n < 2 then return nil, "a t interval needs at least 2 values" end
   local m = mean_of(xs, n)
-  local half = t_solve((1 - level) / 2, n - 1, "tail") * sd_of(xs, n, m) / sqrt(n)
-  return m - half, m + half
+  local half = t_solve((1 - level) / 2, n - 1, "tail") * sd_or_fail("t_interval", xs, n, m) / sqrt(n)
+  local lo, hi = m - half, m + half
+  if not (is_finite(lo) and is_finite(hi)) then
+    fail("t_interval", "the interval's bounds overflow a double (mean %g, half-width %g)", m, half)
+  end
+  return lo, hi
 end
 
 function M.paired_t_p(xs)
   local n = check_list("paired_t_p", xs)
   if n < 2 then return nil, "a t test needs at least 2 values" end
   local m = mean_of(xs, n)
-  local s = sd_of(xs, n, m)
+  local s = sd_or_fail("paired_t_p", xs, n, m)
   if s == 0 then
     if m == 0 then return 1.0, 0.0 end
     return 0.0, m > 0 and huge or -huge
@@ -520,7 +560,7 @@ function M.bootstrap_interval(xs, opts)
   if opts ~= nil and type(opts) ~= "table" then
     fail("bootstrap_interval", "opts must be a table, got %s", type(opts))
   end
-  opts = opts or {}
+  opts = options.check("stats.bootstrap_interval", opts, {"level", "resamples", "seed"}, 3)
   local level = check_level("bootstrap_interval", opts.level)
   local b = opts.resamples or 10000
   if math.type(b) ~= "integer" or b < 1 then
@@ -531,6 +571,8 @@ function M.bootstrap_interval(xs, opts)
     fail("bootstrap_interval", "seed must be an integer, got %s", describe(seed))
   end
   local g = xsa_lib().generator(seed)
+  local sc = scale_of(xs, n) -- see mean_of
+  local inv = 1.0 / sc
   local means = {}
   local rows = math.max(1, 65536 // n)
   local done = 0
@@ -539,8 +581,8 @@ function M.bootstrap_interval(xs, opts)
     local idx = g:randint(1, n + 1, k, n):totable()
     for r = 1, k do
       local row, s = idx[r], 0.0
-      for j = 1, n do s = s + xs[row[j]] end
-      means[done + r] = s / n
+      for j = 1, n do s = s + xs[row[j]] * inv end
+      means[done + r] = s / n * sc
     end
     done = done + k
   end
@@ -579,25 +621,37 @@ local function pct_level(level)
   return string.format("%g%%", 100 * level)
 end
 
+-- A number for a verdict: two decimals, or two significant digits when two
+-- decimals would print 0.00 for a value that is not 0.
+local function fmt(v)
+  if v ~= 0 and abs(v) < 0.005 then return string.format("%.2g", v) end
+  return string.format("%.2f", v)
+end
+
 -- How a paired summary measures and words its differences (opts of
 -- paired_summary): d = SA - XSA (or XSA - SA when higher is better),
--- relative (in % of SA) or absolute (in `unit`); words for the verdict.
+-- relative (in % of |SA|, so the sign of d does not flip with the sign of
+-- the metric) or absolute (in `unit`; relative = false says the same);
+-- words for the verdict.
 local function diff_spec(opts)
-  local diff, better = opts.diff or "relative", opts.better or "lower"
+  local diff, better = opts.diff or (opts.relative == false and "absolute") or "relative", opts.better or "lower"
+  if opts.relative ~= nil and type(opts.relative) ~= "boolean" then
+    fail("paired_summary", "relative must be true or false, got %s", describe(opts.relative))
+  end
   if diff ~= "relative" and diff ~= "absolute" then
     fail("paired_summary", "diff must be \"relative\" or \"absolute\", got %s", describe(diff))
   end
   if better ~= "lower" and better ~= "higher" then
-    fail("paired_summary", "better must be \"lower\" or \"higher\", got %s", describe(better))
+    fail("paired_summary", "better must be \"lower\" or \"higher\" (lower: a loss; higher: an accuracy), got %s", describe(better))
   end
   local w = opts.words or {}
   local spec = {diff = diff, better = better, sign = better == "lower" and 1 or -1,
     better_word = w.better or "better", worse_word = w.worse or "worse", ahead_word = w.ahead or better,
     unit = diff == "relative" and "%" or (opts.unit or "")}
   -- the number with its unit: 1.23% (two decimals), 12.5 steps (one)
-  spec.fmt = diff == "relative" and function(x) return string.format("%.2f%%", x) end
+  spec.fmt = diff == "relative" and function(x) return fmt(x) .. "%" end
     or function(x) return string.format("%.1f%s", x, spec.unit ~= "" and (" " .. spec.unit) or "") end
-  spec.cifmt = diff == "relative" and "%.2f" or "%.1f"
+  spec.cifmt = diff == "relative" and fmt or function(x) return string.format("%.1f", x) end
   return spec
 end
 
@@ -608,7 +662,7 @@ local function verdict(s, spec, lv)
     return string.format("XSA %s by %s on one seed (one seed cannot give an interval)",
       m >= 0 and spec.better_word or spec.worse_word, f(abs(m)))
   end
-  local ci = string.format(spec.cifmt .. " to " .. spec.cifmt, s.t_lo, s.t_hi)
+  local ci = spec.cifmt(s.t_lo) .. " to " .. spec.cifmt(s.t_hi)
   if s.sd == 0 and m == 0 then
     return string.format("no difference at N=%d seeds (SA and XSA give the same values)", n)
   elseif s.t_lo > 0 then
@@ -625,9 +679,12 @@ local function differences(sa, xs, n, spec)
   for i = 1, n do
     if spec.diff == "relative" then
       if sa[i] == 0 then
-        fail("paired_summary", "SA value %d is 0: the improvement 100*(SA-XSA)/SA is undefined", i)
+        fail("paired_summary", "SA value %d is 0: the improvement 100*(SA-XSA)/|SA| is undefined " ..
+          "(relative = false compares differences instead)", i)
       end
-      d[i] = spec.sign * 100 * (sa[i] - xs[i]) / sa[i]
+      d[i] = spec.sign * 100 * (sa[i] - xs[i]) / abs(sa[i])
+      -- SA - XSA can overflow where the ratio does not (values of opposite signs near 1e308)
+      if not is_finite(d[i]) then d[i] = spec.sign * 100 * (sa[i] / abs(sa[i]) - xs[i] / abs(sa[i])) end
     else
       d[i] = spec.sign * (sa[i] - xs[i])
     end
@@ -639,6 +696,8 @@ local function differences(sa, xs, n, spec)
   return d, k
 end
 
+local SUMMARY_OPTIONS = {"level", "resamples", "seed", "better", "relative", "diff", "unit", "words", "half_widths"}
+
 function M.paired_summary(sa, xs, opts)
   local n = check_list("paired_summary", sa, "SA values")
   local nx = check_list("paired_summary", xs, "XSA values")
@@ -646,19 +705,20 @@ function M.paired_summary(sa, xs, opts)
   if opts ~= nil and type(opts) ~= "table" then
     fail("paired_summary", "opts must be a table, got %s", type(opts))
   end
-  opts = opts or {}
+  opts = options.check("stats.paired_summary", opts, SUMMARY_OPTIONS, 3)
   local level = check_level("paired_summary", opts.level)
   local spec = diff_spec(opts)
   local d, k = differences(sa, xs, n, spec)
   local lower = 0
   for i = 1, n do if xs[i] < sa[i] then lower = lower + 1 end end
   local s = {n = n, level = level, d = d, mean = mean_of(d, n), k_xsa_lower = lower, k_xsa_better = k,
-    diff = spec.diff, better = spec.better, unit = spec.unit, ahead_word = spec.ahead_word}
+    diff = spec.diff, better = spec.better, relative = spec.diff == "relative", unit = spec.unit,
+    ahead_word = spec.ahead_word}
   local pw, w_or_why = M.wilcoxon_p(d)
   s.p_wilcoxon = pw
   if not pw then s.wilcoxon_note = w_or_why end
   if n > 1 then
-    s.sd = sd_of(d, n, s.mean)
+    s.sd = sd_or_fail("paired_summary", d, n, s.mean)
     s.t_lo, s.t_hi = M.t_interval(d, level)
     s.boot_lo, s.boot_hi = M.bootstrap_interval(d, {level = level, resamples = opts.resamples, seed = opts.seed})
     s.p_t = M.paired_t_p(d)

@@ -19,40 +19,44 @@ local function xsa_lib() return package.loaded.xsa or require("xsa") end
 -- `extra` ones, minus the names in `skip`.
 function M.options(d, extra, skip)
   local o = {
-    {"steps", "int", d.steps or 300, "training steps per model"},
-    {"seq-len", "int", d.seq_len or 64, "tokens per training window (model context)"},
-    {"batch", "int", d.batch or 16, "sequences per batch"},
-    {"lr", "number", d.lr or 1e-3, "AdamW learning rate"},
-    {"weight-decay", "number", d.weight_decay or 0.01, "AdamW weight decay"},
-    {"max-tokens", "int", d.max_tokens or 500000, "TinyStories tokens used (from the start of the text)"},
-    {"val-frac", "number", d.val_frac or 0.1, "fraction of the windows held out for validation"},
-    {"eval-every", "int", d.eval_every or 20, "steps between evaluations"},
-    {"eval-batches", "int", d.eval_batches or 10, "val batches per intermediate evaluation (final: all)"},
+    {"steps", "int", d.steps or 300, "training steps per model", min = 1},
+    {"seq-len", "int", d.seq_len or 64, "tokens per training window (model context)", min = 1, max = 1 << 20},
+    {"batch", "int", d.batch or 16, "sequences per batch", min = 1},
+    {"lr", "number", d.lr or 1e-3, "AdamW learning rate", check = function(v) return v > 0, "must be > 0" end},
+    {"weight-decay", "number", d.weight_decay or 0.01, "AdamW weight decay", min = 0},
+    {"max-tokens", "int", d.max_tokens or 500000, "TinyStories tokens used (from the start of the text)", min = 1},
+    {"val-frac", "number", d.val_frac or 0.1, "fraction of the windows held out for validation",
+      check = function(v) return v > 0 and v < 1, "must be between 0 and 1" end},
+    {"eval-every", "int", d.eval_every or 20, "steps between evaluations", min = 1},
+    {"eval-batches", "int", d.eval_batches or 10, "val batches per intermediate evaluation (final: all)", min = 1},
     {"lambda", "number", d.lambda or 1.0, "XSA strength (1 = full projection)"},
-    {"n-layer", "int", d.n_layer or 2, "transformer blocks"},
-    {"d-model", "int", d.d_model or 128, "model width"},
-    {"n-head", "int", d.n_head or 2, "attention heads"},
-    {"seed", "int", d.seed or 0, "seed of the initial weights and of the batch order (one paired run)"},
+    {"n-layer", "int", d.n_layer or 2, "transformer blocks", min = 1, max = 1024},
+    {"d-model", "int", d.d_model or 128, "model width", min = 1, max = 1 << 16},
+    {"n-head", "int", d.n_head or 2, "attention heads", min = 1, max = 1 << 16,
+      after = function(o)
+        return not (o.d_model and o.n_head) or o.d_model % o.n_head == 0, "--d-model must be a multiple of --n-head"
+      end},
+    {"seed", "int", d.seed or 0, "seed of the initial weights and of the batch order (one paired run)", min = 0},
     {"seeds", "string", nil, "seed replication: N (seeds 0..N-1) or a list (3,7,11); each seed an independent " ..
       "paired run, summarised with a 95% interval", check = function(v) return M.parse_seeds(v) ~= nil, select(2, M.parse_seeds(v)) end},
-    {"data-seed", "int", nil, "hold the batch order at this seed while the initial weights follow each seed"},
-    {"init-seed", "int", nil, "hold the initial weights at this seed while the batch order follows each seed"},
+    {"data-seed", "int", nil, "hold the batch order at this seed while the initial weights follow each seed", min = 0},
+    {"init-seed", "int", nil, "hold the initial weights at this seed while the batch order follows each seed", min = 0},
     {"jobs", "int", 1, "seeds trained side by side, each in its own process with 1 BLAS thread (--seeds)",
       check = function(v) return v >= 1, "must be at least 1" end},
     {"worker", "bool", false, "internal (--jobs): train the one seed of --seeds, then exit"},
     {"data-parallel", "bool", false, "under mpirun: every rank trains each pair on its rows of every batch " ..
       "(gradients averaged over the ranks), instead of taking runs of its own"},
-    {"threads", "int", d.threads or 0, "BLAS/engine threads (0: leave as is)"},
+    {"threads", "int", d.threads or 0, "BLAS/engine threads (0: leave as is)", min = 0, max = 1024},
     {"precision", "string", "f32", "f32, or bf16: the lm_head's products bf16 through oneDNN (opt-in)",
       check = function(v) return v == "f32" or v == "bf16", "expects f32 or bf16" end},
     {"out", "string", "cache", "results folder (JSON, checkpoints, cache entries)"},
     {"plots", "string", "plots", "figures folder"},
-    {"format", "string", "png", "figure format: png or svg"},
+    {"format", "string", "png", "figure format: png or svg", one_of = {"png", "svg"}},
     {"no-cache", "bool", false, "recompute even when a cached result or a record exists (a new record lands beside)"},
     {"results", "string", "results", "the study's record: one JSON file per finished run (xsa.record)"},
     {"from-records", "bool", false, "train nothing: use the runs that have a record, report the seeds that have none"},
     {"resume", "bool", true, "continue an unfinished run from its saved state (--no-resume: start over)"},
-    {"save-every", "int", d.save_every or 50, "steps between saved states of a training run (0: only when stopped)"},
+    {"save-every", "int", d.save_every or 50, "steps between saved states of a training run (0: only when stopped)", min = 0},
     {"quick", "bool", false, "a fast small run (seconds), for trying things out and tests"},
   }
   for _, e in ipairs(extra or {}) do o[#o + 1] = e end
@@ -174,9 +178,9 @@ end
 -- The options of a probe set (parts 5 and 6).
 function M.probe_options(batches)
   return {
-    {"probe-batches", "int", batches, "validation batches of the probe set each probe averages over"},
-    {"probe-tokens", "int", 80000, "tokens of the probe set (its validation windows are probed)"},
-    {"probe-batch", "int", 16, "sequences per probe batch"},
+    {"probe-batches", "int", batches, "validation batches of the probe set each probe averages over", min = 1},
+    {"probe-tokens", "int", 80000, "tokens of the probe set (its validation windows are probed)", min = 1},
+    {"probe-batch", "int", 16, "sequences per probe batch", min = 1},
   }
 end
 

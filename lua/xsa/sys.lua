@@ -61,14 +61,26 @@ function M.abspath(p)
   return pwd .. "/" .. (p:gsub("^%./", ""))
 end
 
--- s as one word for sh: single-quoted, with ' written as '\''.
+-- s (a string or number) as one word for sh: single-quoted, with ' written
+-- as '\''. Inside single quotes sh expands nothing ($, `, \, newlines and
+-- every other byte stand for themselves), so the command receives exactly s.
+-- The rule: every piece of text that goes into a shell command line goes
+-- through this function (tests/test_plot.lua runs it on every byte). A NUL
+-- byte is refused: the command line is a C string and would end there, with
+-- the quote still open. A word that starts with "-" is still an option to
+-- the program that gets it: callers put "--" before a path operand or pass
+-- an absolute path.
 function M.shell_quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+  local t = type(s)
+  if t == "number" then s = tostring(s)
+  elseif t ~= "string" then error("shell_quote: expects a string (got " .. t .. ")", 2) end
+  if s:find("\0", 1, true) then error("shell_quote: a NUL byte cannot be passed to a shell command", 2) end
+  return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
 -- Creates dir and its parents (mkdir -p); raises when that fails. Returns dir.
 function M.mkdir(dir)
-  if not os.execute("mkdir -p " .. M.shell_quote(dir)) then
+  if not os.execute("mkdir -p -- " .. M.shell_quote(dir)) then
     error("cannot create folder " .. dir, 2)
   end
   return dir

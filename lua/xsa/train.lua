@@ -93,6 +93,7 @@
 local progress = require "xsa.progress"
 local finite = require("xsa.numbers").finite
 local sys = require "xsa.sys"
+local options = require "xsa.options"
 
 local M = {}
 
@@ -211,6 +212,69 @@ local function loader_position(loader, taken)
 end
 M.loader_position = loader_position
 
+-- A saved state (ctx.state) that parses but is damaged. The rule: every
+-- field pair() reads from opts.resume is checked here first, so a damaged
+-- state is reported as damaged (xsa.experiment then removes it and starts
+-- over with a message) instead of failing later with an unrelated error on
+-- every rerun. Returns true, or false and what is wrong.
+local function int_in(v, lo, hi) return math.type(v) == "integer" and v >= lo and v <= hi end
+
+local function number_list(l, n, what)
+  if type(l) ~= "table" then return false, what .. " is not a list" end
+  if n and #l ~= n then return false, string.format("%s has %d values, not %d", what, #l, n) end
+  for i = 1, #l do
+    if type(l[i]) ~= "number" then return false, string.format("%s[%d] is not a number", what, i) end
+  end
+  return true
+end
+
+local function check_points(r, cs)
+  if type(r.steps) ~= "table" or #r.steps == 0 then return false, "result.steps is empty" end
+  local prev = -1
+  for i = 1, #r.steps do
+    local st = r.steps[i]
+    if not int_in(st, prev + 1, cs) then return false, string.format("result.steps[%d] is out of order", i) end
+    prev = st
+  end
+  return true
+end
+
+function M.check_resume(state, steps)
+  if type(state) ~= "table" then return false, "the state is not a table" end
+  local cs, r, ms = state.completed_steps, state.result, state.model_steps
+  if not int_in(cs, 0, steps) then return false, "completed_steps is not a step of this run" end
+  if type(r) ~= "table" or type(r.config) ~= "table" then return false, "result.config is missing" end
+  if type(ms) ~= "table" then return false, "model_steps is missing" end
+  if r.completed_steps ~= cs then return false, "result.completed_steps is not completed_steps" end
+  local ok, why = check_points(r, cs)
+  if not ok then return false, why end
+  for _, k in ipairs{"sa", "xsa"} do
+    local rec = r[k]
+    if type(rec) ~= "table" then return false, "result." .. k .. " is missing" end
+    if not int_in(ms[k], 0, math.min(steps, cs + 1)) then return false, "model_steps." .. k .. " is out of range" end
+    for _, f in ipairs{"train", "val"} do
+      ok, why = number_list(rec[f], #r.steps, k .. "." .. f)
+      if not ok then return false, why end
+    end
+    -- the losses of the steps done (a reused baseline's: all of them)
+    ok, why = number_list(rec.step_loss, nil, k .. ".step_loss")
+    if not ok then return false, why end
+    if #rec.step_loss < cs then return false, k .. ".step_loss is shorter than completed_steps" end
+  end
+  for _, f in ipairs{"elapsed_s", "train_s", "eval_s"} do
+    if r[f] ~= nil and not (finite(r[f]) and r[f] >= 0) then return false, "result." .. f .. " is not a time" end
+  end
+  local l = state.loader
+  if l ~= nil and not (type(l) == "table" and int_in(l.epoch, 1, 1 << 53) and int_in(l.position, 0, 1 << 53)) then
+    return false, "loader is not an epoch and a position"
+  end
+  if state.rng ~= nil then
+    local g = xsa_lib().generator(0)
+    if type(state.rng) ~= "string" or not pcall(g.set_state, g, state.rng) then return false, "rng is not a generator state" end
+  end
+  return true
+end
+
 -- What must agree between a saved state and the run resuming it.
 local SAME = {"steps", "lr", "eval_every", "eval_batches", "val_batches", "train_batches", "batch_size", "seq_len",
   "weight_decay", "eps", "final_point", "schedule", "warmup", "min_lr_frac"}
@@ -243,9 +307,14 @@ local function schedule_of(opts, steps, lr)
   return {lr = lr, steps = steps, warmup = warmup, schedule = schedule, min_lr_frac = frac}
 end
 
+-- The options pair reads (xsa.options.check refuses any other key).
+M.PAIR_OPTIONS = {"steps", "eval_every", "lr", "save_every", "eval_batches", "final_point", "data_parallel",
+  "resume", "names", "label", "betas", "eps", "weight_decay", "baseline", "optimizers", "progress_bar",
+  "progress", "on_point", "save", "quiet"}
+
 function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   local xsa = xsa_lib()
-  opts = opts or {}
+  opts = options.check("train.pair", opts, M.PAIR_OPTIONS)
   local steps = opts.steps or 300
   local eval_every = opts.eval_every or 20
   local lr = opts.lr or 1e-3
@@ -324,6 +393,8 @@ function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
           tostring(rr.config[k]), tostring(result.config[k])), 2)
       end
     end
+    local ok, why = M.check_resume(resume, steps)
+    if not ok then error("train.pair: opts.resume is damaged: " .. why, 2) end
     result.steps = copy(rr.steps)
     result.completed_steps = rr.completed_steps
     for k = 1, 2 do

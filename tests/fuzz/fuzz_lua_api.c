@@ -16,7 +16,7 @@
  * strings); then up to 48 instructions, each
  *   op byte     a function or method from a fixed list (every function of
  *               xsa, xsa.nn, xsa.gpt, xsa.optim, xsa.json, xsa.safetensors,
- *               xsa._data, xsa._tokenizer and every method and metamethod
+ *               xsa._data, xsa._tokenizer, xsa._text and every method and metamethod
  *               of the tensor, model, optimizer, generator, tokenizer and
  *               loader types, sorted by name) or a special: collect garbage,
  *               make the collector step at every allocation, make garbage
@@ -74,7 +74,7 @@ static const char DRIVER[] =
     "  return c\n"
     "end\n"
     "ops[#ops + 1] = {'xsa.gpt()', function(t, ...) return xsa.gpt(small(t), ...) end}\n"
-    "for _, lib in ipairs{'nn', 'gpt', 'optim', 'json', 'safetensors', '_data', '_tokenizer'} do\n"
+    "for _, lib in ipairs{'nn', 'gpt', 'optim', 'json', 'safetensors', '_data', '_tokenizer', '_text'} do\n"
     "  add_lib('xsa.' .. lib .. '.', xsa[lib])\n"
     "end\n"
     "-- a tiny tokenizer (GPT-2's byte alphabet, a few merges, <|endoftext|>),\n"
