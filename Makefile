@@ -78,12 +78,15 @@ endif
 
 CORE_SRC := $(sort $(wildcard core/*.c))
 BIND_SRC := $(sort $(wildcard lua/l_*.c))
+# the executable's own files: the interpreter, the REPL, Ctrl-C, the Jupyter kernel
+EXE_SRC  := lua/main.c lua/repl.c lua/interrupt.c $(sort $(wildcard lua/kernel*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC := $(sort $(wildcard tests/bench_*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 BIND_OBJ := $(BIND_SRC:%.c=$(BUILD)/%.o)
+EXE_OBJ  := $(EXE_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN := $(BENCH_SRC:tests/%.c=$(BUILD)/tests/%)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
@@ -136,8 +139,8 @@ $(LIB_SO): $(CORE_OBJ)
 $(LUA_SO): $(BIND_OBJ) $(CORE_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(EXE): $(BUILD)/lua/main.o $(BIND_OBJ) $(CORE_OBJ)
-	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LUA_LIBS) $(LIBS) $(EDIT_LIBS)
+$(EXE): $(EXE_OBJ) $(BIND_OBJ) $(CORE_OBJ)
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LUA_LIBS) $(LIBS) $(EDIT_LIBS) $(JUPYTER_LIBS)
 
 # the files that call MPI or ask whether there is one
 $(BUILD)/core/comm.o $(BUILD)/lua/l_mpi.o $(BUILD)/lua/main.o: $(MPI_STAMP)

@@ -15,26 +15,38 @@
 
 #include "l_bind.h"
 
-/* __index of the xsa table: xsa.NAME -> require("xsa.NAME") for names that
- * are Lua submodules; nil for anything else (no error on a plain miss). */
-static int lazy_submodule(lua_State *L)
+/* Whether package.searchpath finds module `mod` in `path` (nil paths: no). */
+static int searchable(lua_State *L, const char *mod, int path)
 {
-    const char *name = luaL_checkstring(L, 2);
-    lua_getglobal(L, "require");
-    lua_pushfstring(L, "xsa.%s", name);
-    /* only try names that have a searchable module, so typos stay nil */
+    if (lua_type(L, path) != LUA_TSTRING) return 0;
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "searchpath");
-    lua_pushfstring(L, "xsa.%s", name);
-    lua_getfield(L, -3, "path");
+    lua_pushstring(L, mod);
+    lua_pushvalue(L, path);
     lua_call(L, 2, 1);
     int found = !lua_isnil(L, -1);
     lua_pop(L, 2);
-    if (!found) {
-        lua_pop(L, 2);
+    return found;
+}
+
+/* __index of the xsa table: xsa.NAME -> require("xsa.NAME") for names that
+ * are Lua submodules; nil for anything else (no error on a plain miss).
+ * The modules are on package.path, or where the xsa executable keeps its
+ * own (the registry's "xsa.path", which its searcher reads; main.c). */
+static int lazy_submodule(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 2);
+    const char *mod = lua_pushfstring(L, "xsa.%s", name);
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    lua_getfield(L, LUA_REGISTRYINDEX, "xsa.path");
+    int top = lua_gettop(L);
+    if (!searchable(L, mod, top - 1) && !searchable(L, mod, top)) {
         lua_pushnil(L);
         return 1;
     }
+    lua_getglobal(L, "require");
+    lua_pushstring(L, mod);
     lua_call(L, 1, 1);
     lua_pushvalue(L, -1);
     lua_setfield(L, 1, name); /* cache: next access is a plain field */

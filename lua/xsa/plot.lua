@@ -66,6 +66,8 @@ end
 
 local Panel = {}
 Panel.__index = Panel
+-- a REPL line like p:line(...) prints its result: say what it is, not an address
+Panel.__tostring = function(p) return string.format("xsa.plot panel (%d series)", #p.series) end
 
 local function add_series(panel, s)
   panel.series[#panel.series + 1] = s
@@ -238,6 +240,10 @@ end
 
 local Figure = {}
 Figure.__index = Figure
+Figure.__tostring = function(f)
+  return string.format("xsa.plot figure%s (%d panel%s)", f.title and (" \"" .. f.title .. "\"") or "", #f.panels,
+    #f.panels == 1 and "" or "s")
+end
 
 -- plot.figure{rows=1, cols=1, width=900, height=560, title=}
 function M.figure(o)
