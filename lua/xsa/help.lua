@@ -33,7 +33,7 @@ M.RECEIVERS = {
 }
 
 -- The pure-Lua modules of lua/xsa/ (xsa.NAME loads them on first use).
-M.MODULES = {"args", "cache", "data", "experiment", "generate", "geometry", "help", "numbers", "plot",
+M.MODULES = {"args", "cache", "data", "experiment", "generate", "geometry", "help", "notebook", "numbers", "plot",
   "progress", "report", "samples", "stats", "study", "sys", "tokenizer", "train"}
 
 local function db() return require("xsa.help_db") end

@@ -540,6 +540,7 @@ function M.show(fig, ys, o)
   end
   o = o or {}
   if #fig.panels == 0 then error("plot.show: the figure has no panels", 2) end
+  if M.inline then return M.inline(fig, o) end -- a notebook shows the image (xsa.notebook)
   local cols, lines = M.terminal_size()
   cols, lines = math.tointeger(o.width) or cols, math.tointeger(o.height) or math.max(10, lines - 1)
   local tmp = os.tmpname()
