@@ -35,4 +35,42 @@ p:close()
 io.write(out)
 local passed, failed = out:match("kernel_protocol: (%d+) passed, (%d+) failed")
 passed, failed = tonumber(passed) or 0, tonumber(failed) or 1
+
+-- scripts/study.ipynb executed by nbconvert with this kernel: every cell
+-- that runs a part or draws has an image/png output, and no cell failed
+if not sh("command -v jupyter && jupyter nbconvert --version") then
+  print("skip: jupyter-nbconvert is not installed: scripts/study.ipynb not executed (sh mk/deps.sh --jupyter)")
+  finish(passed, failed)
+end
+local dir = os.tmpname()
+os.remove(dir)
+local cmd = string.format("mkdir -p %s && cd %s && env JUPYTER_PATH=%s/share/jupyter sh -c \"'%s' --install-kernel --prefix %s " ..
+  ">/dev/null && jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=900 --output %s/out.ipynb " ..
+  "%s/scripts/study.ipynb\" 2>&1", dir, dir, dir, exe, dir, dir, root)
+local p2 = io.popen(cmd)
+local log = p2:read("a")
+local ok = p2:close()
+local check = io.popen("/usr/bin/python3 -c \"" .. [[
+import base64, json, sys
+nb = json.load(open(sys.argv[1]))
+bad = []
+for i, c in enumerate(nb['cells']):
+    if c['cell_type'] != 'code': continue
+    src = ''.join(c['source'])
+    pngs = [o['data']['image/png'] for o in c['outputs'] if 'image/png' in o.get('data', {})]
+    errors = [o for o in c['outputs'] if o['output_type'] == 'error']
+    wants = 'part(' in src and 'function part' not in src or src.rstrip().endswith('fig')
+    if errors or (wants and not pngs) or any(base64.b64decode(p)[1:4] != b'PNG' for p in pngs):
+        bad.append(i)
+print('cells without their figure or with an error:', bad)
+]] .. "\" " .. dir .. "/out.ipynb 2>&1")
+local verdict = check:read("a")
+check:close()
+os.execute("rm -rf " .. dir)
+if ok and verdict:find("error: []", 1, true) then
+  passed = passed + 1
+else
+  failed = failed + 1
+  print("FAIL scripts/study.ipynb under nbconvert: " .. verdict .. "\n" .. log:sub(-3000))
+end
 finish(passed, failed)

@@ -95,7 +95,7 @@ group("xsa.sys", "paths, environment, shell quoting",
   "print(xsa.sys.root(), xsa.sys.shell_quote(\"it's\"))")
 group("xsa.notebook", "what a cell means in the Jupyter kernel",
   "Used by `xsa --kernel`: runs cells in one state (top-level locals become globals), streams print and io.write, " ..
-  "shows values, figures (image/png and image/svg+xml) and progress inline; doc/notebook.md.",
+  "shows values, figures (image/png) and progress inline; doc/notebook.md.",
   "-- in a notebook cell: local fig = xsa.plot.figure{}; fig:panel{}:line({1, 2, 3}, {1, 4, 9}); fig")
 add("xsa.notebook.start", "xsa.notebook.start{publish=, base64=} -> handlers",
   "Called once by the kernel with its C functions; returns the execute, complete, inspect and is_complete handlers.",

@@ -8,8 +8,9 @@
 --   reads top to bottom), taken with debug.getlocal at the end of the chunk.
 --   print, io.write, io.stdout:write and io.stderr:write send stream
 --   messages; a final value shows as the REPL prints it, a figure as its
---   image. fig:show() and xsa.plot.show() send image/png and image/svg+xml
---   display data; a training progress bar is one display updated in place.
+--   image. fig:show() and xsa.plot.show() send image/png display data (and
+--   so does fig:save when xsa.plot.show_saved is true; no SVG: see below);
+--   a training progress bar is one display updated in place.
 --   Completion is xsa.help.complete's, inspection xsa.help.text's.
 --
 -- Non-goals: rich output for tables; input (io.read); widgets.
@@ -74,24 +75,18 @@ local function read_file(path)
   return s
 end
 
--- {image/png=, image/svg+xml=, text/plain=} of a figure (gnuplot renders both)
+-- {image/png=, text/plain=} of a figure. No image/svg+xml: nbconvert's HTML
+-- export prefers it and, for a notebook that is not trusted (any executed by
+-- nbconvert), strips its tags, leaving blank space where the figure was.
 local function figure_data(fig)
   local dir = os.tmpname()
   os.remove(dir)
   local data = {["text/plain"] = tostring(fig)}
-  local warn
-  for _, ext in ipairs{"png", "svg"} do
-    local path, err = fig:save(dir .. "/figure." .. ext)
-    if path then
-      local bytes = read_file(path)
-      if ext == "png" then data["image/png"] = K.base64(bytes) else data["image/svg+xml"] = bytes end
-    else
-      warn = err
-    end
-    for _, f in ipairs{"figure." .. ext, "figure.dat", "figure.gp"} do os.remove(dir .. "/" .. f) end
-  end
+  local path, err = fig:save(dir .. "/figure.png", {quiet = true})
+  if path then data["image/png"] = K.base64(read_file(path)) end
+  for _, f in ipairs{"figure.png", "figure.dat", "figure.gp"} do os.remove(dir .. "/" .. f) end
   os.remove(dir)
-  if warn then stream("stderr", warn .. "\n") end
+  if err then stream("stderr", err .. "\n") end
   return data
 end
 
@@ -136,7 +131,9 @@ local function compile(code, name)
   local f = load("return " .. code, name)
   if f then return f end
   local head, last = code:match("^(.*)\n([^\n]*%S[^\n]*)%s*$")
-  if head then
+  -- "return end" would compile: an empty return closing the block above
+  local closes = { ["end"] = true, ["else"] = true, ["elseif"] = true, ["until"] = true }
+  if head and not closes[last:match("^%s*(%a+)") or ""] then
     f = load(head .. "\n;(...)() return " .. last, name)
     if f then return f end
   end

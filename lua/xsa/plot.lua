@@ -436,7 +436,8 @@ local function run(dir, script, vars, inherit_stdout)
 end
 
 -- Writes name.dat and name.gp next to `path` and renders it.
--- opts: {format = "png"|"svg"|"gif"} (default from the extension of path, else png).
+-- opts: {format = "png"|"svg"|"gif"} (default from the extension of path, else png;
+-- quiet = true: not shown in a notebook even with plot.show_saved).
 -- Returns path, warnings (gnuplot's non-fatal messages, or nil); nil, message
 -- when gnuplot is not installed (the files are still written).
 function Figure:save(path, opts)
@@ -460,6 +461,8 @@ function Figure:save(path, opts)
   local f = io.open(out, "rb")
   if not f then error("plot: gnuplot wrote no " .. out .. "\n" .. (err or ""), 0) end
   f:close()
+  -- a notebook that asked for it shows every saved figure too (scripts/study.ipynb)
+  if M.inline and M.show_saved and not opts.quiet then M.inline(self) end
   return out, (err ~= "" and err or nil)
 end
 
