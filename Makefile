@@ -67,6 +67,17 @@ MPI_CFLAGS := -DXSA_HAVE_MPI $(shell pkg-config --cflags ompi-c 2>/dev/null || m
 endif
 endif
 
+# The Jupyter kernel (optional: xsa --kernel): ZeroMQ and OpenSSL's HMAC
+# (Debian libzmq3-dev libssl-dev; mk/deps.sh --jupyter), found through
+# pkg-config; without them kernel.c says what is missing. JUPYTER=0 builds without.
+JUPYTER  ?= auto
+ifneq ($(JUPYTER),0)
+ifeq ($(shell pkg-config --exists libzmq libcrypto 2>/dev/null && echo ok),ok)
+JUPYTER_CFLAGS := -DXSA_HAVE_JUPYTER $(shell pkg-config --cflags libzmq libcrypto)
+JUPYTER_LIBS   := $(shell pkg-config --libs libzmq libcrypto)
+endif
+endif
+
 CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) $(SANITIZE) $(PKG_CFLAGS) $(EDIT_CFLAGS) $(DNNL_CFLAGS) $(MPI_CFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS  := $(SANITIZE) $(EXTRA_LDFLAGS)
 LIBS     := $(CORE_PKG_LIBS) $(DNNL_LIBS) $(MPI_LIBS) -lm -lpthread -ldl
@@ -74,16 +85,20 @@ LIBS     := $(CORE_PKG_LIBS) $(DNNL_LIBS) $(MPI_LIBS) -lm -lpthread -ldl
 MPI_STAMP := $(BUILD)/mpi.flags
 ifeq ($(filter clean deps data,$(MAKECMDGOALS)),)
 $(shell mkdir -p $(BUILD) && { echo '$(MPI_CFLAGS)' | cmp -s - $(MPI_STAMP) || echo '$(MPI_CFLAGS)' > $(MPI_STAMP); })
+$(shell { echo '$(JUPYTER_CFLAGS)' | cmp -s - $(BUILD)/jupyter.flags || echo '$(JUPYTER_CFLAGS)' > $(BUILD)/jupyter.flags; })
 endif
 
 CORE_SRC := $(sort $(wildcard core/*.c))
 BIND_SRC := $(sort $(wildcard lua/l_*.c))
+# the executable's own files: the interpreter, the REPL, Ctrl-C, the Jupyter kernel
+EXE_SRC  := lua/main.c lua/repl.c lua/interrupt.c $(sort $(wildcard lua/kernel*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC := $(sort $(wildcard tests/bench_*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 BIND_OBJ := $(BIND_SRC:%.c=$(BUILD)/%.o)
+EXE_OBJ  := $(EXE_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN := $(BENCH_SRC:tests/%.c=$(BUILD)/tests/%)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
@@ -93,7 +108,7 @@ LIB_SO   := $(BUILD)/libxsa.so
 LUA_SO   := $(BUILD)/xsa.so
 EXE      := $(BUILD)/xsa
 
-.PHONY: all deps test check bench run run-all results asan ubsan sanitize fuzz fuzz-bins install uninstall clean data rock rock-install
+.PHONY: all deps test jupyter check bench run run-all results asan ubsan sanitize fuzz fuzz-bins install uninstall clean data rock rock-install
 
 # Building without the libraries would die on the first missing header; say
 # instead which packages are missing and how to get them. Targets that install
@@ -136,11 +151,20 @@ $(LIB_SO): $(CORE_OBJ)
 $(LUA_SO): $(BIND_OBJ) $(CORE_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(EXE): $(BUILD)/lua/main.o $(BIND_OBJ) $(CORE_OBJ)
-	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LUA_LIBS) $(LIBS) $(EDIT_LIBS)
+$(EXE): $(EXE_OBJ) $(BIND_OBJ) $(CORE_OBJ)
+	$(CC) $(LDFLAGS) -rdynamic -o $@ $^ $(LUA_LIBS) $(LIBS) $(EDIT_LIBS) $(JUPYTER_LIBS)
 
 # the files that call MPI or ask whether there is one
 $(BUILD)/core/comm.o $(BUILD)/lua/l_mpi.o $(BUILD)/lua/main.o: $(MPI_STAMP)
+
+# only the kernel's files see ZeroMQ's and OpenSSL's headers
+JUPYTER_STAMP := $(BUILD)/jupyter.flags
+$(BUILD)/lua/kernel.o $(BUILD)/lua/kernel_msg.o: CFLAGS += $(JUPYTER_CFLAGS)
+$(BUILD)/lua/kernel.o $(BUILD)/lua/kernel_msg.o: $(JUPYTER_STAMP)
+
+# Installs the Jupyter kernelspec "xsa" in the user's Jupyter data folder.
+jupyter: all
+	./$(EXE) --install-kernel
 
 $(BUILD)/tests/%: tests/%.c $(LIB_A) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)

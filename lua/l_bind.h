@@ -175,6 +175,8 @@ int xsa_lua_random(lua_State *L, int kind);
 
 /* Creates the tensor's metatable (XSA_TENSOR_MT); pushes nothing. */
 int xsa_lua_open_tensor(lua_State *L);
+/* l_size.c: a list of n dimensions with the metatable "xsa.size" (prints as xsa.size{2, 3}) */
+void xsa_lua_pushsize(lua_State *L, int n, const int64_t *v);
 /* The tensor at idx or a "bad argument" error. Raises "attempt to use a freed
  * tensor" for one released with :free() / <close>. */
 xsa_tensor *xsa_lua_checktensor(lua_State *L, int idx);

@@ -18,7 +18,7 @@
 /* The Lua half of the module (lua/xsa/NAME.lua; tests/test_reliability.lua
  * checks this list against the folder). */
 static const char *const lua_modules[] = {"args", "cache", "data", "endpoints", "experiment", "generate",
-                                          "geometry", "help", "help_db", "numbers", "options", "plot",
+                                          "geometry", "help", "help_db", "notebook", "numbers", "options", "plot",
                                           "progress", "record", "report", "samples", "stats", "study", "sys",
                                           "text", "tokenizer", "train", NULL};
 
@@ -78,33 +78,41 @@ static void add_searcher(lua_State *L)
     lua_pop(L, 2);
 }
 
-/* __index of the xsa table: xsa.NAME -> require("xsa.NAME") for names that
- * are Lua submodules (an error naming LUA_PATH when they cannot be found);
- * nil for anything else (no error on a plain miss). */
-static int lazy_submodule(lua_State *L)
+/* Whether package.searchpath finds module `mod` in `path` (nil paths: no). */
+static int searchable(lua_State *L, const char *mod, int path)
 {
-    const char *name = luaL_checkstring(L, 2);
-    lua_getglobal(L, "require");
-    lua_pushfstring(L, "xsa.%s", name);
-    if (is_lua_module(name)) {
-        lua_call(L, 1, 1);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, 1, name);
-        return 1;
-    }
-    /* only try names that have a searchable module, so typos stay nil */
+    if (lua_type(L, path) != LUA_TSTRING) return 0;
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "searchpath");
-    lua_pushfstring(L, "xsa.%s", name);
-    lua_getfield(L, -3, "path");
+    lua_pushstring(L, mod);
+    lua_pushvalue(L, path);
     lua_call(L, 2, 1);
     int found = !lua_isnil(L, -1);
     lua_pop(L, 2);
-    if (!found) {
-        lua_pop(L, 2);
-        lua_pushnil(L);
-        return 1;
+    return found;
+}
+
+/* __index of the xsa table: xsa.NAME -> require("xsa.NAME") for xsa's own
+ * Lua modules (an error naming LUA_PATH when they cannot be found) and for
+ * a module of that name on package.path or where the xsa executable keeps
+ * its own (the registry's "xsa.path", which its searcher reads; main.c);
+ * nil for anything else (no error on a plain miss: typos stay nil). */
+static int lazy_submodule(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 2);
+    const char *mod = lua_pushfstring(L, "xsa.%s", name);
+    if (!is_lua_module(name)) {
+        lua_getglobal(L, "package");
+        lua_getfield(L, -1, "path");
+        lua_getfield(L, LUA_REGISTRYINDEX, "xsa.path");
+        int top = lua_gettop(L);
+        if (!searchable(L, mod, top - 1) && !searchable(L, mod, top)) {
+            lua_pushnil(L);
+            return 1;
+        }
     }
+    lua_getglobal(L, "require");
+    lua_pushstring(L, mod);
     lua_call(L, 1, 1);
     lua_pushvalue(L, -1);
     lua_setfield(L, 1, name); /* cache: next access is a plain field */

@@ -201,7 +201,7 @@ static int t_shape(lua_State *L)
     xsa_tensor *t = check(L, 1);
     int64_t v[XSA_MAX_DIMS];
     memcpy(v, t->shape, sizeof v);
-    push_dims(L, t->ndim, v);
+    xsa_lua_pushsize(L, t->ndim, v);
     return 1;
 }
 

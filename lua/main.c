@@ -1,11 +1,14 @@
 /*
- * main.c: the `xsa` executable: runs Lua scripts with the engine loaded and,
- * on a terminal with no script, an interactive REPL (libedit line editing
- * and history). Modelled on Lua's own lua.c (pmain, docall, msghandler,
- * laction): scripts run under lua_pcall with a traceback handler, errors go
- * to stderr with exit status 1, and Ctrl-C (SIGINT) or SIGTERM raises
- * "interrupted!" inside the running Lua code instead of killing the process
- * (so a training script can save its state; a second signal kills).
+ * main.c: the `xsa` executable: Lua 5.4's stand-alone interpreter (lua.c:
+ * the same options, LUA_INIT, LUA_PATH, arg table, exit statuses and
+ * messages, so Lua's own testes/main.lua passes with xsa as the
+ * interpreter) with the engine loaded as the global `xsa`, plus a Jupyter
+ * kernel (`--kernel`, kernel.c) and its installer (`--install-kernel`).
+ *
+ * xsa's own Lua modules (xsa.train, xsa.plot, ...) are found by a searcher
+ * placed before the path searchers, for names xsa.*, in the checkout or the
+ * install the executable belongs to; package.path and package.cpath are the
+ * user's, as lua.c sets them.
  *
  * Before Lua starts, the OpenBLAS kernel is checked: when the user has not
  * chosen one (OPENBLAS_CORETYPE unset) and OpenBLAS fell back to a kernel
@@ -13,12 +16,12 @@
  * OPENBLAS_CORETYPE, because OpenBLAS reads it only when it loads; the same
  * re-execution sets OPENBLAS_THREAD_TIMEOUT when the user has not.
  *
- * Owns no Lua table or type: it opens the module (luaopen_xsa, l_init.c)
- * as the global `xsa`. Built into the executable only, never into xsa.so
- * (the Makefile's binding list is lua/l_*.c).
+ * Owns no Lua table or type: it opens the module (luaopen_xsa, l_init.c).
+ * Built into the executable only, never into xsa.so. Ctrl-C is
+ * interrupt.c's, the REPL repl.c's.
  *
- * Non-goals: lua.c's -l/-i/-W/-E options beyond what is listed in usage();
- * anything a binding does.
+ * Non-goals: anything a binding does; lua.c's generational GC mode (the
+ * engine's large buffers are tuned for the incremental one).
  */
 #include <errno.h>
 #include <limits.h>
@@ -29,33 +32,48 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <editline/readline.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
 
 #include "../core/xsa.h"
+#include "exe.h"
 
 int luaopen_xsa(lua_State *L);
 
-static const char *progname = "xsa";
-static lua_State *globalL = NULL;
+const char *xsa_progname = "xsa";
 
-static void usage(FILE *out)
+static void usage(const char *badoption)
 {
-    fprintf(out,
-            "usage: %s [options] [script [args...]]\n"
-            "Runs a Lua 5.4 script with the xsa engine loaded (global `xsa`), or an\n"
-            "interactive prompt when no script is given on a terminal.\n"
-            "  -e CODE       run CODE (may be repeated; runs before the script)\n"
-            "  -              read the script from standard input\n"
-            "  -v, --version print the version, the OpenBLAS kernel and threads\n"
-            "  -h, --help    this help\n"
-            "  --            stop handling options\n"
-            "Environment: XSA_DATA (data folder), OPENBLAS_CORETYPE (BLAS kernel;\n"
-            "chosen automatically when unset), OPENBLAS_NUM_THREADS,\n"
-            "OPENBLAS_THREAD_TIMEOUT (idle BLAS threads sleep after 2^N cycles; 4 when unset).\n",
-            progname);
+    const char *p = xsa_progname ? xsa_progname : "xsa";
+    if (badoption) {
+        if (badoption[1] == 'e' || badoption[1] == 'l')
+            fprintf(stderr, "%s: '%s' needs argument\n", p, badoption);
+        else
+            fprintf(stderr, "%s: unrecognized option '%s'\n", p, badoption);
+    }
+    fprintf(badoption ? stderr : stdout,
+            "usage: %s [options] [script [args]]\n"
+            "Lua 5.4's interpreter with the xsa engine loaded (global `xsa`).\n"
+            "Available options are:\n"
+            "  -e stat   execute string 'stat'\n"
+            "  -i        enter interactive mode after executing 'script'\n"
+            "  -l mod    require library 'mod' into global 'mod'\n"
+            "  -l g=mod  require library 'mod' into global 'g'\n"
+            "  -v        show version information\n"
+            "  -E        ignore environment variables\n"
+            "  -W        turn warnings on\n"
+            "  --        stop handling options\n"
+            "  -         stop handling options and execute stdin\n"
+            "As the first argument only:\n"
+            "  --help            this help\n"
+            "  --version         the version, the OpenBLAS kernel and threads\n"
+            "  --kernel FILE     run as a Jupyter kernel (FILE: its connection file)\n"
+            "  --install-kernel  install the Jupyter kernelspec (--prefix DIR, --sys-prefix)\n"
+            "Environment: LUA_INIT, LUA_PATH, LUA_CPATH (as lua5.4), XSA_DATA (data\n"
+            "folder), OPENBLAS_CORETYPE (chosen automatically when unset),\n"
+            "OPENBLAS_NUM_THREADS, OPENBLAS_THREAD_TIMEOUT (4 when unset).\n",
+            p);
 }
 
 /* ---- OpenBLAS kernel ---------------------------------------------------- */
@@ -119,119 +137,28 @@ static void print_version(void)
                getenv("OPENBLAS_THREAD_TIMEOUT"));
     printf("\nCPU supports: %s%s\n", best ? best : "no AVX2/AVX-512 kernel",
            xsa_blas_is_fallback() ? " (OpenBLAS is running a slower fallback kernel)" : "");
+    printf("%s\n", LUA_COPYRIGHT);
+    fflush(stdout);
 }
 
-/* ---- Ctrl-C: as lua.c, a signal sets a hook that raises in Lua ----------
- * SIGTERM (kill's default) is treated the same way, so that a stopped run
- * saves what it has as after Ctrl-C.
- *
- * lua.c sets the hook on the main thread only, so a script busy inside a
- * coroutine never sees it. Here every thread carries a cheap count hook
- * that checks a flag: docall sets it on the main thread, and a coroutine
- * inherits the hook of the thread that creates it (lua_newthread copies it),
- * so every coroutine a script makes has it. The signal sets the flag and,
- * as lua.c, a hook firing at once on the main thread; whichever thread runs
- * first raises "interrupted!", once. coroutine.resume is wrapped so an
- * interrupt raised inside a coroutine propagates to its resumer as an error
- * (as coroutine.wrap does) instead of coming back as false, "interrupted!"
- * that a loop would ignore. pcall still catches it, as in lua.c. */
 
-#define HOOK_COUNT 4096 /* VM instructions between two looks at the flag */
-
-static volatile sig_atomic_t interrupt_pending = 0;
-static unsigned long interrupts_raised = 0;
-
-static void lhook(lua_State *L, lua_Debug *ar)
+void xsa_message(const char *pname, const char *msg)
 {
-    (void)ar;
-    lua_sethook(L, lhook, LUA_MASKCOUNT, HOOK_COUNT); /* back to the cheap check */
-    if (interrupt_pending) {
-        interrupt_pending = 0;
-        interrupts_raised++;
-        luaL_error(L, "interrupted!");
-    }
-}
-
-static void laction(int sig)
-{
-    int flag = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
-    signal(sig, SIG_DFL); /* a second Ctrl-C kills, as in lua.c */
-    interrupt_pending = 1;
-    if (globalL) lua_sethook(globalL, lhook, flag, 1);
-}
-
-/* coroutine.resume, re-raising an interrupt raised inside the coroutine */
-static int resume_interruptible(lua_State *L)
-{
-    unsigned long before = interrupts_raised;
-    int n = lua_gettop(L);
-    lua_pushvalue(L, lua_upvalueindex(1)); /* the original resume */
-    lua_insert(L, 1);
-    lua_call(L, n, LUA_MULTRET);
-    if (interrupts_raised != before && lua_gettop(L) >= 2 && !lua_toboolean(L, 1) &&
-        lua_type(L, 2) == LUA_TSTRING && strstr(lua_tostring(L, 2), "interrupted!")) {
-        lua_settop(L, 2);
-        return lua_error(L);
-    }
-    return lua_gettop(L);
-}
-
-static void wrap_resume(lua_State *L)
-{
-    lua_getglobal(L, "coroutine");
-    if (lua_istable(L, -1)) {
-        lua_getfield(L, -1, "resume");
-        lua_pushcclosure(L, resume_interruptible, 1);
-        lua_setfield(L, -2, "resume");
-    }
-    lua_pop(L, 1);
-}
-
-static int msghandler(lua_State *L)
-{
-    const char *msg = lua_tostring(L, 1);
-    if (msg == NULL) {
-        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
-        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-    }
-    luaL_traceback(L, L, msg, 1);
-    return 1;
-}
-
-static int docall(lua_State *L, int narg, int nres)
-{
-    int base = lua_gettop(L) - narg;
-    lua_pushcfunction(L, msghandler);
-    lua_insert(L, base);
-    globalL = L;
-    interrupt_pending = 0;
-    lua_sethook(L, lhook, LUA_MASKCOUNT, HOOK_COUNT); /* inherited by new coroutines */
-    signal(SIGINT, laction);
-    signal(SIGTERM, laction);
-    int status = lua_pcall(L, narg, nres, base);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    lua_sethook(L, NULL, 0, 0);
-    lua_remove(L, base);
-    return status;
-}
-
-static void l_message(const char *msg)
-{
-    fprintf(stderr, "%s: %s\n", progname, msg);
+    if (pname) fprintf(stderr, "%s: ", pname);
+    fprintf(stderr, "%s\n", msg);
     fflush(stderr);
 }
 
-static int report(lua_State *L, int status)
+int xsa_report(lua_State *L, int status)
 {
     if (status != LUA_OK) {
-        l_message(lua_tostring(L, -1));
+        xsa_message(xsa_progname, lua_tostring(L, -1));
         lua_pop(L, 1);
     }
     return status;
 }
 
-/* ---- setting up the state ---------------------------------------------- */
+/* ---- xsa's own Lua modules ---------------------------------------------- */
 
 static int is_dir(const char *path)
 {
@@ -239,19 +166,50 @@ static int is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* package.path = DIR/?.lua;DIR/?/init.lua;<what it was> */
-static void prepend_path(lua_State *L, const char *dir)
+/* package.searchers entry for xsa.*: package.searchpath in the upvalue's
+ * path, then the file loaded as searcher_Lua (loadlib.c) does. */
+static int xsa_searcher(lua_State *L)
 {
+    const char *name = luaL_checkstring(L, 1);
+    if (strncmp(name, "xsa.", 4) != 0) return 0; /* nothing to add to require's message */
     lua_getglobal(L, "package");
-    lua_getfield(L, -1, "path");
-    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", dir, dir, lua_tostring(L, -1));
-    lua_setfield(L, -3, "path");
-    lua_pop(L, 2);
+    if (lua_getfield(L, -1, "searchpath") != LUA_TFUNCTION) return 0;
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_call(L, 2, 2);
+    if (lua_isnil(L, -2)) return 1; /* the message: where it looked */
+    const char *file = lua_tostring(L, -2);
+    if (luaL_loadfile(L, file) != LUA_OK)
+        return luaL_error(L, "error loading module '%s' from file '%s':\n\t%s", name, file, lua_tostring(L, -1));
+    lua_pushstring(L, file);
+    return 2;
+}
+
+/* Puts xsa_searcher second in package.searchers (after the preload one) for
+ * the modules in DIR, and records DIR's path in the registry (l_init.c's
+ * lazy xsa.NAME loader looks there too). */
+static void add_searcher(lua_State *L, const char *dir)
+{
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua", dir, dir);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "xsa.path");
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchers");
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    for (lua_Integer i = n; i >= 2; i--) {
+        lua_rawgeti(L, -1, i);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_pushvalue(L, -3);
+    lua_pushcclosure(L, xsa_searcher, 1);
+    lua_rawseti(L, -2, 2);
+    lua_pop(L, 3);
 }
 
 /* The checkout (or install) root: the folder holding lua/xsa/, searched from
- * the executable's folder and its parent (build/xsa lives one level down). */
-static void add_module_paths(lua_State *L)
+ * the executable's folder and its parent (build/xsa lives one level down);
+ * or PREFIX/share/lua/5.4 for an installed PREFIX/bin/xsa. */
+static void find_modules(lua_State *L)
 {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -271,34 +229,38 @@ static void add_module_paths(lua_State *L)
         setenv("XSA_ROOT", real, 0);
         lua_pushfstring(L, "%s/lua", real);
         free(real);
-        prepend_path(L, lua_tostring(L, -1));
+        add_searcher(L, lua_tostring(L, -1));
         lua_pop(L, 1);
         return;
     }
-    /* an installed xsa: PREFIX/bin/xsa with modules in PREFIX/share/lua/5.4 */
     snprintf(probe, sizeof probe, "%s/../share/lua/5.4/xsa", exe);
     if (!is_dir(probe)) return;
     char *real = realpath(probe, NULL);
     if (!real) return;
     real[strlen(real) - strlen("/xsa")] = '\0';
-    prepend_path(L, real);
+    add_searcher(L, real);
     free(real);
 }
 
-static int open_engine(lua_State *L)
+static void open_engine(lua_State *L)
 {
     luaL_openlibs(L);
-    wrap_resume(L);
-    add_module_paths(L);
+    xsa_intr_open(L);
+    find_modules(L);
     luaL_requiref(L, "xsa", luaopen_xsa, 1);
     lua_pop(L, 1);
-    return 0;
+    /* start the user's code with no collection cycle half done, as in a
+     * fresh lua5.4: finalizers then run in the order Lua's tests expect */
+    lua_gc(L, LUA_GCCOLLECT);
 }
+
+/* ---- lua.c's driver ------------------------------------------------------ */
 
 /* arg table as lua.c builds it: script at 0, its args at 1.., options below. */
 static void create_arg_table(lua_State *L, char **argv, int argc, int script)
 {
-    lua_createtable(L, argc - script - 1, script + 1);
+    if (script == argc) script = 0;
+    lua_createtable(L, argc - (script + 1), script + 1);
     for (int i = 0; i < argc; i++) {
         lua_pushstring(L, argv[i]);
         lua_rawseti(L, -2, i - script);
@@ -306,325 +268,229 @@ static void create_arg_table(lua_State *L, char **argv, int argc, int script)
     lua_setglobal(L, "arg");
 }
 
-static int run_chunk(lua_State *L, int status)
+static int dochunk(lua_State *L, int status)
 {
-    if (status == LUA_OK) status = docall(L, 0, 0);
-    return report(L, status);
+    if (status == LUA_OK) status = xsa_docall(L, 0, 0);
+    return xsa_report(L, status);
 }
 
-static int run_script(lua_State *L, char **argv, int argc, int script)
+static int dostring(lua_State *L, const char *s, const char *name)
 {
-    const char *fname = argv[script];
-    if (strcmp(fname, "-") == 0 && strcmp(argv[script - 1], "--") != 0) fname = NULL;
-    int status = luaL_loadfile(L, fname);
-    if (status != LUA_OK) return report(L, status);
-    int n = argc - script - 1;
+    return dochunk(L, luaL_loadbuffer(L, s, strlen(s), name));
+}
+
+/* 'g=mod' runs g = require(mod); 'mod' runs mod = require(mod) */
+static int dolibrary(lua_State *L, char *globname)
+{
+    char *modname = strchr(globname, '=');
+    if (modname == NULL) {
+        modname = globname;
+    } else {
+        *modname = '\0';
+        modname++;
+    }
+    lua_getglobal(L, "require");
+    lua_pushstring(L, modname);
+    int status = xsa_docall(L, 1, 1);
+    if (status == LUA_OK) lua_setglobal(L, globname);
+    return xsa_report(L, status);
+}
+
+/* arg[1..#arg] on the stack: a script sees what -e code left in `arg` */
+static int pushargs(lua_State *L)
+{
+    if (lua_getglobal(L, "arg") != LUA_TTABLE) luaL_error(L, "'arg' is not a table");
+    int n = (int)luaL_len(L, -1);
     luaL_checkstack(L, n + 3, "too many arguments to script");
-    for (int i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);
-    status = docall(L, n, 0);
-    return report(L, status);
+    int i;
+    for (i = 1; i <= n; i++) lua_rawgeti(L, -i, i);
+    lua_remove(L, -i);
+    return n;
 }
 
-/* ---- the REPL ------------------------------------------------------------ */
-
-#define EOFMARK "<eof>"
-
-static int incomplete(lua_State *L, int status)
+static int handle_script(lua_State *L, char **argv)
 {
-    if (status == LUA_ERRSYNTAX) {
-        size_t lmsg;
-        const char *msg = lua_tolstring(L, -1, &lmsg);
-        size_t lmark = sizeof(EOFMARK) - 1;
-        if (lmsg >= lmark && strcmp(msg + lmsg - lmark, EOFMARK) == 0) {
-            lua_pop(L, 1);
-            return 1;
+    const char *fname = argv[0];
+    if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0) fname = NULL;
+    int status = luaL_loadfile(L, fname);
+    if (status == LUA_OK) {
+        int n = pushargs(L);
+        status = xsa_docall(L, n, LUA_MULTRET);
+    }
+    return xsa_report(L, status);
+}
+
+#define has_error 1 /* bad option */
+#define has_i 2
+#define has_v 4
+#define has_e 8
+#define has_E 16
+
+/* lua.c's collectargs: the options that matter before any Lua code runs;
+ * *first is the script's index (or the bad option's). */
+static int collectargs(char **argv, int *first)
+{
+    int args = 0, i;
+    for (i = 1; argv[i] != NULL; i++) {
+        *first = i;
+        if (argv[i][0] != '-') return args;
+        switch (argv[i][1]) {
+        case '-':
+            if (argv[i][2] != '\0') return has_error;
+            *first = i + 1;
+            return args;
+        case '\0':
+            return args;
+        case 'E':
+            if (argv[i][2] != '\0') return has_error;
+            args |= has_E;
+            break;
+        case 'W':
+            if (argv[i][2] != '\0') return has_error;
+            break;
+        case 'i':
+            args |= has_i; /* -i implies -v */
+            /* fall through */
+        case 'v':
+            if (argv[i][2] != '\0') return has_error;
+            args |= has_v;
+            break;
+        case 'e':
+            args |= has_e;
+            /* fall through */
+        case 'l':
+            if (argv[i][2] == '\0') {
+                i++;
+                if (argv[i] == NULL || argv[i][0] == '-') return has_error;
+            }
+            break;
+        default:
+            return has_error;
         }
     }
-    return 0;
+    *first = i;
+    return args;
 }
 
-static char *history_path(void)
+/* -e, -l and -W in order; 0 when some code failed */
+static int runargs(lua_State *L, char **argv, int n)
 {
-    const char *home = getenv("HOME");
-    if (!home || !*home) return NULL;
-    size_t n = strlen(home) + 32;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s/.xsa_history", home);
-    return p;
-}
-
-/* Set by Ctrl-C at the prompt: readline then returns NULL as it does at
- * end of input, and this tells the two apart. */
-static volatile sig_atomic_t prompt_interrupted = 0;
-
-/* Reads one line into a Lua string on the stack; 0 at end of input or when
- * Ctrl-C abandoned the line (prompt_interrupted set). */
-static int push_line(lua_State *L, int first)
-{
-    char *line = readline(first ? "> " : ">> ");
-    if (line == NULL) return 0;
-    size_t len = strlen(line);
-    if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
-    if (first && line[0] == '=') /* Lua 5.1 habit: "=expr" prints expr */
-        lua_pushfstring(L, "return %s", line + 1);
-    else
-        lua_pushlstring(L, line, len);
-    free(line);
+    for (int i = 1; i < n; i++) {
+        int option = argv[i][1];
+        if (option == 'e' || option == 'l') {
+            char *extra = argv[i] + 2;
+            if (*extra == '\0') extra = argv[++i];
+            int status = option == 'e' ? dostring(L, extra, "=(command line)") : dolibrary(L, extra);
+            if (status != LUA_OK) return 0;
+        } else if (option == 'W') {
+            lua_warning(L, "@on", 0);
+        }
+    }
     return 1;
 }
 
-static int try_return(lua_State *L)
+#define LUA_INIT_VAR "LUA_INIT"
+#define LUA_INITVARVERSION LUA_INIT_VAR LUA_VERSUFFIX
+
+static int handle_luainit(lua_State *L)
 {
-    const char *line = lua_tostring(L, -1);
-    const char *retline = lua_pushfstring(L, "return %s;", line);
-    int status = luaL_loadbuffer(L, retline, strlen(retline), "=stdin");
-    if (status == LUA_OK) {
-        lua_remove(L, -2);
-        if (line[0] != '\0') add_history(line);
-    } else {
-        lua_pop(L, 2);
+    const char *name = "=" LUA_INITVARVERSION;
+    const char *init = getenv(name + 1);
+    if (init == NULL) {
+        name = "=" LUA_INIT_VAR;
+        init = getenv(name + 1);
     }
-    return status;
+    if (init == NULL) return LUA_OK;
+    if (init[0] == '@') return dochunk(L, luaL_loadfile(L, init + 1));
+    return dostring(L, init, name);
 }
-
-static int multiline(lua_State *L)
-{
-    for (;;) {
-        size_t len;
-        const char *line = lua_tolstring(L, 1, &len);
-        int status = luaL_loadbuffer(L, line, len, "=stdin");
-        if (!incomplete(L, status)) {
-            add_history(line);
-            return status;
-        }
-        if (!push_line(L, 0)) {
-            add_history(line);
-            if (prompt_interrupted) return -2;
-            lua_pushliteral(L, "unfinished statement at end of input");
-            return LUA_ERRSYNTAX;
-        }
-        lua_pushliteral(L, "\n");
-        lua_insert(L, -2);
-        lua_concat(L, 3);
-    }
-}
-
-/* LUA_OK with a chunk on the stack, an error status with a message, -1 at
- * end of input, -2 when Ctrl-C abandoned the statement. */
-static int load_line(lua_State *L)
-{
-    lua_settop(L, 0);
-    if (!push_line(L, 1)) return prompt_interrupted ? -2 : -1;
-    int status = try_return(L);
-    if (status != LUA_OK) status = multiline(L);
-    lua_remove(L, 1);
-    return status;
-}
-
-static void print_results(lua_State *L)
-{
-    int n = lua_gettop(L);
-    if (n == 0) return;
-    luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-    lua_getglobal(L, "print");
-    lua_insert(L, 1);
-    if (lua_pcall(L, n, 0, 0) != LUA_OK)
-        l_message(lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1)));
-}
-
-/* Ctrl-C at the prompt abandons the line instead of leaving the REPL. */
-static void prompt_sigint(int sig)
-{
-    (void)sig;
-    prompt_interrupted = 1;
-    static const char msg[] = "\n(Ctrl-C: line abandoned; Ctrl-D leaves)\n";
-    ssize_t ignored = write(STDOUT_FILENO, msg, sizeof msg - 1);
-    (void)ignored;
-}
-
-/* ---- Tab completion: candidates from xsa.help.complete (lua/xsa/help.lua),
- * which walks globals, fields and metatables with rawget and evaluates
- * nothing. The word is the identifier path before the cursor ('.' and ':'
- * are not word breaks). */
-
-static lua_State *complete_L = NULL;
-static char **complete_list = NULL;
-static size_t complete_n = 0, complete_next = 0;
-
-static char *complete_generator(const char *text, int state)
-{
-    (void)text;
-    if (state == 0) complete_next = 0;
-    return complete_next < complete_n ? strdup(complete_list[complete_next++]) : NULL;
-}
-
-static char **complete(const char *text, int start, int end)
-{
-    (void)start;
-    (void)end;
-    rl_attempted_completion_over = 1; /* no file names */
-    for (size_t i = 0; i < complete_n; i++) free(complete_list[i]);
-    free(complete_list);
-    complete_list = NULL;
-    complete_n = 0;
-    lua_State *L = complete_L;
-    int top = lua_gettop(L);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "xsa.help");
-    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_getfield(L, -1, "complete") == LUA_TFUNCTION) {
-        lua_pushstring(L, text);
-        if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
-            size_t n = lua_rawlen(L, -1);
-            complete_list = calloc(n + 1, sizeof *complete_list);
-            for (size_t i = 0; complete_list && i < n; i++) {
-                lua_rawgeti(L, -1, (lua_Integer)i + 1);
-                const char *c = lua_tostring(L, -1);
-                if (c) complete_list[complete_n++] = strdup(c);
-                lua_pop(L, 1);
-            }
-        }
-    }
-    lua_settop(L, top);
-    if (complete_n == 0) return NULL;
-    return rl_completion_matches(text, complete_generator);
-}
-
-static void repl(lua_State *L)
-{
-    char *hist = history_path();
-    using_history();
-    complete_L = L;
-    rl_completer_word_break_characters = (char *)" \t\n\"'`@$><=;|&{}()[],+-*/%^~#";
-    rl_completion_append_character = '\0';
-    rl_attempted_completion_function = complete;
-    /* help(x) at the prompt (xsa.help; scripts use xsa.help too) */
-    if (luaL_dostring(L, "help = xsa.help") != LUA_OK) lua_pop(L, 1);
-    if (hist) read_history(hist);
-    printf("xsa %s  (Lua %s; OpenBLAS %s, %d threads)  Ctrl-D leaves.\n", XSA_VERSION,
-           LUA_VERSION_MAJOR "." LUA_VERSION_MINOR, xsa_blas_corename(), xsa_threads());
-    fflush(stdout);
-    struct sigaction sa, old;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = prompt_sigint;
-    sigemptyset(&sa.sa_mask);
-    int status;
-    for (;;) {
-        prompt_interrupted = 0;
-        sigaction(SIGINT, &sa, &old);
-        status = load_line(L);
-        sigaction(SIGINT, &old, NULL);
-        if (status == -1) break;
-        if (status == -2) {
-            lua_settop(L, 0);
-            continue;
-        }
-        if (status == LUA_OK) status = docall(L, 0, LUA_MULTRET);
-        if (status == LUA_OK)
-            print_results(L);
-        else
-            report(L, status);
-        lua_settop(L, 0);
-    }
-    lua_settop(L, 0);
-    fputc('\n', stdout);
-    fflush(stdout);
-    if (hist) {
-        stifle_history(1000);
-        write_history(hist);
-        free(hist);
-    }
-}
-
-/* ---- main ---------------------------------------------------------------- */
 
 static int pmain(lua_State *L)
 {
     int argc = (int)lua_tointeger(L, 1);
     char **argv = (char **)lua_touserdata(L, 2);
+    int script;
+    int args = collectargs(argv, &script);
+    luaL_checkversion(L);
+    if (args == has_error) {
+        usage(argv[script]);
+        return 0;
+    }
+    if (args & has_v) print_version();
+    if (args & has_E) { /* the package library reads no LUA_PATH/LUA_CPATH */
+        lua_pushboolean(L, 1);
+        lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
+    }
     open_engine(L);
-    int script = 0;
-    int i;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            lua_pushboolean(L, 1);
-            return 1;
-        }
-        if (strcmp(a, "-v") == 0 || strcmp(a, "--version") == 0) {
-            print_version();
-            lua_pushboolean(L, 1);
-            return 1;
-        }
-        if (strcmp(a, "-e") == 0) {
-            if (i + 1 >= argc) {
-                usage(stderr);
-                lua_pushboolean(L, 0);
-                return 1;
-            }
-            i++;
-            continue;
-        }
-        if (strcmp(a, "--") == 0) {
-            if (i + 1 < argc) script = i + 1;
-            break;
-        }
-        if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "%s: unrecognized option '%s'\n", progname, a);
-            usage(stderr);
-            lua_pushboolean(L, 0);
-            return 1;
-        }
-        script = i;
-        break;
-    }
-    create_arg_table(L, argv, argc, script ? script : argc - 1);
-    int ran_e = 0;
-    for (int j = 1; j < (script ? script : argc); j++) {
-        if (strcmp(argv[j], "-e") == 0) {
-            const char *code = argv[++j];
-            ran_e = 1;
-            if (run_chunk(L, luaL_loadbuffer(L, code, strlen(code), "=(command line)")) != LUA_OK) {
-                lua_pushboolean(L, 0);
-                return 1;
-            }
-        }
-    }
-    if (script) {
-        if (run_script(L, argv, argc, script) != LUA_OK) {
-            lua_pushboolean(L, 0);
-            return 1;
-        }
-    } else if (!ran_e) {
-        if (isatty(STDIN_FILENO)) {
-            repl(L);
-        } else if (run_chunk(L, luaL_loadfile(L, NULL)) != LUA_OK) {
-            lua_pushboolean(L, 0);
-            return 1;
-        }
+    create_arg_table(L, argv, argc, script);
+    if (!(args & has_E) && handle_luainit(L) != LUA_OK) return 0;
+    if (!runargs(L, argv, script)) return 0;
+    if (script < argc && handle_script(L, argv + script) != LUA_OK) return 0;
+    if (args & has_i) {
+        xsa_repl(L, 0);
+    } else if (script == argc && !(args & (has_e | has_v))) {
+        if (isatty(STDIN_FILENO))
+            xsa_repl(L, 1);
+        else if (dochunk(L, luaL_loadfile(L, NULL)) != LUA_OK)
+            return 0;
     }
     lua_pushboolean(L, 1);
     return 1;
 }
 
+/* The first argument only: xsa's own long options (lua.c has none). */
+static int long_option(lua_State *L, int argc, char **argv, int *status)
+{
+    const char *a = argc > 1 ? argv[1] : "";
+    if (strcmp(a, "--help") == 0) {
+        usage(NULL);
+        *status = 0;
+    } else if (strcmp(a, "--version") == 0) {
+        print_version();
+        *status = 0;
+    } else if (strcmp(a, "--install-kernel") == 0) {
+        *status = xsa_kernel_install(argc - 2, argv + 2);
+    } else if (strcmp(a, "--kernel") == 0) {
+        if (argc != 3) {
+            xsa_message(xsa_progname, "--kernel needs one argument, the kernel's connection file");
+            *status = 1;
+            return 1;
+        }
+        luaL_openlibs(L);
+        xsa_intr_open(L);
+        find_modules(L);
+        luaL_requiref(L, "xsa", luaopen_xsa, 1);
+        lua_pop(L, 1);
+        *status = xsa_kernel_main(L, argv[2]);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
-    if (argv[0] && argv[0][0]) progname = "xsa";
+    if (argv[0] && argv[0][0]) xsa_progname = argv[0];
     maybe_reexec_for_blas(argv);
     lua_State *L = luaL_newstate();
     if (L == NULL) {
-        l_message("cannot create state: not enough memory");
+        xsa_message(xsa_progname, "cannot create state: not enough memory");
         return EXIT_FAILURE;
+    }
+    int status;
+    if (long_option(L, argc, argv, &status)) {
+        lua_close(L);
+        return status;
     }
     lua_pushcfunction(L, pmain);
     lua_pushinteger(L, argc);
     lua_pushlightuserdata(L, argv);
-    int status = lua_pcall(L, 2, 1, 0);
+    status = lua_pcall(L, 2, 1, 0);
     int result = lua_toboolean(L, -1);
-    report(L, status);
+    xsa_report(L, status);
     if (!(result && status == LUA_OK) && xsa_comm_size() > 1) {
         /* the other ranks may be waiting in a collective for this one */
-        fprintf(stderr, "%s: rank %d of %d failed; ending the job (MPI_Abort)\n", progname, xsa_comm_rank(),
+        fprintf(stderr, "%s: rank %d of %d failed; ending the job (MPI_Abort)\n", xsa_progname, xsa_comm_rank(),
                 xsa_comm_size());
         xsa_comm_abort(1);
     }

@@ -7,6 +7,7 @@
 #   sh mk/deps.sh --fuzz          the same plus clang and libFuzzer for `make fuzz`
 #   sh mk/deps.sh --bf16          the same plus oneDNN (the opt-in bf16 products)
 #   sh mk/deps.sh --mpi           the same plus Open MPI (xsa.mpi, mpirun)
+#   sh mk/deps.sh --jupyter       the same plus the Jupyter kernel's libraries and Jupyter
 #   sh mk/deps.sh --all           every optional group above (what CI installs)
 #   sh mk/deps.sh --list-missing  print the missing package names and exit 0
 # Groups combine (--fuzz --mpi); --list-missing comes last.
@@ -16,6 +17,9 @@
 #   clang libfuzzer-14-dev libclang-rt-14-dev   `make fuzz` (--fuzz)
 #   libdnnl-dev              bf16 matrix products through oneDNN (--bf16)
 #   libopenmpi-dev openmpi-bin   runs under mpirun (--mpi)
+#   libzmq3-dev libssl-dev   the Jupyter kernel (xsa --kernel): ZeroMQ, OpenSSL's HMAC
+#   jupyter-nbconvert python3-jupyter-client python3-zmq
+#                            running notebooks and the kernel's tests (--jupyter)
 #   python3-torch            the PyTorch reference scripts in tests/reference
 #   libdnnl-dev              oneDNN: the opt-in bf16 matrix products (precision "bf16");
 #                            the Makefile finds its header, and builds without it
@@ -24,14 +28,16 @@ PACKAGES="gcc make pkg-config liblua5.4-dev lua5.4 libopenblas-dev libutf8proc-d
 FUZZ_PACKAGES="clang libfuzzer-14-dev libclang-rt-14-dev"
 BF16_PACKAGES="libdnnl-dev"
 MPI_PACKAGES="libopenmpi-dev openmpi-bin"
+JUPYTER_PACKAGES="libzmq3-dev libssl-dev jupyter-nbconvert python3-jupyter-client python3-zmq"
 while [ $# -gt 0 ]; do
     case "$1" in
         --fuzz) PACKAGES="$PACKAGES $FUZZ_PACKAGES" ;;
         --bf16) PACKAGES="$PACKAGES $BF16_PACKAGES" ;;
         --mpi) PACKAGES="$PACKAGES $MPI_PACKAGES" ;;
+        --jupyter) PACKAGES="$PACKAGES $JUPYTER_PACKAGES" ;;
         --all) PACKAGES="$PACKAGES $FUZZ_PACKAGES $BF16_PACKAGES $MPI_PACKAGES" ;;
         --list-missing) break ;;
-        *) echo "mk/deps.sh: unknown option $1 (--fuzz, --bf16, --mpi, --all, --list-missing)" >&2; exit 2 ;;
+        *) echo "mk/deps.sh: unknown option $1 (--fuzz, --bf16, --mpi, --jupyter, --all, --list-missing)" >&2; exit 2 ;;
     esac
     shift
 done

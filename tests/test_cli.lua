@@ -1,5 +1,5 @@
 -- The xsa executable as a user drives it: scripts, -e, stdin, arg, errors,
--- exit codes, --help and --version.
+-- exit codes, --help and --version (lua.c's options: test_interp.lua).
 local T = require "testing"
 local exe = assert(os.getenv("XSA_EXE"), "XSA_EXE must name the xsa executable")
 if not exe:find("^/") then exe = (os.getenv("XSA_ROOT") or ".") .. "/" .. exe end
@@ -46,10 +46,14 @@ T.case("OPENBLAS_THREAD_TIMEOUT: 4 when unset (one re-execution), the user's val
   T.ok(out:find("2^4 cycles", 1, true), out)
 end)
 
-T.case("--help prints usage", function()
+T.case("--help prints usage; -h is an unknown option, as in lua5.4", function()
   local out, code = run(exe .. " --help")
   T.eq(code, 0)
-  T.ok(out:find("usage: xsa"), out)
+  T.ok(out:find("^usage: %S*xsa %[options%]"), out)
+  T.ok(out:find("--install-kernel", 1, true), out)
+  out, code = run(exe .. " -h")
+  T.eq(code, 1)
+  T.ok(out:find("unrecognized option '-h'", 1, true) and out:find("--help", 1, true), out)
 end)
 
 T.case("-e runs code with the engine loaded", function()

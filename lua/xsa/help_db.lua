@@ -16,7 +16,7 @@ end
 D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.mpi", "xsa.tokenizer",
   "xsa.data", "xsa.train", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
-  "xsa.geometry", "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text"}
+  "xsa.geometry", "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text", "xsa.notebook"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -102,6 +102,13 @@ group("xsa.progress", "progress bars and the wall clock",
 group("xsa.sys", "paths, environment, shell quoting",
   "Small helpers the modules share: the repository root, absolute paths, mkdir -p, interrupts.",
   "print(xsa.sys.root(), xsa.sys.shell_quote(\"it's\"))")
+group("xsa.notebook", "what a cell means in the Jupyter kernel",
+  "Used by `xsa --kernel`: runs cells in one state (top-level locals become globals), streams print and io.write, " ..
+  "shows values, figures (image/png) and progress inline; doc/notebook.md.",
+  "-- in a notebook cell: local fig = xsa.plot.figure{}; fig:panel{}:line({1, 2, 3}, {1, 4, 9}); fig")
+add("xsa.notebook.start", "xsa.notebook.start{publish=, base64=} -> handlers",
+  "Called once by the kernel with its C functions; returns the execute, complete, inspect and is_complete handlers.",
+  "-- only the kernel calls it")
 group("xsa.numbers", "finiteness checks", "Whether numbers (or every number in a table) are finite.",
   "print(xsa.numbers.finite(0 / 0))")
 
@@ -526,7 +533,8 @@ add("xsa.train.improvement", "xsa.train.improvement(sa, xsa) -> number", "100 (s
 add("xsa.plot.figure", "xsa.plot.figure{rows=1, cols=1, width=, height=, title=} -> figure", "A new figure.",
   "local fig = xsa.plot.figure{cols = 2, title = \"loss\"}")
 add("xsa.plot.show", "xsa.plot.show(fig | ys | xs, ys [, {title=, label=, width=, height=}]) -> true",
-  "Draws in the terminal with gnuplot's dumb terminal, sized to the window ($COLUMNS/$LINES, else the tty).",
+  "Draws in the terminal with gnuplot's dumb terminal, sized to the window ($COLUMNS/$LINES, else the tty); " ..
+    "in a Jupyter notebook, the image inline.",
   "xsa.plot.show({1, 4, 9, 16, 25})")
 add("xsa.plot.animate", "xsa.plot.animate(figs, path [, {delay=10, loop=0}]) -> path", "An animated GIF, one figure per frame.",
   "xsa.plot.animate({fig1, fig2}, \"plots/sweep.gif\")")
@@ -728,7 +736,7 @@ add("xsa.progress.new", "xsa.progress.new{label=, total=, stream=io.stderr, mode
   "local bar = xsa.progress.new{label = \"train\", total = 10}")
 add("xsa.progress.now", "xsa.progress.now() -> seconds", "A wall clock (~10 ms resolution on Linux).", "local t0 = xsa.progress.now()")
 add("xsa.progress.isatty", "xsa.progress.isatty() -> boolean", "Whether stderr is a terminal.", "print(xsa.progress.isatty())")
-add("xsa.progress.mode", "xsa.progress.mode() -> \"bar\" | \"log\"", "How progress is shown.", "print(xsa.progress.mode())")
+add("xsa.progress.mode", "xsa.progress.mode() -> \"bar\" | \"log\" | \"live\"", "How progress is shown (live: one line updated in place in a notebook).", "print(xsa.progress.mode())")
 add("xsa.progress.duration", "xsa.progress.duration(s) -> string", "\"1h02m\", \"3m04s\", \"12s\".", "print(xsa.progress.duration(125))")
 add("xsa.progress.rate", "xsa.progress.rate(x) -> string", "\"850\", \"21.3k\", \"1.20M\".", "print(xsa.progress.rate(21300))")
 add("bar:update", "bar:update(step [, text [, rate]])", "Redraws the bar (terminal only).", "bar:update(5, \"loss 3.2\", 5000)")

@@ -136,6 +136,8 @@ end
 
 local Panel = {}
 Panel.__index = Panel
+-- a REPL line like p:line(...) prints its result: say what it is, not an address
+Panel.__tostring = function(p) return string.format("xsa.plot panel (%d series)", #p.series) end
 
 local function add_series(panel, s)
   panel.series[#panel.series + 1] = s
@@ -344,6 +346,10 @@ end
 
 local Figure = {}
 Figure.__index = Figure
+Figure.__tostring = function(f)
+  return string.format("xsa.plot figure%s (%d panel%s)", f.title and (" \"" .. f.title .. "\"") or "", #f.panels,
+    #f.panels == 1 and "" or "s")
+end
 
 -- plot.figure{rows=1, cols=1, width=900, height=560, title=}
 function M.figure(o)
@@ -560,7 +566,8 @@ local function run(dir, script, vars, inherit_stdout)
 end
 
 -- Writes name.dat and name.gp next to `path` and renders it.
--- opts: {format = "png"|"svg"|"gif"} (default from the extension of path, else png).
+-- opts: {format = "png"|"svg"|"gif"} (default from the extension of path, else png;
+-- quiet = true: not shown in a notebook even with plot.show_saved).
 -- Returns path, warnings (gnuplot's non-fatal messages, or nil); nil, message
 -- when gnuplot is not installed (the files are still written).
 function Figure:save(path, opts)
@@ -588,6 +595,8 @@ function Figure:save(path, opts)
   local f = io.open(out, "rb")
   if not f then error("plot: gnuplot wrote no " .. out .. "\n" .. (err or ""), 0) end
   f:close()
+  -- a notebook that asked for it shows every saved figure too (scripts/study.ipynb)
+  if M.inline and M.show_saved and not opts.quiet then M.inline(self) end
   return out, (err ~= "" and err or nil)
 end
 
@@ -674,6 +683,7 @@ function M.show(fig, ys, o)
     o = options.check("fig:show", ys, {"width", "height"}, 3)
   end
   if #fig.panels == 0 then error("plot.show: the figure has no panels", 2) end
+  if M.inline then return M.inline(fig, o) end -- a notebook shows the image (xsa.notebook)
   local cols, lines = M.terminal_size()
   cols, lines = math.tointeger(o.width) or cols, math.tointeger(o.height) or math.max(10, lines - 1)
   local tmp = os.tmpname()

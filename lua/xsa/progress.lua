@@ -53,9 +53,12 @@ function M.isatty()
   return tty_cache
 end
 
+-- M.live(bar, line, last), when set (xsa.notebook sets it), shows the bar as
+-- one line updated in place: mode "live".
 function M.mode()
   local m = os.getenv("XSA_PROGRESS")
   if m == "bar" or m == "log" or m == "off" then return m end
+  if M.live then return "live" end
   return M.isatty() and "bar" or "log"
 end
 
@@ -99,7 +102,7 @@ end
 -- Redraws the bar (terminal only). `text` is free text (losses), `rate` tokens/s.
 function Bar:update(step, text, rate)
   self.step = step
-  if self.mode ~= "bar" then return end
+  if self.mode ~= "bar" and self.mode ~= "live" then return end
   local t = M.now()
   if t - self.last_draw < 0.12 and step < self.total then return end
   self.last_draw = t
@@ -108,6 +111,7 @@ function Bar:update(step, text, rate)
   local line = string.format("%s [%s%s] %" .. #tostring(self.total) .. "d/%d  %s  %s tok/s  ETA %s", self.label,
     string.rep("#", filled), string.rep(".", self.width - filled), step, self.total,
     text or "", M.rate(rate), M.duration(self:eta(step)))
+  if self.mode == "live" then return M.live(self, line, step >= self.total) end
   self.stream:write("\r", line, "\27[K")
   self.stream:flush()
   self.drawn = true

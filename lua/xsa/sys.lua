@@ -12,10 +12,10 @@
 --
 -- The root of the checkout, root(): $XSA_ROOT when set and not empty (the
 -- xsa executable sets it to the checkout it runs from), else the checkout
--- that holds this module (ROOT/lua/xsa/sys.lua), else ".". Data files
+-- that holds this module (ROOT/lua/xsa/sys.lua, as it was loaded), else ".". Data files
 -- (xsa.data), token caches and the study's default output folders are found
--- relative to it. It is returned as given (relative when $XSA_ROOT or
--- package.path is); callers that store paths take abspath() of it.
+-- relative to it. It is returned as given (relative when $XSA_ROOT or the
+-- module's path is); callers that store paths take abspath() of it.
 -- Non-goals: Windows paths and shells, changing the working directory.
 local M = {}
 
@@ -30,7 +30,8 @@ end
 function M.root()
   local r = M.env("XSA_ROOT")
   if r then return r end
-  local here = package.searchpath("xsa.sys", package.path)
+  -- where this file was loaded from: package.path need not name it
+  local here = debug.getinfo(1, "S").source:match("^@(.*)$")
   if here then
     if here == "lua/xsa/sys.lua" then return "." end
     local root = here:match("^(.*)/lua/xsa/sys%.lua$")

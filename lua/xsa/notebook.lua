@@ -1,0 +1,217 @@
+-- xsa.notebook: what a cell means in the Jupyter kernel (`xsa --kernel`,
+-- lua/kernel.c moves the messages). One Lua state for the kernel's life.
+--
+--   A cell runs as one chunk named In[N]. Tried in order: the cell as one
+--   expression (`return <cell>`); the cell with its last line as the value
+--   shown; the cell as statements. Its top-level locals become globals when
+--   it ends (each cell is its own chunk, as a REPL line is, and a notebook
+--   reads top to bottom), taken with debug.getlocal at the end of the chunk.
+--   print, io.write, io.stdout:write and io.stderr:write send stream
+--   messages; a final value shows as the REPL prints it, a figure as its
+--   image. fig:show() and xsa.plot.show() send image/png display data (and
+--   so does fig:save when xsa.plot.show_saved is true; no SVG: see below);
+--   a training progress bar is one display updated in place.
+--   Completion is xsa.help.complete's, inspection xsa.help.text's.
+--
+-- Non-goals: rich output for tables; input (io.read); widgets.
+local help = require "xsa.help"
+local M = {}
+
+local K -- the kernel's C functions: publish(type, json_text), base64(bytes)
+local json -- xsa.json
+
+local function send(msg_type, content) K.publish(msg_type, json.encode(content)) end
+
+local function stream(name, text)
+  if text ~= "" then send("stream", {name = name, text = text}) end
+end
+
+-- ---- output ----------------------------------------------------------------
+
+-- io.write's formatting: integers as %d, floats as %.14g, strings as they are
+local function written(fn, ...)
+  local out = {}
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    if math.type(v) == "float" then
+      out[i] = string.format("%.14g", v)
+    elseif type(v) == "number" or type(v) == "string" then
+      out[i] = tostring(v)
+    else
+      error(string.format("bad argument #%d to '%s' (string expected, got %s)", i, fn, type(v)), 3)
+    end
+  end
+  return table.concat(out)
+end
+
+local function install_output()
+  _G.print = function(...)
+    local parts = {}
+    for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
+    stream("stdout", table.concat(parts, "\t") .. "\n")
+  end
+  local io_write, stdout, stderr = io.write, io.stdout, io.stderr
+  io.write = function(...)
+    if io.output() ~= stdout then return io_write(...) end
+    stream("stdout", written("write", ...))
+    return stdout
+  end
+  local methods = getmetatable(stdout).__index
+  local file_write = methods.write
+  methods.write = function(f, ...)
+    if f == stdout or f == stderr then
+      stream(f == stdout and "stdout" or "stderr", written("write", ...))
+      return f
+    end
+    return file_write(f, ...)
+  end
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- {image/png=, text/plain=} of a figure. No image/svg+xml: nbconvert's HTML
+-- export prefers it and, for a notebook that is not trusted (any executed by
+-- nbconvert), strips its tags, leaving blank space where the figure was.
+local function figure_data(fig)
+  local dir = os.tmpname()
+  os.remove(dir)
+  local data = {["text/plain"] = tostring(fig)}
+  local path, err = fig:save(dir .. "/figure.png", {quiet = true})
+  if path then data["image/png"] = K.base64(read_file(path)) end
+  for _, f in ipairs{"figure.png", "figure.dat", "figure.gp"} do os.remove(dir .. "/" .. f) end
+  os.remove(dir)
+  if err then stream("stderr", err .. "\n") end
+  return data
+end
+
+local function show_figure(fig)
+  send("display_data", {data = figure_data(fig), metadata = {}})
+  return true
+end
+
+-- one display per bar, updated in place, at most twice a second
+local displays = 0
+local function live_progress(bar, line, last)
+  local t = os.clock()
+  if not last and bar.live_at and t - bar.live_at < 0.5 then return end
+  bar.live_at = t
+  local msg = {data = {["text/plain"] = line}, metadata = {}, transient = {}}
+  if bar.live_id then
+    msg.transient.display_id = bar.live_id
+    send("update_display_data", msg)
+  else
+    displays = displays + 1
+    bar.live_id = string.format("xsa-progress-%d-%d", displays, os.time())
+    msg.transient.display_id = bar.live_id
+    send("display_data", msg)
+  end
+end
+
+-- ---- cells -----------------------------------------------------------------
+
+-- Called at the end of a cell's chunk: its top-level locals become globals.
+local function keep_locals()
+  local i = 1
+  while true do
+    local name, value = debug.getlocal(2, i)
+    if not name then return end
+    if name:sub(1, 1) ~= "(" then rawset(_G, name, value) end
+    i = i + 1
+  end
+end
+
+-- The cell as a function, in the first form that compiles (see the header).
+local function compile(code, name)
+  local f = load("return " .. code, name)
+  if f then return f end
+  local head, last = code:match("^(.*)\n([^\n]*%S[^\n]*)%s*$")
+  -- "return end" would compile: an empty return closing the block above
+  local closes = { ["end"] = true, ["else"] = true, ["elseif"] = true, ["until"] = true }
+  if head and not closes[last:match("^%s*(%a+)") or ""] then
+    f = load(head .. "\n;(...)() return " .. last, name)
+    if f then return f end
+  end
+  f = load(code .. "\n;(...)()", name)
+  if f then return f end
+  return assert(load(code, name))
+end
+
+local function show_values(n, count, ...)
+  if n == 0 then return end
+  local first = ...
+  local data
+  if n == 1 and getmetatable(first) == require("xsa.plot").Figure then
+    data = figure_data(first)
+  else
+    local parts = {}
+    for i = 1, n do parts[i] = tostring((select(i, ...))) end
+    data = {["text/plain"] = table.concat(parts, "\t")}
+  end
+  send("execute_result", {execution_count = count, data = data, metadata = {}})
+end
+
+local function execute(code, count, silent)
+  local f = compile(code, "=In[" .. count .. "]")
+  local function shown(...)
+    if not silent then show_values(select("#", ...), count, ...) end
+  end
+  shown(f(keep_locals))
+end
+
+-- byte offset of code point `pos` (Jupyter counts code points)
+local function byte_at(code, pos)
+  if pos < 0 then return #code end
+  return (utf8.offset(code, pos + 1) or (#code + 1)) - 1
+end
+
+local function complete(code, pos)
+  local before = code:sub(1, byte_at(code, pos))
+  local word = before:match("[%a_][%w_%.:]*$") or ""
+  local matches = help.complete(word)
+  local cursor = utf8.len(before) or #before
+  return matches, cursor - (utf8.len(word) or #word), cursor
+end
+
+-- the identifier path around the cursor, resolved without metamethods
+local function inspect(code, pos)
+  local at = byte_at(code, pos)
+  local left = code:sub(1, at):match("[%a_][%w_%.:]*$") or ""
+  local right = code:sub(at + 1):match("^[%w_]*") or ""
+  local path = (left .. right):gsub("[.:]$", "")
+  if path == "" then return nil end
+  local v = _G
+  for part in path:gmatch("[^.:]+") do
+    v = type(v) == "table" and rawget(v, part) or nil
+    if v == nil then break end
+  end
+  local text = help.text(v ~= nil and v or path)
+  if text:find("^no help for") then return nil end
+  return text
+end
+
+local function is_complete(code)
+  local f, err = load(code, "=cell")
+  if f then return "complete" end
+  if err:find("<eof>$") then return "incomplete" end
+  return "invalid"
+end
+
+-- Called once by the kernel with its C functions; returns the handlers.
+function M.start(kernel)
+  K = kernel
+  local xsa = require "xsa"
+  json = xsa.json
+  install_output()
+  rawset(_G, "help", xsa.help)
+  require("xsa.plot").inline = show_figure
+  require("xsa.progress").live = live_progress
+  return {execute = execute, complete = complete, inspect = inspect, is_complete = is_complete}
+end
+
+return M

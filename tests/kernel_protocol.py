@@ -1,0 +1,243 @@
+#!/usr/bin/python3
+"""The Jupyter kernel (`xsa --kernel`) driven by Debian's jupyter_client, as
+a notebook front end drives it. Run by tests/test_kernel.lua:
+
+    /usr/bin/python3 tests/kernel_protocol.py path/to/xsa
+
+Prints FAIL lines and ends with "kernel_protocol: N passed, M failed".
+"""
+import base64
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import zmq
+from jupyter_client.manager import start_new_kernel
+
+EXE = os.path.abspath(sys.argv[1])
+TMP = tempfile.mkdtemp(prefix="xsa-kernel-")
+subprocess.run([EXE, "--install-kernel", "--prefix", TMP], check=True, stdout=subprocess.DEVNULL)
+os.environ["JUPYTER_PATH"] = os.path.join(TMP, "share", "jupyter")
+passed = failed = 0
+
+
+def case(fn):
+    global passed, failed
+    try:
+        fn()
+        passed += 1
+    except Exception:
+        failed += 1
+        print("FAIL %s: %s" % (fn.__name__, traceback.format_exc()), flush=True)
+        time.sleep(2)  # what the failed case left behind is not the next case's
+        while kc.shell_channel.msg_ready():
+            kc.get_shell_msg()
+        while kc.iopub_channel.msg_ready():
+            kc.get_iopub_msg()
+    return fn
+
+
+def run(code, timeout=60, wait=True):
+    """Executes code; returns (reply content, [iopub messages of it])."""
+    msg_id = kc.execute(code)
+    if not wait:
+        return msg_id
+    return collect(msg_id, timeout)
+
+
+def collect(msg_id, timeout=60):
+    reply = kc.get_shell_msg(timeout=timeout)
+    assert reply["parent_header"]["msg_id"] == msg_id, reply
+    out, deadline = [], time.time() + timeout
+    while time.time() < deadline:
+        m = kc.get_iopub_msg(timeout=timeout)
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            return reply["content"], out
+        out.append(m)
+    raise AssertionError("no idle status for " + msg_id)
+
+
+def of(out, t):
+    return [m["content"] for m in out if m["msg_type"] == t]
+
+
+def png_size(data):
+    raw = base64.b64decode(data)
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n", raw[:16]
+    return struct.unpack(">II", raw[16:24])
+
+
+km, kc = start_new_kernel(kernel_name="xsa", startup_timeout=60)
+
+
+@case
+def kernel_info_and_heartbeat():
+    kc.kernel_info()
+    r = kc.get_shell_msg(timeout=10)["content"]
+    assert r["protocol_version"] == "5.3" and r["language_info"]["name"] == "lua", r
+    assert r["implementation"] == "xsa", r
+    assert kc.hb_channel.is_beating()
+
+
+@case
+def print_and_io_write_stream_to_the_cell():
+    r, out = run("print('hi', 1, nil) io.write(1, ' ', 2.5, '\\n') io.stderr:write('warn\\n')")
+    assert r["status"] == "ok", r
+    streams = of(out, "stream")
+    text = "".join(s["text"] for s in streams if s["name"] == "stdout")
+    assert text == "hi\t1\tnil\n1 2.5\n", repr(text)
+    assert any(s["name"] == "stderr" and s["text"] == "warn\n" for s in streams), streams
+
+
+@case
+def a_final_expression_is_shown_as_the_repl_shows_it():
+    r, out = run("1 + 1")
+    res = of(out, "execute_result")
+    assert res and res[0]["data"]["text/plain"] == "2", out
+    assert res[0]["execution_count"] == r["execution_count"]
+    r2, out = run("local t = xsa.zeros(16, 64)\nt:shape()")
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "xsa.size{16, 64}", out
+    assert r2["execution_count"] == r["execution_count"] + 1
+
+
+@case
+def top_level_locals_live_on_in_later_cells():
+    run("local a = 40\nlocal function twice(x) return 2 * x end\nfor i = 1, 2 do local hidden = i end")
+    r, out = run("twice(a) + 2, hidden")
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "82\tnil", out
+
+
+@case
+def an_error_shows_the_lua_traceback():
+    r, out = run("local x = 1\nerror('boom')")
+    assert r["status"] == "error" and "boom" in r["evalue"], r
+    err = of(out, "error")[0]
+    assert "In[" in err["evalue"] and ":2: boom" in err["evalue"], err
+    assert any("stack traceback" in line for line in err["traceback"]), err
+    r, out = run("x = = 1")
+    assert r["status"] == "error" and "unexpected symbol" in r["evalue"], r
+
+
+@case
+def figures_display_inline_as_png():
+    r, out = run("local fig = xsa.plot.figure{title = 'sq'}\n"
+                 "fig:panel{xlabel = 'x'}:line({1, 2, 3}, {1, 4, 9}, {label = 'y'})\nfig:show()")
+    assert r["status"] == "ok", r
+    d = of(out, "display_data")
+    assert d, out
+    w, h = png_size(d[0]["data"]["image/png"])
+    assert w > 100 and h > 100, (w, h)
+    assert d[0]["data"]["text/plain"] == 'xsa.plot figure "sq" (1 panel)', d[0]["data"]["text/plain"]
+    r, out = run("fig")
+    assert png_size(of(out, "execute_result")[0]["data"]["image/png"])[0] > 100
+    r, out = run("xsa.plot.show({1, 4, 9, 16})")
+    assert of(out, "display_data"), out
+
+
+@case
+def progress_is_one_display_updated_in_place():
+    r, out = run("local bar = xsa.progress.new{label = 'train', total = 3}\n"
+                 "for i = 1, 3 do bar:update(i, 'loss 1.0', 100) end")
+    first, updates = of(out, "display_data"), of(out, "update_display_data")
+    assert len(first) == 1 and updates, out
+    did = first[0]["transient"]["display_id"]
+    assert all(u["transient"]["display_id"] == did for u in updates)
+    assert "3/3" in updates[-1]["data"]["text/plain"], updates
+    assert not of(out, "stream"), "no stderr lines"
+
+
+def interrupted(code, how):
+    msg_id = run(code, wait=False)
+    time.sleep(1.5)
+    how()
+    r, out = collect(msg_id, timeout=30)
+    assert r["status"] == "error" and r["ename"] == "Interrupted", r
+    r, out = run("'alive'")
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "alive"
+
+
+@case
+def sigint_stops_a_lua_loop_and_a_coroutine():
+    interrupted("while true do end", km.interrupt_kernel)
+    interrupted("coroutine.wrap(function() while true do end end)()", km.interrupt_kernel)
+
+
+@case
+def interrupt_request_on_control_stops_a_loop():
+    def send():
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.connect("%s://%s:%d" % (km.transport, km.ip, km.control_port))
+        kc.session.send(sock, "interrupt_request", {})
+        assert sock.poll(10000), "no interrupt_reply"
+        _, rep = kc.session.recv(sock)
+        sock.close(0)
+        assert rep["msg_type"] == "interrupt_reply" and rep["content"]["status"] == "ok", rep
+    interrupted("local a = xsa.rand(200, 200) while true do a:matmul(a) end", send)
+
+
+@case
+def completion_uses_the_repl_completion():
+    kc.complete("x = xsa.gpt.lo", 14)
+    r = kc.get_shell_msg(timeout=10)["content"]
+    assert "xsa.gpt.load" in r["matches"] and r["cursor_start"] == 4 and r["cursor_end"] == 14, r
+
+
+@case
+def inspection_uses_help():
+    kc.inspect("y = xsa.zeros(2)", 9)
+    r = kc.get_shell_msg(timeout=10)["content"]
+    assert r["found"] and "xsa.zeros(" in r["data"]["text/plain"], r
+    kc.inspect("nothing_here_at_all", 3)
+    assert not kc.get_shell_msg(timeout=10)["content"]["found"]
+
+
+@case
+def is_complete_knows_incomplete_statements():
+    for code, want in [("for i = 1, 2 do", "incomplete"), ("x = {", "incomplete"), ("s = [[abc", "incomplete"),
+                       ("x = 1", "complete"), ("x = = 1", "invalid")]:
+        kc.is_complete(code)
+        r = kc.get_shell_msg(timeout=10)["content"]
+        assert r["status"] == want, (code, r)
+
+
+@case
+def a_badly_signed_message_is_dropped():
+    s = zmq.Context.instance().socket(zmq.DEALER)
+    s.connect("%s://%s:%d" % (km.transport, km.ip, km.shell_port))
+    s.send_multipart([b"<IDS|MSG>", b"0" * 64, b'{"msg_type":"execute_request","msg_id":"x"}', b"{}", b"{}",
+                      b'{"code":"os.exit(3)"}'])
+    s.send_multipart([b"garbage"])
+    time.sleep(0.5)
+    s.close(0)
+    r, out = run("'still here'")
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "still here"
+
+
+@case
+def restart_gives_a_fresh_state():
+    run("survivor = 1")
+    km.restart_kernel(now=False)
+    kc.wait_for_ready(timeout=60)
+    r, out = run("survivor")
+    assert r["execution_count"] == 1 and of(out, "execute_result")[0]["data"]["text/plain"] == "nil", (r, out)
+
+
+@case
+def shutdown_ends_the_process():
+    proc = km.provisioner.process if hasattr(km, "provisioner") and km.provisioner else km.kernel
+    km.shutdown_kernel(now=False)
+    assert not km.is_alive()
+    assert proc.poll() == 0, proc.poll()
+
+
+kc.stop_channels()
+shutil.rmtree(TMP, ignore_errors=True)
+print("kernel_protocol: %d passed, %d failed" % (passed, failed), flush=True)
+os._exit(1 if failed else 0)  # skips jupyter_client's noisy finalizers
