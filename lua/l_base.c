@@ -5,7 +5,8 @@
  *     fallback=, threads=}, xsa.set_threads(n)
  *   whole files: xsa.read_file(path) -> bytes | nil, message;
  *     xsa.write_file_atomic(path, s) -> true (temporary file, then rename)
- *   folders and identities: xsa.list_files(dir) -> sorted names of its
+ *   folders and identities: xsa.cwd() -> the working directory (getcwd);
+ *     xsa.list_files(dir) -> sorted names of its
  *     regular files | nil, message; xsa.file_checksum(path) ->
  *     "crc64:<16 hex>", bytes | nil, message
  *   grad mode: xsa.no_grad(fn, ...) xsa.grad_enabled() xsa.set_grad_enabled(flag)
@@ -25,9 +26,11 @@
  * Non-goals: algorithms and file formats (core/), decompression
  * (xsa._data.read_text, l_data.c), JSON files (xsa.json, l_json.c).
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "l_bind.h"
 
@@ -83,6 +86,20 @@ static int l_read_file(lua_State *L)
     size_t n;
     char *text = xsa_read_file(path, &n);
     return xsa_lua_textresult(L, text, n);
+}
+
+/* xsa.cwd(): the process's working directory as the kernel knows it
+ * (getcwd), not $PWD, which a parent may have left stale. */
+static int l_cwd(lua_State *L)
+{
+    char buf[4096];
+    if (!getcwd(buf, sizeof buf)) {
+        luaL_pushfail(L);
+        lua_pushstring(L, strerror(errno));
+        return 2;
+    }
+    lua_pushstring(L, buf);
+    return 1;
 }
 
 /* A folder of results holds thousands of files at most; more is refused
@@ -575,6 +592,7 @@ static const luaL_Reg base_funcs[] = {
     {"write_file_atomic", l_write_file_atomic},
     {"read_file", l_read_file},
     {"list_files", l_list_files},
+    {"cwd", l_cwd},
     {"file_checksum", l_file_checksum},
     {"no_grad", l_no_grad},
     {"grad_enabled", l_grad_enabled},

@@ -119,7 +119,7 @@ T.case("cached results and the summary", function()
   local r, status, entry = ex:cached(compute, {label = "mine thing"})
   T.eq(r.value, 3)
   T.eq(status, "miss")
-  T.eq(entry, xsa.cache.path(TMP .. "/out", "mine", {k = 1}))
+  T.eq(entry, xsa.cache.path(TMP .. "/out", "mine", experiment.cache_config({k = 1})), "keyed by the configuration and the data files")
   r, status, entry = ex:cached(compute)
   T.eq(status, "record", "the finished run's record comes before the cache")
   T.ok(entry:find(ex.opts.results .. "/mine/mine-", 1, true), entry)
@@ -147,10 +147,13 @@ T.case("results of another experiment: missing, with the command to run", functi
     TMP .. "/empty --plots " .. TMP .. "/plots --quick\n", 1, true), msg)
   -- a finished entry (checkpoints present) is loaded, not recomputed
   local config = experiment.pair_config(ex.opts, "part3")
-  local f = experiment.files(ex.opts.out, "part3-10steps-seed3", config)
+  local f = experiment.files(ex.opts.out, "part3-10steps-seed3", experiment.cache_config(config))
   for _, p in pairs(f.checkpoints) do xsa.write_file_atomic(p, "x") end
   local fake = {status = "done", sa = {final_val = 3.5}, xsa = {final_val = 3.25}, checkpoints = f.checkpoints}
+  -- an entry keyed without the data files is another entry: a miss
   xsa.cache.store(ex.opts.out, "part3-10steps-seed3", config, fake)
+  T.eq(experiment.results("part3", ex.opts), nil, "an entry that does not name the data files is not used")
+  xsa.cache.store(ex.opts.out, "part3-10steps-seed3", experiment.cache_config(config), fake)
   local got, c = experiment.results("part3", ex.opts)
   T.eq(got.xsa.final_val, 3.25)
   T.eq(xsa.cache.key(c), xsa.cache.key(config))
@@ -186,7 +189,7 @@ T.case("a stopped paired run resumes from its saved state; --no-resume starts ov
   if not xsa.data.find(xsa.data.TEXT_NAMES) then error("the TinyStories corpus is missing") end
   local full = tiny():pair{checkpoints = true, label = "tiny"}
   local ex = tiny({"--no-cache"})
-  local f = experiment.files(ex.opts.out, "mine-4steps-seed0", ex:pair_config())
+  local f = experiment.files(ex.opts.out, "mine-4steps-seed0", experiment.cache_config(ex:pair_config()))
   local function stop_at(n) return function(step) if step == n then error("interrupted!") end end end
   local r, err = capture(function() return ex:pair{checkpoints = true, label = "tiny", on_point = stop_at(2)} end)
   T.ok(not r[1] and tostring(r[2]):find("interrupted!", 1, true), tostring(r[2]))
@@ -194,7 +197,7 @@ T.case("a stopped paired run resumes from its saved state; --no-resume starts ov
   local j = assert(xsa.json.read_file(f.state))
   T.eq(j.state.completed_steps, 2)
   T.eq(j.result.status, "interrupted")
-  T.eq(j.key, xsa.cache.key(ex:pair_config()))
+  T.eq(j.key, xsa.cache.key(experiment.cache_config(ex:pair_config())), "the state's key covers the data files")
   -- resumed: the uninterrupted numbers and checkpoints, the state gone
   r, err = capture(function() return tiny({"--no-cache"}):pair{checkpoints = true, label = "tiny", what = "tiny run"} end)
   T.ok(r[1], tostring(r[2]))

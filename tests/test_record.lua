@@ -187,4 +187,71 @@ T.case("--quick records stay out of the study's record", function()
   T.eq(#(xsa.list_files(ROOT .. "/results/part3") or {}), #before, "results/ unchanged")
 end)
 
+-- Files named inside data: a summary from elsewhere naming files outside
+-- the report's folders gets them refused, never read or rendered.
+T.case("the report opens only the figures it would have written itself", function()
+  local plots = TMP .. "/plots-own"
+  local own = xsa.report.own_figure
+  T.ok(own({name = "part3_loss", gp = plots .. "/part3_loss.gp", path = plots .. "/part3_loss.png"}, plots), "its own")
+  for _, f in ipairs{
+    {name = "x", gp = "/etc/passwd", path = plots .. "/x.png"},
+    {name = "x", gp = plots .. "/x.gp", path = "/etc/shadow"},
+    {name = "../x", gp = plots .. "/../x.gp", path = plots .. "/../x.png"},
+    {name = "x`id`", gp = plots .. "/x`id`.gp", path = plots .. "/x`id`.png"},
+    {name = 7}, "a string", {name = "x", gp = TMP .. "/x.gp", path = TMP .. "/x.png"}} do
+    local ok, why = own(f, plots)
+    T.ok(not ok and type(why) == "string", xsa.json.encode(f))
+  end
+  -- end to end: a summary naming /etc/passwd as its figure: a warning, no figure, nothing read
+  local out = TMP .. "/out-own"
+  xsa.sys.mkdir(out .. "/summary")
+  xsa.json.write_file(out .. "/summary/part1.json", {part = "part1", title = "x", result = {layers = {}},
+    figures = {{name = "evil", gp = "/etc/passwd", path = "/etc/passwd"}}})
+  local html, info = xsa.report.build{out = out, plots = plots}
+  T.ok(not html:find("root:", 1, true), "nothing of the named file in the page")
+  T.ok(table.concat(info.warnings, "\n"):find("refused", 1, true), table.concat(info.warnings, "\n"))
+end)
+
+-- A --jobs worker that dies of a signal is a crash naming its seed and the
+-- signal, not an interrupt; the other workers' finished runs are kept.
+T.case("worker exit statuses", function()
+  local st = xsa.experiment.worker_status
+  T.eq(st(0), "ok")
+  T.eq(st(130), "interrupted")
+  T.eq(st(nil), "interrupted", "the recording shell never ran: the job was stopped")
+  local kind, why = st(137)
+  T.eq(kind, "crashed")
+  T.ok(why:find("signal 9", 1, true) and why:find("out-of-memory", 1, true), why)
+  kind, why = st(139)
+  T.ok(kind == "crashed" and why:find("SIGSEGV", 1, true), why)
+  kind, why = st(1)
+  T.ok(kind == "failed" and why:find("exit status 1", 1, true), why)
+end)
+
+T.case("a worker killed by SIGKILL is reported as a crash of its seed", function()
+  local dir = TMP .. "/crash"
+  local e = dir .. ".err"
+  local sh = string.format([[
+cd %s && %s scripts/part3_train.lua --quick --steps 100000 --eval-every 50000 --seeds 2 --jobs 2 --out %s --plots %s --results %s >/dev/null 2>%s & pid=$!
+i=0; while ! grep -q "seed 1 step 0/" %s 2>/dev/null; do sleep 0.1; i=$((i+1)); [ $i -gt 1200 ] && break; done
+pkill -KILL -f -- "%s.*--seeds 1, --[w]orker"; sleep 1; pkill -INT -f -- "%s.*--seeds 0, --[w]orker"; wait $pid; echo "status=$?"]],
+    shq(ROOT), shq(EXE), shq(dir), shq(dir), shq(dir .. "/records"), shq(e), shq(e), dir, dir)
+  local p = io.popen("sh -c " .. shq(sh))
+  local res = p:read("a")
+  p:close()
+  local err = T.readfile(e) or ""
+  -- status 1, not 130: seed 0 was stopped by Ctrl-C, but a crash outranks it
+  T.ok(res:find("status=1\n", 1, true), res .. err)
+  T.ok(err:find("seed 1 crashed: killed by signal 9", 1, true), err)
+end)
+
+T.case("relative paths resolve against the real working directory, not $PWD", function()
+  local here = assert(xsa.cwd())
+  local p = io.popen("cd " .. shq(TMP) .. " && PWD=/nonexistent " .. shq(EXE) .. " -e " .. shq("print(xsa.sys.abspath('x'))"))
+  local out = p:read("a")
+  p:close()
+  T.eq(out, TMP .. "/x\n", "a stale $PWD is ignored")
+  T.ok(here:sub(1, 1) == "/", here)
+end)
+
 T.done()

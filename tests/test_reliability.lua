@@ -784,7 +784,7 @@ T.case("class 10: a damaged state on disk is reported and the run starts over", 
   end
   local full = quiet(function() return ex():pair{label = "dmg"} end)[2]
   local e0 = ex()
-  local f = xsa.experiment.files(e0.opts.out, "dmg-4steps-seed0", e0:pair_config())
+  local f = xsa.experiment.files(e0.opts.out, "dmg-4steps-seed0", xsa.experiment.cache_config(e0:pair_config()))
   for _, damage in ipairs{
     function(j) j.state.completed_steps = "two" end, function(j) j.state.completed_steps = 99 end,
     function(j) j.state.loader = {epoch = -4, position = 1} end, function(j) j.state.rng = "xoshiro256** 1 2 3 4 nan" end,

@@ -114,6 +114,16 @@ function M.pair_name(name, config)
   return string.format("%s-%dsteps-%s", name, config.train.steps, M.seed_tag(config))
 end
 
+-- What a cache entry, its checkpoints and its saved state are keyed by:
+-- the configuration and the data files by content (xsa.record's identity:
+-- CRC-64 and size of the corpus and the tokenizer files), so that another
+-- corpus or tokenizer at the same path is a miss, never a stale hit. An
+-- entry written before the data was part of the key has another name: a
+-- miss, computed again.
+function M.cache_config(config)
+  return {config = config, data = record.data_identity()}
+end
+
 -- Files of a cached paired run: the entry DIR/NAME-HASH.json; checkpoints
 -- DIR/PREFIX-KIND-REST-HASH<suffix>.safetensors where NAME = PREFIX-REST
 -- ("part3-300steps" -> part3-sa-300steps-HASH.safetensors).
@@ -181,7 +191,7 @@ function M.results(name, opts, o)
   local config = M.pair_config(opts, name, {seed = o.seed})
   local cname = M.pair_name(name, config)
   local check = pair_check(checkpoint_kinds(true))
-  local r, why = cache.load(opts.out, cname, config, check)
+  local r, why = cache.load(opts.out, cname, M.cache_config(config), check)
   if r then return r, config end
   local script = o.script or M.scripts[name] or (name .. ".lua")
   local given = {}
@@ -207,7 +217,7 @@ function M.results(name, opts, o)
     if (how == "exit" and code == 130) or how == "signal" then error("interrupted!", 0) end
     error(string.format("%s failed (%s %s): %s", script, how, tostring(code), table.concat(cmd, " ")), 0)
   end
-  r, why = cache.load(opts.out, cname, config, check)
+  r, why = cache.load(opts.out, cname, M.cache_config(config), check)
   if not r then error(string.format("%s ran but left no result for this configuration (%s)", script, why), 0) end
   return r, config
 end
@@ -297,7 +307,7 @@ end
 function Ex:refresh(name, config)
   if not self.opts.no_cache then return false end
   if not self.shared_out then return true end
-  local path = cache.path(self.opts.out, name, config)
+  local path = cache.path(self.opts.out, name, M.cache_config(config))
   self.computed = self.computed or {}
   if self.computed[path] then return false end
   self.computed[path] = true -- the caller computes it now
@@ -320,8 +330,8 @@ function Ex:cached(compute, o)
   local config = o.config or self.config
   local rec = self:recorded(name, config, o.check, o.label or name)
   if rec then return rec.result, "record", rec.path end
-  local r, status, path = cache.fetch(self.opts.out, name, config, function(c)
-    local res = compute(c)
+  local r, status, path = cache.fetch(self.opts.out, name, M.cache_config(config), function()
+    local res = compute(config)
     if type(res) == "table" then res.provenance = record.provenance() end
     return res
   end, {no_cache = self:refresh(name, config), check = o.check, label = o.label or name})
@@ -469,7 +479,8 @@ local function write_state(f, config, ctx)
     models.sa, models.xsa, f.state, st.completed_steps)
 end
 
--- The saved state for config: {resume = <xsa.train.pair's opts.resume>,
+-- The saved state for config (M.cache_config of the run's configuration:
+-- another corpus is another state): {resume = <xsa.train.pair's opts.resume>,
 -- sa, xsa (models), sa_opt, xsa_opt}, or nil (none, or unusable: said so
 -- and removed, the run starts over).
 local function load_state(f, config, say)
@@ -497,7 +508,7 @@ local function load_state(f, config, say)
   end
   out.resume = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng,
     result = j.result}
-  local good, why = xsa.train.check_resume(out.resume, config.train.steps)
+  local good, why = xsa.train.check_resume(out.resume, config.config.train.steps)
   if not good then return unusable("is damaged (" .. why .. ")") end
   return out
 end
@@ -531,7 +542,8 @@ function Ex:pair(o)
   local config = o.config or (o.seed == nil and self.config) or self:pair_config{seed = o.seed}
   local name = o.name or M.pair_name(self.name, config)
   local opts = self.opts
-  local f = files_of(opts.out, name, config)
+  local keyed = M.cache_config(config)
+  local f = files_of(opts.out, name, keyed)
   local kinds = checkpoint_kinds(o.checkpoints)
   local keep = {}
   for _, k in ipairs(kinds) do keep[k] = true end
@@ -558,7 +570,7 @@ function Ex:pair(o)
   if dp then
     -- every rank trains this pair together: rank 0 decides hit or miss for all
     local flag = xsa.tensor{0}
-    if rank == 0 and not no_cache and cache.load(opts.out, name, config, pair_check(kinds, o.check)) then
+    if rank == 0 and not no_cache and cache.load(opts.out, name, keyed, pair_check(kinds, o.check)) then
       flag = xsa.tensor{1}
     end
     xsa.mpi.bcast(flag, 0)
@@ -567,7 +579,7 @@ function Ex:pair(o)
     if rank ~= 0 then
       -- the others read what rank 0 has, or train without writing anything
       if hit then
-        local r = cache.load(opts.out, name, config)
+        local r = cache.load(opts.out, name, keyed)
         return r, "hit", f.entry
       end
       local tl, vl = study.loaders(config.data)
@@ -579,13 +591,13 @@ function Ex:pair(o)
       return r, "miss", f.entry
     end
   end
-  local result, status, entry = cache.fetch(opts.out, name, config, function()
+  local result, status, entry = cache.fetch(opts.out, name, keyed, function()
     local tl, vl = study.loaders(config.data)
     local saved, why
     if dp then
       if sys.exists(f.state) then say("resume: --data-parallel does not resume; starting %s over", what) end
     elseif opts.resume ~= false then
-      saved, why = load_state(f, config, say)
+      saved, why = load_state(f, keyed, say)
       if saved then
         say("resume: %s from step %d of %d (%s; --no-resume starts over)", what, saved.resume.completed_steps,
           config.train.steps, f.state)
@@ -611,7 +623,7 @@ function Ex:pair(o)
       data_parallel = dp or nil,
       resume = saved and saved.resume, optimizers = saved and {saved.sa_opt, saved.xsa_opt},
       save = function(res, st, ctx)
-        if st == "checkpoint" or st == "interrupted" then return write_state(f, config, ctx) end
+        if st == "checkpoint" or st == "interrupted" then return write_state(f, keyed, ctx) end
         if st == "nan" then remove_state(f) end -- resuming would diverge again
         if st ~= "done" then return partial_save(f, config, res, ctx) end
         local written = {}
@@ -678,15 +690,35 @@ function Ex:run_workers()
     local code = f and tonumber(f:read("a"))
     if f then f:close() end
     os.remove(dir .. "/" .. s)
-    if code == 130 or code == nil or code > 128 then interrupted = true
-    elseif code ~= 0 then failed[#failed + 1] = string.format("seed %s (exit status %d)", s, code) end
+    local kind, why = M.worker_status(code)
+    if kind == "interrupted" then interrupted = true
+    elseif kind ~= "ok" then failed[#failed + 1] = string.format("seed %s %s", s, why) end
   end
   os.remove(dir)
   self.shared_out = true -- the workers computed the runs: the read-back is a hit (Ex:refresh)
-  if interrupted then error("interrupted!", 0) end
   if #failed > 0 then
-    error(string.format("%s: the worker of %s failed; its messages are above", self.name, table.concat(failed, ", ")), 0)
+    error(string.format("%s: the worker of %s; its messages are above, and the other seeds' finished runs are kept",
+      self.name, table.concat(failed, ", and of ")), 0)
   end
+  if interrupted then error("interrupted!", 0) end
+end
+
+local SIGNALS = {[2] = "SIGINT", [6] = "SIGABRT", [7] = "SIGBUS", [8] = "SIGFPE",
+  [9] = "SIGKILL: killed from outside, e.g. by the kernel's out-of-memory killer", [11] = "SIGSEGV", [15] = "SIGTERM"}
+
+-- What a --jobs worker's exit status (as its shell saw it) means: "ok";
+-- "interrupted" (130: Ctrl-C or SIGTERM, which the worker turns into a
+-- saved state and status 130; nil: the shell that records it never ran,
+-- the whole job was stopped); "crashed" (128 + N: killed by signal N, not
+-- Ctrl-C) or "failed" (an error), each with words for the message.
+function M.worker_status(code)
+  if code == 0 then return "ok" end
+  if code == nil or code == 130 then return "interrupted" end
+  if code > 128 and code < 128 + 65 then
+    local n = code - 128
+    return "crashed", string.format("crashed: killed by signal %d (%s)", n, SIGNALS[n] or "see kill -l")
+  end
+  return "failed", string.format("failed (exit status %d)", code)
 end
 
 -- What a unit of ex:spread is called in messages: its `label`, else its

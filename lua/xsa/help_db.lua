@@ -617,9 +617,9 @@ add("xsa.samples.side_by_side", "xsa.samples.side_by_side(cols, width) -> string
 add("xsa.samples.wrap", "xsa.samples.wrap(text, width) -> {lines}", "Word-wraps text (newlines kept).", "print(#xsa.samples.wrap(\"a b c\", 3))")
 add("xsa.samples.terminal_width", "xsa.samples.terminal_width() -> integer", "$COLUMNS, else the terminal's width, else 100.",
   "print(xsa.samples.terminal_width())")
-add("xsa.samples.part3", "xsa.samples.part3(summary) -> result | nil, why", "The report's fixed prompts continued by part 3's SA and XSA checkpoints.",
-  "local r = xsa.samples.part3(xsa.json.read_file(\"cache/summary/part3.json\"))")
-add("xsa.samples.part3_html", "xsa.samples.part3_html(summary) -> html", "The report's text-samples section.", "-- used by xsa.report")
+add("xsa.samples.part3", "xsa.samples.part3(summary, out) -> result | nil, why", "The report's fixed prompts continued by part 3's SA and XSA checkpoints (only files directly inside out).",
+  "local r = xsa.samples.part3(xsa.json.read_file(\"/abs/cache/summary/part3.json\"), \"/abs/cache\")")
+add("xsa.samples.part3_html", "xsa.samples.part3_html(summary, out) -> html", "The report's text-samples section.", "-- used by xsa.report")
 add("xsa.help.help", "xsa.help.help([x])", "Prints the help of x (the global help(x) at the REPL).", "xsa.help.help(\"adamw\")")
 add("xsa.help.text", "xsa.help.text([x]) -> string", "The text help(x) prints.", "print(#xsa.help.text(xsa.zeros))")
 add("xsa.help.complete", "xsa.help.complete(word) -> {candidates}",

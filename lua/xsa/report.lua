@@ -61,6 +61,23 @@ local function inline_svg(svg, prefix)
   return svg
 end
 
+-- Files named inside data (the rule): a summary may come from another
+-- machine, so the report opens only what it would have written itself: a
+-- figure NAME as PLOTS/NAME.gp and PLOTS/NAME.png|svg, NAME plain
+-- ([%w_-]+). Any other name or folder in a summary is refused with a
+-- warning, never rendered, read or followed.
+local function own_figure(f, plots)
+  if type(f) ~= "table" or type(f.name) ~= "string" or not f.name:match("^[%w_%-]+$") then
+    return nil, "a figure entry without a plain name"
+  end
+  local gp, png, svg = plots .. "/" .. f.name .. ".gp", plots .. "/" .. f.name .. ".png", plots .. "/" .. f.name .. ".svg"
+  if f.gp ~= gp or (f.path ~= png and f.path ~= svg) then
+    return nil, "figure " .. f.name .. " names files outside " .. plots
+  end
+  return {name = f.name, gp = gp, path = f.path, caption = type(f.caption) == "string" and f.caption or nil}
+end
+M.own_figure = own_figure
+
 local fig_counter = 0
 -- The HTML of one figure (summary.figures entry {name, path, gp}).
 local function figure_html(f, warnings, published)
@@ -486,10 +503,17 @@ function M.build(o)
       elseif not ok then
         info.warnings[#info.warnings + 1] = key .. ": " .. tostring(words)
       end
-      for _, f in ipairs(s.figures or {}) do body[#body + 1] = figure_html(f, info.warnings, o.published) end
+      for _, f in ipairs(type(s.figures) == "table" and s.figures or {}) do
+        local mine, why = own_figure(f, o.plots)
+        if mine then
+          body[#body + 1] = figure_html(mine, info.warnings, o.published)
+        else
+          info.warnings[#info.warnings + 1] = key .. ": " .. why .. " (refused)"
+        end
+      end
       body[#body + 1] = md_table_html(s.table)
       -- part 3's checkpoints continue three fixed prompts (lua/xsa/samples.lua)
-      if key == "part3" and not o.published then body[#body + 1] = require("xsa.samples").part3_html(s) end
+      if key == "part3" and not o.published then body[#body + 1] = require("xsa.samples").part3_html(s, o.out) end
       body[#body + 1] = config_html(s, o.published)
     end
   end

@@ -100,13 +100,21 @@ function M.compare(paths, prompts, opts)
 end
 
 -- The SA and XSA checkpoints of part 3's summary (OUT/summary/part3.json), with
--- the report's fixed prompts; nil and a reason when they are missing.
-function M.part3(summary)
-  local ck = summary and summary.result and summary.result.checkpoints
-  if not (ck and ck.sa and ck.xsa) then return nil, "the part 3 summary names no checkpoints" end
+-- the report's fixed prompts; nil and a reason when they are missing. A
+-- summary is data (it may come from another machine): a checkpoint it names
+-- is loaded only when it is a plain file name directly inside `out` (the
+-- folder the summary was read from), never a path elsewhere.
+function M.part3(summary, out)
+  local ck = type(summary) == "table" and type(summary.result) == "table" and summary.result.checkpoints
+  if not (type(ck) == "table" and ck.sa and ck.xsa) then return nil, "the part 3 summary names no checkpoints" end
   local sys = require "xsa.sys"
   for _, k in ipairs{"sa", "xsa"} do
-    if not sys.exists(ck[k]) then return nil, "checkpoint " .. ck[k] .. " is missing" end
+    local p = ck[k]
+    local dir, file = tostring(p):match("^(.*)/([%w_%.%-]+%.safetensors)$")
+    if not (type(p) == "string" and file and out and dir == out) then
+      return nil, "the part 3 summary names a checkpoint outside " .. tostring(out) .. " (refused)"
+    end
+    if not sys.exists(p) then return nil, "checkpoint " .. p .. " is missing" end
   end
   local ok, res = pcall(M.compare, {ck.sa, ck.xsa}, M.PROMPTS, M.OPTIONS)
   if not ok then return nil, tostring(res) end
@@ -119,8 +127,8 @@ end
 
 -- The report's section: the continuations of part 3's SA and XSA models, or
 -- a sentence saying why there are none.
-function M.part3_html(summary)
-  local res, why = M.part3(summary)
+function M.part3_html(summary, out)
+  local res, why = M.part3(summary, out)
   local out = {"<h3>Text from the two trained models</h3>"}
   if not res then
     out[#out + 1] = '<p class="missing">No text samples: ' .. esc(why) .. ".</p>"

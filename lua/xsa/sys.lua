@@ -40,17 +40,19 @@ function M.root()
   return "."
 end
 
--- The working directory: $PWD, else what `pwd` prints, else ".".
+-- The working directory as the kernel knows it (xsa.cwd: getcwd), never
+-- $PWD, which a parent that changed folder without updating it leaves
+-- stale; without the engine (a bare Lua), what `pwd -P` prints.
 local function cwd()
-  local pwd = M.env("PWD")
-  if not pwd then
-    local p = io.popen("pwd")
-    if p then
-      pwd = p:read("l")
-      p:close()
-    end
+  local x = package.loaded.xsa
+  local here = x and x.cwd and x.cwd()
+  if here then return here end
+  local p = io.popen("pwd -P")
+  if p then
+    here = p:read("l")
+    p:close()
   end
-  return pwd or "."
+  return here or "."
 end
 
 -- p made absolute against the working directory ("." is the directory itself,
