@@ -28,6 +28,7 @@
 #include "error.h"
 #include "matmul_bf16.h"
 #include "nn.h"
+#include "system.h"
 #include "vec.h"
 
 /* ---- embedding ---------------------------------------------------------- */
@@ -75,15 +76,38 @@ void xsa_nn_linear_forward(float *out, const float *inp, const float *w,
                 beta, out, OC);
 }
 
+typedef struct {
+    float *dw;
+    const float *dout, *inp;
+    int N, C, OC;
+} linear_dw_job;
+
+static void *linear_dw(void *arg)
+{
+    const linear_dw_job *j = arg;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j->C, j->OC, j->N, 1.0f, j->inp, j->C,
+                j->dout, j->OC, 1.0f, j->dw, j->OC);
+    return NULL;
+}
+
+/* Products of at least this many multiply-adds run dinp's and dw's
+ * products side by side when there are threads. Each product stays one
+ * call on one thread (OpenBLAS's own threads would change its bits, see
+ * system.c), so the bits are those of one thread. */
+#define LINEAR_PAIR_MIN (1L << 20)
+
 void xsa_nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC)
 {
+    linear_dw_job dj = {dw, dout, inp, N, C, OC};
+    pthread_t tid;
+    int pair = dinp && dw && (long)N * C * OC >= LINEAR_PAIR_MIN && xsa_threads() > 1 &&
+               pthread_create(&tid, NULL, linear_dw, &dj) == 0;
     if (dinp)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC, 1.0f, dout, OC, w, OC,
                     1.0f, dinp, C);
-    if (dw)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N, 1.0f, inp, C, dout, OC,
-                    1.0f, dw, OC);
+    if (dw && !pair) linear_dw(&dj);
+    if (pair) pthread_join(tid, NULL);
     if (db)
         for (int n = 0; n < N; n++) {
             const float *d = dout + (size_t)n * OC;
@@ -539,8 +563,10 @@ static double row_lse(const float *l, float *pr, int V, double *ssum)
     return log(sum) + mx;
 }
 
+#define CE_LOSS_ROWS 64 /* task 0: rows per partial sum of the losses */
+
 typedef struct {
-    int task; /* 0 forward, 1 backward, 2 a block of the fused lm_head */
+    int task; /* ce_rows: 0 forward, 1 backward; 2: a block of the fused lm_head (ce_block) */
     int r0, r1, V, N;
     const float *logits;
     float *probs, *pscale, *losses, *dlogits;
@@ -548,6 +574,7 @@ typedef struct {
     const int32_t *targets;
     float dloss;
     double total;
+    double *btot; /* task 0: per CE_LOSS_ROWS rows, their sum (with threads) */
     /* task 2 */
     float *chunk;      /* the block's logits lb[V][N] in (V rows of the vocabulary) */
     uint16_t *chunk16; /* the exponentials as bf16 here [V][N] (when non-NULL) */
@@ -725,21 +752,25 @@ static void ce_block(ce_job *j)
 static void ce_rows(ce_job *j)
 {
     size_t V = (size_t)j->V;
-    if (j->task == 2) {
-        ce_block(j);
-        return;
-    }
     if (j->task == 0) {
+        /* summed per CE_LOSS_ROWS rows, then those sums in order: the same
+         * whatever the threads (each takes whole blocks of rows) */
         double total = 0.0;
-        for (int n = j->r0; n < j->r1; n++) {
-            const float *l = j->logits + n * V;
-            float lt = l[j->targets[n]]; /* read before pr may overwrite it */
-            double sum;
-            double lse = row_lse(l, j->probs ? j->probs + n * V : NULL, j->V, &sum);
-            double loss = lse - lt;
-            if (j->pscale) j->pscale[n] = (float)(1.0 / sum);
-            if (j->losses) j->losses[n] = (float)loss;
-            total += loss;
+        for (int b0 = j->r0; b0 < j->r1; b0 += CE_LOSS_ROWS) {
+            int b1 = j->r1 - b0 < CE_LOSS_ROWS ? j->r1 : b0 + CE_LOSS_ROWS;
+            double bt = 0.0;
+            for (int n = b0; n < b1; n++) {
+                const float *l = j->logits + n * V;
+                float lt = l[j->targets[n]]; /* read before pr may overwrite it */
+                double sum;
+                double lse = row_lse(l, j->probs ? j->probs + n * V : NULL, j->V, &sum);
+                double loss = lse - lt;
+                if (j->pscale) j->pscale[n] = (float)(1.0 / sum);
+                if (j->losses) j->losses[n] = (float)loss;
+                bt += loss;
+            }
+            if (j->btot) j->btot[b0 / CE_LOSS_ROWS] = bt;
+            total += bt;
         }
         j->total = total;
     } else {
@@ -769,12 +800,16 @@ static void *ce_thread(void *arg)
 #define CE_MAX_THREADS 16
 
 /* Splits rows [0,N) over up to nthreads threads (the caller's thread takes
- * the first share); falls back to one thread if creation fails. */
+ * the first share); falls back to one thread if creation fails. Rows are
+ * independent except in task 0's sum, which goes by fixed blocks of rows
+ * (whole blocks per thread, the blocks' sums added in order), so no task's
+ * result depends on the threads. */
 static double ce_run(ce_job *proto, int nthreads)
 {
     int N = proto->N;
     if (nthreads > CE_MAX_THREADS) nthreads = CE_MAX_THREADS;
     if ((size_t)N * proto->V < ((size_t)1 << 20) || nthreads > N) nthreads = 1;
+    if (proto->task == 0 && !proto->btot) nthreads = 1;
     if (nthreads < 1) nthreads = 1;
     ce_job jobs[CE_MAX_THREADS];
     pthread_t tid[CE_MAX_THREADS];
@@ -783,23 +818,28 @@ static double ce_run(ce_job *proto, int nthreads)
         jobs[k] = *proto;
         jobs[k].r0 = (int)((long)N * k / nthreads);
         jobs[k].r1 = (int)((long)N * (k + 1) / nthreads);
-        if (proto->task == 2) { /* whole 16-column blocks per thread */
-            jobs[k].r0 = k == 0 ? 0 : (jobs[k].r0 + 15) / 16 * 16;
-            jobs[k].r1 = k == nthreads - 1 ? N : (jobs[k].r1 + 15) / 16 * 16;
+        if (proto->task == 0) { /* whole blocks of the loss's sum per thread */
+            int rb = CE_LOSS_ROWS;
+            jobs[k].r0 = k == 0 ? 0 : (jobs[k].r0 + rb - 1) / rb * rb;
+            jobs[k].r1 = k == nthreads - 1 ? N : (jobs[k].r1 + rb - 1) / rb * rb;
+            if (jobs[k].r1 > N) jobs[k].r1 = N;
+            if (jobs[k].r0 > jobs[k].r1) jobs[k].r0 = jobs[k].r1;
         }
         jobs[k].total = 0.0;
     }
     for (int k = 1; k < nthreads; k++)
         started[k] = pthread_create(&tid[k], NULL, ce_thread, &jobs[k]) == 0;
     ce_rows(&jobs[0]);
-    double total = jobs[0].total;
     for (int k = 1; k < nthreads; k++) {
         if (started[k])
             pthread_join(tid[k], NULL);
         else
             ce_rows(&jobs[k]);
-        total += jobs[k].total;
     }
+    if (nthreads == 1) return jobs[0].total; /* the blocks' sums, in order */
+    double total = 0.0;
+    if (proto->task == 0)
+        for (int b = 0; b < (N + CE_LOSS_ROWS - 1) / CE_LOSS_ROWS; b++) total += proto->btot[b];
     return total;
 }
 
@@ -816,7 +856,11 @@ double xsa_nn_crossentropy_forward(float *probs, float *pscale, float *losses,
     j.pscale = pscale;
     j.losses = losses;
     j.targets = targets;
-    return ce_run(&j, nthreads) / N;
+    /* the blocks' sums for threads (without them: one thread, same sum) */
+    j.btot = nthreads > 1 ? malloc(((size_t)N / CE_LOSS_ROWS + 1) * sizeof(double)) : NULL;
+    double total = ce_run(&j, nthreads);
+    free(j.btot);
+    return total / N;
 }
 
 void xsa_nn_crossentropy_backward(float *dlogits, const float *probs,
@@ -911,10 +955,13 @@ int xsa_nn_lmhead_vblock(int R, int V)
 }
 
 /* The scratch, carved in one place for the size and the use. float32: the
- * exponentials in place of the logits, [V,R] (without a gradient only a
- * block of it is used). bf16: the exponentials as bf16 [V,R], and per
- * thread its own block of logits and rows (each thread runs whole blocks
- * of the vocabulary, see lmhead_bf16). */
+ * exponentials in place of the logits, [V,R] (without a gradient each
+ * thread uses one block of it), each block's product for dinp [nblk,R,C]
+ * (summed in block order once the threads are done, so that the sum does
+ * not depend on which thread ran which block) and per thread the rows
+ * scaled by a block's factors [R,C]. bf16: the exponentials as bf16 [V,R],
+ * and per thread its own block of logits and rows (each thread runs whole
+ * blocks of the vocabulary, see lmhead_bf16). */
 typedef struct {
     float *lb, *dt, *dx, *xs; /* [VB,R] logits of one block; [R,C] x 3 */
     uint16_t *xs16;           /* [R,C] */
@@ -924,7 +971,9 @@ typedef struct {
 
 typedef struct {
     float *et;       /* float32: [V,R] */
-    float *xs, *dt;  /* float32: [R,C] rows scaled by a block's factors; a block's dinp */
+    float *dtb;      /* float32: [nblk,R,C] each block's e_b^T wte_b */
+    float *xs[CE_MAX_THREADS]; /* float32: per thread [R,C] rows scaled by a block's factors */
+    int nf32;        /* float32: threads (xs) */
     float *bmax, *fac, *lt; /* [nblk,R] maxima and factors; [R] target logits */
     double *bsum;    /* [nblk,R] */
     uint16_t *et16, *x16; /* bf16: the exponentials [V,R]; the rows */
@@ -936,6 +985,12 @@ typedef struct {
 static int ce_own_threads(int nthreads, int nblk)
 {
     int t = nthreads < 1 ? 1 : nthreads > CE_MAX_OWN ? CE_MAX_OWN : nthreads;
+    return t < nblk ? t : nblk;
+}
+
+static int ce_f32_threads(int nthreads, int nblk)
+{
+    int t = nthreads < 1 ? 1 : nthreads > CE_MAX_THREADS ? CE_MAX_THREADS : nthreads;
     return t < nblk ? t : nblk;
 }
 
@@ -952,8 +1007,9 @@ static ce_scratch ce_layout(float *s, int R, int C, int V, int bf16, int nthread
     } while (0)
     if (!bf16) {
         CE_TAKE(p.et, float, (size_t)V * R);
-        CE_TAKE(p.xs, float, RC);
-        CE_TAKE(p.dt, float, RC);
+        CE_TAKE(p.dtb, float, (size_t)nblk * RC);
+        p.nf32 = ce_f32_threads(nthreads, nblk);
+        for (int k = 0; k < p.nf32; k++) CE_TAKE(p.xs[k], float, RC);
     }
     CE_TAKE(p.bmax, float, (size_t)nblk * R);
     CE_TAKE(p.fac, float, (size_t)nblk * R);
@@ -1091,6 +1147,99 @@ static int bf_run(bf_job *proto)
     return 0;
 }
 
+/* ---- float32: each thread runs whole blocks of the vocabulary ------------
+ * Thread k takes blocks k, k + T, ...; each block's products run on that
+ * thread alone (OpenBLAS stays on one thread, system.c), and every block
+ * does the same arithmetic whatever thread runs it; what blocks share (the
+ * sum over blocks of dinp) is added in block order after the pass. So the
+ * bits do not depend on the thread count, and they are those of one
+ * thread. */
+typedef struct {
+    int k, nth, phase; /* blocks k, k + nth, ...; 0 forward, 1 backward */
+    int n, C, V, VB, nblk, R, grad, acc;
+    const float *x, *wte;
+    const int32_t *targets;
+    ce_scratch *p;
+    float *dwte;
+} f32_job;
+
+static void f32_pass(f32_job *j)
+{
+    ce_scratch *p = j->p;
+    int n = j->n, C = j->C;
+    for (int b = j->k; b < j->nblk; b += j->nth) {
+        int v0 = b * j->VB, nv = j->V - v0 < j->VB ? j->V - v0 : j->VB;
+        const float *wb = j->wte + (size_t)v0 * C;
+        if (j->phase == 0) {
+            /* the logits, transposed (lb[v][i] = wte[v] . x[i]: OpenBLAS
+             * then packs wte as the cheap operand), then the block's
+             * softmax statistics while it is in cache; the exponentials
+             * stay in place for the gradient. Without one, thread k reuses
+             * its slot k (k < nblk, and slot nblk - 1 only when each
+             * thread has one block: its own) */
+            float *lb = p->et + (size_t)(j->grad ? v0 : j->k * j->VB) * n;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nv, n, C, 1.0f, wb, C, j->x, C,
+                        0.0f, lb, n);
+            ce_job cj = {0};
+            cj.task = 2;
+            cj.r0 = 0;
+            cj.r1 = n;
+            cj.N = n;
+            cj.V = nv;
+            cj.v0 = v0;
+            cj.chunk = lb;
+            cj.grad = j->grad;
+            cj.targets = j->targets;
+            cj.bmax = p->bmax + (size_t)b * j->R;
+            cj.bsum = p->bsum + (size_t)b * j->R;
+            cj.lt = p->lt;
+            ce_block(&cj);
+        } else {
+            /* e_b^T wte_b for dinp (scaled and summed after the pass), and
+             * dwte_b (+)= e_b (fac_b x) */
+            const float *eb = p->et + (size_t)v0 * n, *f = p->fac + (size_t)b * j->R;
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, nv, 1.0f, eb, n, wb, C,
+                        0.0f, p->dtb + (size_t)b * j->R * C, C);
+            float *xs = p->xs[j->k];
+            for (int i = 0; i < n; i++) {
+                float sc = f[i], *xo = xs + (size_t)i * C;
+                const float *xi = j->x + (size_t)i * C;
+                for (int c = 0; c < C; c++) xo[c] = sc * xi[c];
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nv, C, n, 1.0f, eb, n, xs, C,
+                        j->acc ? 1.0f : 0.0f, j->dwte + (size_t)v0 * C, C);
+        }
+    }
+}
+
+static void *f32_thread(void *arg)
+{
+    f32_pass(arg);
+    return NULL;
+}
+
+/* One pass of a chunk over all blocks, split over the scratch's threads. */
+static void f32_run(const f32_job *proto)
+{
+    int T = proto->p->nf32;
+    f32_job jobs[CE_MAX_THREADS];
+    pthread_t tid[CE_MAX_THREADS];
+    int started[CE_MAX_THREADS] = {0};
+    for (int k = 0; k < T; k++) {
+        jobs[k] = *proto;
+        jobs[k].k = k;
+        jobs[k].nth = T;
+    }
+    for (int k = 1; k < T; k++) started[k] = pthread_create(&tid[k], NULL, f32_thread, &jobs[k]) == 0;
+    f32_pass(&jobs[0]);
+    for (int k = 1; k < T; k++) {
+        if (started[k])
+            pthread_join(tid[k], NULL);
+        else
+            f32_pass(&jobs[k]); /* no thread: here, into its own xs */
+    }
+}
+
 int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
                      const float *inp, const float *wte, const int32_t *targets, int N, int C,
                      int V, int rows, int nthreads, const xsa_nn_bf16 *bf)
@@ -1106,6 +1255,8 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
         const float *x = inp + (size_t)r0 * C;
         bf_job bj;
         memset(&bj, 0, sizeof bj);
+        f32_job fj;
+        memset(&fj, 0, sizeof fj);
         if (bf) {
             xsa_bf16_from_f32(p.x16, x, (size_t)n * C);
             bj.bf = bf;
@@ -1124,29 +1275,20 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
             bj.dwte = dwte;
             if (bf_run(&bj) != 0) return -1;
         } else {
-            /* the logits block by block of the vocabulary, transposed
-             * (lb[v][i] = wte[v] . x[i]: OpenBLAS then packs wte as the
-             * cheap operand), each followed by its softmax statistics
-             * while it is in cache; the exponentials stay in place for
-             * the gradient */
-            for (int b = 0; b < nblk; b++) {
-                int v0 = b * VB, nv = V - v0 < VB ? V - v0 : VB;
-                float *lb = grad ? p.et + (size_t)v0 * n : p.et;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nv, n, C, 1.0f,
-                            wte + (size_t)v0 * C, C, x, C, 0.0f, lb, n);
-                ce_job j = {0};
-                j.task = 2;
-                j.N = n;
-                j.V = nv;
-                j.v0 = v0;
-                j.chunk = lb;
-                j.grad = grad;
-                j.targets = targets + r0;
-                j.bmax = p.bmax + (size_t)b * R;
-                j.bsum = p.bsum + (size_t)b * R;
-                j.lt = p.lt;
-                ce_run(&j, nthreads);
-            }
+            fj.n = n;
+            fj.C = C;
+            fj.V = V;
+            fj.VB = VB;
+            fj.nblk = nblk;
+            fj.R = R;
+            fj.grad = grad;
+            fj.acc = r0 > 0;
+            fj.x = x;
+            fj.wte = wte;
+            fj.targets = targets + r0;
+            fj.p = &p;
+            fj.dwte = dwte;
+            f32_run(&fj);
         }
         /* join the blocks: lse = M + log sum_b s_b e^(m_b - M); block b's
          * probabilities are its exponentials times e^(m_b - lse) */
@@ -1175,25 +1317,19 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
                 for (size_t i = 0; i < (size_t)n * C; i++) d[i] += dk[i];
             }
         } else {
+            fj.phase = 1;
+            f32_run(&fj);
+            /* dinp rows = sum over the blocks, in block order, of fac_b e_b^T wte_b */
             for (int b = 0; b < nblk; b++) {
-                int v0 = b * VB, nv = V - v0 < VB ? V - v0 : VB;
-                const float *f = p.fac + (size_t)b * R;
-                float *out = b == 0 ? d : p.dt;
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, nv, 1.0f,
-                            p.et + (size_t)v0 * n, n, wte + (size_t)v0 * C, C, 0.0f, out, C);
+                const float *f = p.fac + (size_t)b * R, *t = p.dtb + (size_t)b * R * C;
                 for (int i = 0; i < n; i++) {
-                    float sc = f[i];
-                    float *di = d + (size_t)i * C, *xo = p.xs + (size_t)i * C;
-                    const float *ti = out + (size_t)i * C, *xi = x + (size_t)i * C;
+                    float sc = f[i], *di = d + (size_t)i * C;
+                    const float *ti = t + (size_t)i * C;
                     if (b == 0)
                         for (int c = 0; c < C; c++) di[c] = sc * ti[c];
                     else
                         for (int c = 0; c < C; c++) di[c] += sc * ti[c];
-                    for (int c = 0; c < C; c++) xo[c] = sc * xi[c];
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nv, C, n, 1.0f,
-                            p.et + (size_t)v0 * n, n, p.xs, C, r0 > 0 ? 1.0f : 0.0f,
-                            dwte + (size_t)v0 * C, C);
             }
         }
         for (int i = 0; i < n; i++) {

@@ -175,8 +175,12 @@ void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
  * product, then its softmax statistics and exponentials while it is in
  * cache, so the logits never travel to memory and back; the backward
  * products run per block too, each block's exponentials scaled by its own
- * factor e^(max_block - lse). Splits the softmax over nthreads threads
- * (columns).
+ * factor e^(max_block - lse). float32: thread k of nthreads runs blocks
+ * k, k + nthreads, ... (their products, each one cblas_sgemm on that
+ * thread, and their softmax), and dinp's sum over the blocks goes in block
+ * order after them: the bits do not depend on nthreads (OpenBLAS must be
+ * on one thread, as the engine keeps it: system.h). bf16: the same split,
+ * dinp summed per thread (its bits depend on nthreads).
  * Returns 0, or -1 with an error (bf16 products only). */
 struct xsa_bf16_mm;
 typedef struct xsa_nn_bf16 {

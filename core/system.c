@@ -1,4 +1,6 @@
 /* system.c: OpenBLAS kernel and thread facts (see system.h). */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include <cblas.h>
@@ -46,11 +48,44 @@ int xsa_blas_is_fallback(void)
     return best != NULL && !strong_core(xsa_blas_corename());
 }
 
-int xsa_threads(void) { return openblas_get_num_threads(); }
+/* The engine's thread count. OpenBLAS itself stays on one thread: its
+ * threaded sgemm splits a product's rows and columns over its threads, and
+ * its kernel's tiles then fall elsewhere (OpenBLAS 0.3.21's Haswell/Zen
+ * sgemm_kernel_8x4_haswell_2.c sums some tiles with two accumulators,
+ * even and odd k, and others with one), so a product's bits changed with
+ * the thread count (the Cooperlake kernel's too, for some shapes). The
+ * engine runs whole products on its own threads instead (the lm_head's
+ * vocabulary blocks, a linear layer's two backward products), each one
+ * OpenBLAS call on one thread, and adds what they share in a fixed order:
+ * any thread count gives the bits of one thread. Read once from OpenBLAS
+ * (OPENBLAS_NUM_THREADS, or the cores it found) before it is set to one
+ * thread: at load time (the constructor), or at the first call. */
+static _Atomic int engine_threads;
+static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
+
+static void threads_init(void)
+{
+    int n = openblas_get_num_threads();
+    engine_threads = n < 1 ? 1 : n > 1024 ? 1024 : n;
+    openblas_set_num_threads(1);
+}
+
+__attribute__((constructor)) static void threads_at_load(void)
+{
+    pthread_once(&threads_once, threads_init);
+}
+
+int xsa_threads(void)
+{
+    pthread_once(&threads_once, threads_init);
+    return engine_threads;
+}
 
 int xsa_set_threads(int n)
 {
     if (n < 1 || n > 1024) return xsa_error("set_threads: %d threads is not in [1, 1024]", n);
-    openblas_set_num_threads(n);
+    pthread_once(&threads_once, threads_init);
+    engine_threads = n;
+    openblas_set_num_threads(1); /* again, should the embedder have changed it */
     return 0;
 }

@@ -12,8 +12,13 @@ const char *xsa_blas_corename(void);
 const char *xsa_cpu_best_coretype(void);
 /* 1 when OpenBLAS runs a kernel below what the CPU supports (a fallback). */
 int xsa_blas_is_fallback(void);
+/* The engine's threads (initially OpenBLAS's count: OPENBLAS_NUM_THREADS or
+ * the cores). OpenBLAS itself runs on one thread, and the engine runs
+ * whole products on its own threads, so that float32 results do not depend
+ * on the thread count (see system.c). An embedder that raises OpenBLAS's
+ * threads itself loses that. */
 int xsa_threads(void);
-/* Sets the number of BLAS (and engine) threads; n < 1 is an error. */
+/* Sets the number of engine threads (n in [1, 1024]) and OpenBLAS's to 1. */
 int xsa_set_threads(int n);
 
 #endif

@@ -203,9 +203,10 @@ static void torch_stop(torch_ref *t)
     t->pid = 0;
 }
 
-/* bf16: thread k runs blocks k, k + T, ... of the vocabulary on oneDNN slot
- * k + 1 with one thread, its forward products, then (after all threads)
- * its backward ones, as xsa_nn_lmhead_ce does. */
+/* Thread k runs blocks k, k + T, ... of the vocabulary, its forward
+ * products, then (after all threads) its backward ones, as
+ * xsa_nn_lmhead_ce does: bf16 on oneDNN slot k + 1 with one thread;
+ * float32 (mm NULL) through cblas_sgemm, OpenBLAS on one thread (system.c). */
 typedef struct {
     xsa_bf16_mm *mm;
     const uint16_t *w16;
@@ -214,16 +215,32 @@ typedef struct {
     float *o, *dw;
     int n, C, V, VB, acc, k, nth;
     pthread_barrier_t *bar;
+    const float *wf, *xf; /* float32 */
+    float *etf;
 } bf_gemms;
 
 static void *bf_gemms_thread(void *arg)
 {
     bf_gemms *g = arg;
     int n = g->n, C = g->C, R = n;
-    float *lb = g->lb + (size_t)g->k * g->VB * R, *o = g->o + (size_t)g->k * n * C;
+    float *lb = g->lb ? g->lb + (size_t)g->k * g->VB * R : NULL, *o = g->o + (size_t)g->k * n * C;
     for (int pass = 0; pass < 2; pass++) {
         for (int v0 = g->k * g->VB; v0 < g->V; v0 += g->nth * g->VB) {
             int nv = g->V - v0 < g->VB ? g->V - v0 : g->VB;
+            if (!g->mm) {
+                const float *wf = g->wf + (size_t)v0 * C;
+                float *ef = g->etf + (size_t)v0 * n;
+                if (pass == 0)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nv, n, C, 1.0f, wf, C,
+                                g->xf, C, 0.0f, ef, n);
+                else {
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, nv, 1.0f, ef, n,
+                                wf, C, 0.0f, o, C);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nv, C, n, 1.0f, ef, n,
+                                g->xf, C, g->acc ? 1.0f : 0.0f, g->dw + (size_t)v0 * C, C);
+                }
+                continue;
+            }
             const uint16_t *wb = g->w16 + (size_t)v0 * C, *eb = g->et16 + (size_t)v0 * n;
             if (pass == 0) {
                 xsa_bf16_gemm_on(g->mm, g->k + 1, 1, 0, 1, nv, n, C, wb, C, g->x16, C, 0, lb, n);
@@ -242,6 +259,7 @@ static void bf_gemms_run(const bf_gemms *proto, int threads)
 {
     enum { MAXT = 16 };
     int T = threads < 1 ? 1 : threads > MAXT - 1 ? MAXT - 1 : threads;
+    if (!proto->mm && threads > T) T = threads > MAXT ? MAXT : threads;
     int nblk = (proto->V + proto->VB - 1) / proto->VB;
     if (T > nblk) T = nblk;
     bf_gemms g[MAXT];
@@ -272,6 +290,7 @@ static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lm
     float *x = calloc((size_t)N * 4 * C, sizeof(float)), *w = calloc((size_t)V * C, sizeof(float));
     float *et = calloc((size_t)R * V, sizeof(float)), *o = calloc((size_t)N * 4 * C, sizeof(float));
     float *w2 = calloc((size_t)4 * C * 4 * C, sizeof(float)), *dw = calloc((size_t)V * C, sizeof(float));
+    float *ot = calloc((size_t)(threads < 16 ? threads : 16) * N * 4 * C, sizeof(float)); /* per thread */
     uint16_t *w16 = NULL, *et16 = NULL, *x16 = NULL;
     xsa_bf16_mm *mm = NULL;
     if (bf16) {
@@ -279,8 +298,6 @@ static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lm
         et16 = calloc((size_t)R * V, sizeof(uint16_t));
         free(et); /* per thread: a block of logits and the rows' products */
         et = calloc((size_t)threads * VB * R, sizeof(float));
-        free(o);
-        o = calloc((size_t)threads * N * 4 * C, sizeof(float));
         x16 = calloc((size_t)N * C, sizeof(uint16_t));
         mm = xsa_bf16_mm_new();
         if (!mm) die("bf16");
@@ -295,28 +312,17 @@ static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lm
              * products of every block; bf16 as the step runs them: each
              * thread its own blocks, on one oneDNN thread (nn.c) */
             if (bf16) {
-                bf_gemms g = {mm, w16, et, et16, x16 + (size_t)r0 * C, o, dw, n, C, V, VB, r0 > 0, 0, 1, NULL};
+                bf_gemms g = {mm, w16, et, et16, x16 + (size_t)r0 * C, ot, dw, n, C, V, VB, r0 > 0, 0, 1, NULL,
+                              NULL, NULL, NULL};
                 bf_gemms_run(&g, threads);
                 if (s == -2 && r0 == 0) /* thread 0 ran a block's three products last on slot 1 */
                     printf("oneDNN implementation (the block products, one thread each): %s\n",
                            xsa_bf16_impl(mm, 1));
                 continue;
             }
-            for (int pass = 0; pass < 2; pass++)
-                for (int v0 = 0; v0 < V; v0 += VB) {
-                    int nv = V - v0 < VB ? V - v0 : VB;
-                    const float *wb = w + (size_t)v0 * C;
-                    if (pass == 0) {
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nv, n, C, 1.0f, wb, C,
-                                    x + (size_t)r0 * C, C, 0.0f, et + (size_t)v0 * n, n);
-                    } else {
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, nv, 1.0f,
-                                    et + (size_t)v0 * n, n, wb, C, 0.0f, o, C);
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nv, C, n, 1.0f,
-                                    et + (size_t)v0 * n, n, x, C, r0 > 0 ? 1.0f : 0.0f,
-                                    dw + (size_t)v0 * C, C);
-                    }
-                }
+            bf_gemms g = {NULL, NULL, NULL, NULL, NULL, ot, dw, n, C, V, VB, r0 > 0, 0, 1, NULL,
+                          w, x + (size_t)r0 * C, et};
+            bf_gemms_run(&g, threads);
         }
         double t1 = now_ms();
         for (int l = 0; l < L; l++) {
@@ -336,7 +342,7 @@ static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lm
     double r = median(all.v, all.n);
     *lmhead = median(head.v, head.n);
     free(all.v); free(head.v);
-    free(x); free(w); free(et); free(o); free(w2); free(dw);
+    free(x); free(w); free(et); free(o); free(ot); free(w2); free(dw);
     free(w16); free(et16); free(x16);
     xsa_bf16_mm_free(mm);
     return r;

@@ -319,4 +319,57 @@ T.case("precision bf16: a model with bf16 lm_head products, or a clear error", f
   T.ok(math.abs(lb - lf) <= bound, string.format("bf16 loss %g vs float32 %g (bound %g)", lb, lf, bound))
 end)
 
+-- Results do not depend on the thread count: the engine keeps OpenBLAS on one
+-- thread and splits the lm_head over whole vocabulary blocks itself (system.c,
+-- nn.c). Big enough that the old code split these products over OpenBLAS's
+-- threads (and Haswell's kernel then gave other bits): vocab 20000 at 64 rows
+-- is two vocabulary blocks, the linears reach OpenBLAS's threading threshold.
+T.case("training is bit-identical at 1, 2 and 3 threads (SA and XSA)", function()
+  local threads0 = xsa.blas().threads
+  local V, B, Tn = 20000, 2, 32
+  local batches = {}
+  for i = 1, 3 do batches[i] = {tokens(B, Tn, V, 300 + i), tokens(B, Tn, V, 400 + i)} end
+  local function train(att, n)
+    xsa.set_threads(n)
+    local m = xsa.gpt{vocab = V, n_layer = 1, d_model = 64, n_head = 2, seq_len = Tn, attention = att, seed = 3}
+    local opt = xsa.optim.adamw(m:parameters(), {lr = 1e-2})
+    local losses = {}
+    for _, b in ipairs(batches) do
+      local loss = m:loss(b[1], b[2])
+      opt:zero_grad(); loss:backward(); opt:step()
+      losses[#losses + 1] = loss:item()
+    end
+    losses[#losses + 1] = xsa.no_grad(function() return m:loss(batches[1][1], batches[1][2]):item() end)
+    return losses, m
+  end
+  for _, att in ipairs{"sa", "xsa"} do
+    local l1, m1 = train(att, 1)
+    for _, n in ipairs{2, 3} do
+      local ln, mn = train(att, n)
+      for i = 1, #l1 do
+        T.ok(ln[i] == l1[i], string.format("%s loss %d: %.17g at %d threads, %.17g at 1", att, i, ln[i], n, l1[i]))
+      end
+      local pn = mn:parameters()
+      for _, p in ipairs(m1:parameters()) do
+        T.ok(same_tensor(p.tensor, pn[p.name]), string.format("%s %s at %d threads", att, p.name, n))
+      end
+    end
+  end
+  -- the cross-entropy of given logits (rows over the threads, the loss summed by fixed blocks)
+  local g = xsa.generator(9)
+  local logits, tg = xsa.randn(g, 256, 4096), tokens(256, 1, 4096, 10):reshape(256)
+  local function ce(n)
+    xsa.set_threads(n)
+    local l = logits:clone():requires_grad(true)
+    local loss = xsa.nn.cross_entropy(l, tg)
+    loss:backward()
+    return loss:item(), l.grad
+  end
+  local c1, d1 = ce(1)
+  local c2, d2 = ce(2)
+  T.ok(c1 == c2, string.format("cross_entropy %.17g at 2 threads, %.17g at 1", c2, c1))
+  T.ok(same_tensor(d1, d2), "cross_entropy gradient")
+  xsa.set_threads(threads0)
+end)
+
 T.done()

@@ -534,6 +534,18 @@ static void test_lmhead_ce_chunked(void)
         CHECK(maxdiff(evl, ls, (size_t)N, NULL) == 0, "per-row losses without gradient differ");
         CHECK(ddx <= 1e-5 * mb, "dinp differs by %g (max %g)", ddx, mb);
         CHECK(ddw <= 1e-5 * mbw, "dwte differs by %g (max %g)", ddw, mbw);
+        /* the same bits on 3 threads (the blocks of the vocabulary over
+         * other threads, the sum over blocks still in block order) */
+        float *dx3 = zerov((size_t)N * C), *dw3 = zerov((size_t)V * C), *ls3 = zerov((size_t)N);
+        float *scr3 = zerov(xsa_nn_lmhead_ce_scratch_floats(N, C, V, R, 0, 3));
+        double got3 = 0, ev3 = 0;
+        CHECK(xsa_nn_lmhead_ce(&got3, dx3, dw3, ls3, scr3, x, w, tg, N, C, V, R, 3, NULL) == 0, "3 threads");
+        CHECK(xsa_nn_lmhead_ce(&ev3, NULL, NULL, NULL, scr3, x, w, tg, N, C, V, R, 3, NULL) == 0, "3 threads");
+        CHECK(got3 == got && ev3 == ev, "loss at 3 threads %.17g vs %.17g at %d", got3, got, cs[k].threads);
+        CHECK(memcmp(dx3, dx, (size_t)N * C * sizeof(float)) == 0, "dinp bits at 3 threads");
+        CHECK(memcmp(dw3, dw, (size_t)V * C * sizeof(float)) == 0, "dwte bits at 3 threads");
+        CHECK(memcmp(ls3, ls, (size_t)N * sizeof(float)) == 0, "per-row losses at 3 threads");
+        free(dx3); free(dw3); free(ls3); free(scr3);
         free(x); free(w); free(tg); free(dx); free(dw); free(rx); free(rw); free(ls); free(rl);
         free(evl); free(scr);
     }

@@ -153,7 +153,7 @@ add("xsa.version", "xsa.version() -> string", "The engine's version, \"0.1.0\"."
 add("xsa.blas", "xsa.blas() -> {core=, best=, fallback=, threads=}",
   "The OpenBLAS kernel in use, the best one for this CPU, whether OpenBLAS fell back to a slower one, and the thread count.",
   "print(xsa.blas().core)")
-add("xsa.set_threads", "xsa.set_threads(n)", "Sets the thread count of OpenBLAS and of the engine's threaded loops.",
+add("xsa.set_threads", "xsa.set_threads(n)", "Sets the engine's thread count (OpenBLAS itself stays on one thread; float32 results do not depend on n).",
   "xsa.set_threads(2)")
 add("xsa.read_file", "xsa.read_file(path) -> string | nil, message", "The whole file, or nil and the reason.",
   "local s, err = xsa.read_file(\"/etc/hostname\")")
