@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
         --bf16) PACKAGES="$PACKAGES $BF16_PACKAGES" ;;
         --mpi) PACKAGES="$PACKAGES $MPI_PACKAGES" ;;
         --jupyter) PACKAGES="$PACKAGES $JUPYTER_PACKAGES" ;;
-        --all) PACKAGES="$PACKAGES $FUZZ_PACKAGES $BF16_PACKAGES $MPI_PACKAGES" ;;
+        --all) PACKAGES="$PACKAGES $FUZZ_PACKAGES $BF16_PACKAGES $MPI_PACKAGES $JUPYTER_PACKAGES" ;;
         --list-missing) break ;;
         *) echo "mk/deps.sh: unknown option $1 (--fuzz, --bf16, --mpi, --jupyter, --all, --list-missing)" >&2; exit 2 ;;
     esac
