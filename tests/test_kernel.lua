@@ -29,7 +29,8 @@ if not sh("/usr/bin/python3 -c 'import jupyter_client, zmq'") then
   finish(0, 0)
 end
 
-local p = io.popen("/usr/bin/python3 " .. root .. "/tests/kernel_protocol.py '" .. exe .. "' 2>&1")
+-- a hung kernel or client is a failure after 10 minutes, never a CI run that waits out its limit
+local p = io.popen("timeout -k 10 600 /usr/bin/python3 " .. root .. "/tests/kernel_protocol.py '" .. exe .. "' 2>&1")
 local out = p:read("a")
 p:close()
 io.write(out)
@@ -44,7 +45,7 @@ if not sh("command -v jupyter && jupyter nbconvert --version") then
 end
 local dir = os.tmpname()
 os.remove(dir)
-local cmd = string.format("mkdir -p %s && cd %s && env JUPYTER_PATH=%s/share/jupyter sh -c \"'%s' --install-kernel --prefix %s " ..
+local cmd = string.format("mkdir -p %s && cd %s && env JUPYTER_PATH=%s/share/jupyter timeout -k 10 1200 sh -c \"'%s' --install-kernel --prefix %s " ..
   ">/dev/null && jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=900 --output %s/out.ipynb " ..
   "%s/scripts/study.ipynb\" 2>&1", dir, dir, dir, exe, dir, dir, root)
 local p2 = io.popen(cmd)

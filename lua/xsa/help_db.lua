@@ -157,6 +157,17 @@ add("xsa.set_threads", "xsa.set_threads(n)", "Sets the engine's thread count (Op
   "xsa.set_threads(2)")
 add("xsa.read_file", "xsa.read_file(path) -> string | nil, message", "The whole file, or nil and the reason.",
   "local s, err = xsa.read_file(\"/etc/hostname\")")
+add("xsa.cwd", "xsa.cwd() -> path | nil, message", "The working directory as the kernel knows it (getcwd), not $PWD.",
+  "print(xsa.cwd())")
+add("xsa.experiment.cache_config", "xsa.experiment.cache_config(config) -> table",
+  "What a cache entry, its checkpoints and saved state are keyed by: the configuration and the data files by content.",
+  "print(xsa.cache.path(\"cache\", \"part3-300steps-seed0\", xsa.experiment.cache_config(config)))")
+add("xsa.experiment.worker_status", "xsa.experiment.worker_status(code) -> kind [, words]",
+  "What a --jobs worker's exit status means: \"ok\", \"interrupted\" (130 or none), \"crashed\" (a signal), \"failed\".",
+  "print(xsa.experiment.worker_status(137))")
+add("xsa.report.own_figure", "xsa.report.own_figure(entry, plots) -> figure | nil, why",
+  "A summary's figure entry, accepted only when it names PLOTS/NAME.gp and PLOTS/NAME.png|svg with a plain NAME.",
+  "local f = xsa.report.own_figure({name = \"x\", gp = \"/p/x.gp\", path = \"/p/x.png\"}, \"/p\")")
 add("xsa.list_files", "xsa.list_files(dir) -> {names} | nil, message",
   "The names of the regular files in dir (no folders, links or dot files), sorted bytewise.",
   "for _, f in ipairs(xsa.list_files(\"data\") or {}) do print(f) end")

@@ -571,7 +571,7 @@ end
 -- Returns path, warnings (gnuplot's non-fatal messages, or nil); nil, message
 -- when gnuplot is not installed (the files are still written).
 function Figure:save(path, opts)
-  opts = options.check("fig:save", opts, {"format"}, 3)
+  opts = options.check("fig:save", opts, {"format", "quiet"}, 3)
   if type(path) ~= "string" then error("plot.save: expected a path string", 2) end
   if #self.panels == 0 then error("plot.save: the figure has no panels", 2) end
   local ext = path:match("%.(%w+)$")

@@ -310,7 +310,7 @@ end
 -- The options pair reads (xsa.options.check refuses any other key).
 M.PAIR_OPTIONS = {"steps", "eval_every", "lr", "save_every", "eval_batches", "final_point", "data_parallel",
   "resume", "names", "label", "betas", "eps", "weight_decay", "baseline", "optimizers", "progress_bar",
-  "progress", "on_point", "save", "quiet"}
+  "progress", "on_point", "save", "quiet", "schedule", "warmup", "min_lr_frac"}
 
 function M.pair(sa_model, xsa_model, train_loader, val_loader, opts)
   local xsa = xsa_lib()
