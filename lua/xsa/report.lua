@@ -166,17 +166,9 @@ local function records_rows(s, out)
   end
 end
 
-local function config_html(s, published)
-  local rows = flatten(s.config or {}, nil)
-  local out = {"<details><summary>Configuration and timing</summary><table class=\"cfg\">"}
-  if published then
-    records_rows(s, out)
-    for _, r in ipairs(rows) do
-      out[#out + 1] = string.format("<tr><th>%s</th><td>%s</td></tr>", esc(r[1]), esc(r[2]))
-    end
-    out[#out + 1] = "</table></details>"
-    return table.concat(out, "\n") .. "\n"
-  end
+-- The lines of the run that wrote a summary (a plain report: the command,
+-- when, how long, cache or record).
+local function run_rows(s, out)
   out[#out + 1] = string.format("<tr><th>command</th><td><code>%s</code></td></tr>", esc(s.command or "?"))
   out[#out + 1] = string.format("<tr><th>finished</th><td>%s</td></tr>", esc(s.finished_at or "?"))
   if finite(s.wall_s) then
@@ -184,7 +176,12 @@ local function config_html(s, published)
       s.cache == "hit" and " (result from the cache)" or "")
   end
   if s.cache then out[#out + 1] = string.format("<tr><th>cache</th><td>%s</td></tr>", esc(s.cache)) end
-  for _, r in ipairs(rows) do
+end
+
+local function config_html(s, published)
+  local out = {"<details><summary>Configuration and timing</summary><table class=\"cfg\">"}
+  if published then records_rows(s, out) else run_rows(s, out) end
+  for _, r in ipairs(flatten(s.config or {}, nil)) do
     out[#out + 1] = string.format("<tr><th>%s</th><td>%s</td></tr>", esc(r[1]), esc(r[2]))
   end
   out[#out + 1] = "</table></details>"
