@@ -55,7 +55,7 @@ ex:main(function()
       end, check = function(res) return #((res.probe or {}).xsa or {}) > 0, "no probe" end}
   end
   local function baseline_of(r)
-    if r.sa.step_loss and r.probe.sa then return {record = r.sa, probe = r.probe.sa, checkpoint = r.checkpoints.sa} end
+    if r.sa.step_loss and r.probe.sa then return {record = r.sa, probe = r.probe.sa, checkpoint = r.checkpoints and r.checkpoints.sa} end
   end
   -- mpirun: first every seed's first lambda (it trains the SA baseline), then,
   -- once those are cached, the other (seed, lambda) runs, each reading its

@@ -225,9 +225,9 @@ xsa.json.write_file(arg[1] .. r .. ".json", out)
 end)
 
 -- The cache entries of a folder as {file name = entry}, without what
--- differs between any two runs (wall times, the time of saving) and with the
--- folder itself in paths replaced by "OUT".
-local TIMES = {elapsed_s = true, train_s = true, eval_s = true, tokens_per_s = true, saved_at = true}
+-- differs between any two runs (wall times, the time of saving, where and
+-- when it ran) and with the folder itself in paths replaced by "OUT".
+local TIMES = {elapsed_s = true, train_s = true, eval_s = true, tokens_per_s = true, saved_at = true, provenance = true}
 local function strip(v, dir)
   if type(v) == "string" then return (v:gsub(dir:gsub("%p", "%%%0"), "OUT")) end
   if type(v) ~= "table" then return v end
@@ -252,10 +252,10 @@ T.case("mpirun -np 2: a part 6 sweep equals one process's, bit for bit", functio
   local flags = "--quick --seeds 2 --lambdas 0,1 --threads 1"
   local one, two = TMP .. "/one", TMP .. "/two"
   local c1, l1 = run(nil, shq(ROOT .. "/scripts/part6_lambda_sweep.lua") .. " " .. flags ..
-    " --out " .. shq(one .. "/cache") .. " --plots " .. shq(one .. "/plots"), 180)
+    " --out " .. shq(one .. "/cache") .. " --results " .. shq(one .. "/records") .. " --plots " .. shq(one .. "/plots"), 180)
   T.eq(c1, 0, l1)
   local c2, l2 = run(2, shq(ROOT .. "/scripts/part6_lambda_sweep.lua") .. " " .. flags ..
-    " --out " .. shq(two .. "/cache") .. " --plots " .. shq(two .. "/plots"), 180)
+    " --out " .. shq(two .. "/cache") .. " --results " .. shq(two .. "/records") .. " --plots " .. shq(two .. "/plots"), 180)
   T.eq(c2, 0, l2)
   local e1, n1 = entries(one .. "/cache")
   local e2, n2 = entries(two .. "/cache")
@@ -277,16 +277,22 @@ T.case("mpirun -np 2: a part 6 sweep equals one process's, bit for bit", functio
     "rank 0 drew the figure")
   -- run again: every run is a hit, on every rank
   local c3, l3 = run(2, shq(ROOT .. "/scripts/part6_lambda_sweep.lua") .. " " .. flags ..
-    " --out " .. shq(two .. "/cache") .. " --plots " .. shq(two .. "/plots"), 120)
+    " --out " .. shq(two .. "/cache") .. " --results " .. shq(two .. "/records") .. " --plots " .. shq(two .. "/plots"), 120)
   T.eq(c3, 0, l3)
   T.ok(not l3:find("cache miss", 1, true), "nothing recomputed:\n" .. l3)
   -- --no-cache: every run recomputed once, by one rank; the read-back hits
   local c4, l4 = run(2, shq(ROOT .. "/scripts/part6_lambda_sweep.lua") .. " " .. flags .. " --no-cache" ..
-    " --out " .. shq(two .. "/cache") .. " --plots " .. shq(two .. "/plots"), 180)
+    " --out " .. shq(two .. "/cache") .. " --results " .. shq(two .. "/records") .. " --plots " .. shq(two .. "/plots"), 180)
   T.eq(c4, 0, l4)
   T.eq(select(2, l4:gsub("%-%-no%-cache, recomputing", "")), 4, "each run once:\n" .. l4)
   local e4 = entries(two .. "/cache")
   for f, e in pairs(e1) do same(e4[f], e, f .. " after --no-cache") end
+  -- another machine: the records alone, no cache entry and no checkpoint
+  local c5, l5 = run(2, shq(ROOT .. "/scripts/part6_lambda_sweep.lua") .. " " .. flags .. " --from-records" ..
+    " --out " .. shq(two .. "/fresh") .. " --results " .. shq(two .. "/records") .. " --plots " .. shq(two .. "/plots"), 120)
+  T.eq(c5, 0, l5)
+  T.ok(not l5:find("cache miss", 1, true) and select(2, l5:gsub("record: part6", "")) >= 4,
+    "every run read from its record:\n" .. l5)
 end)
 
 T.case("data-parallel: 20 step losses within 1e-5 of one process (batch 7 over 2 ranks, 2 over 3)", function()

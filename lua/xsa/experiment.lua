@@ -535,6 +535,21 @@ end
 -- it stopped (--save-every N steps and on Ctrl-C/SIGTERM a state is saved;
 -- the finished entry replaces it). A NaN loss or an error leaves -atN files
 -- for inspection. Returns result, status, entry path.
+-- A record holds no checkpoint: a run read from its record names the
+-- checkpoints this machine's cache has of it, when all asked for are there.
+local function with_checkpoints(r, kinds, f)
+  if #kinds == 0 then return r end
+  local c = {}
+  for _, k in ipairs(kinds) do
+    if not sys.exists(f.checkpoints[k]) then return r end
+    c[k] = f.checkpoints[k]
+  end
+  local copy = {}
+  for k, v in pairs(r) do copy[k] = v end
+  copy.checkpoints = c
+  return copy
+end
+
 function Ex:pair(o)
   o = options.check("ex:pair", o, {"name", "config", "label", "what", "seed", "checkpoints", "optimizer", "baseline",
     "on_start", "on_point", "after", "check"})
@@ -563,7 +578,7 @@ function Ex:pair(o)
     xsa_model:free()
   end
   local rec = self:recorded(name, config, pair_check(nil, o.check), what)
-  if rec then return rec.result, "record", rec.path end
+  if rec then return with_checkpoints(rec.result, kinds, f), "record", rec.path end
   local size, rank = ranks()
   local no_cache = self:refresh(name, config)
   local dp = opts.data_parallel and size > 1 and self.spread_ranks
