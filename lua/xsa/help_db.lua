@@ -687,7 +687,7 @@ add("xsa.study.pair_options", "xsa.study.pair_options(train, extra) -> table", "
 add("xsa.study.check_pair", "xsa.study.check_pair(result) -> ok, why", "The cache check of a pair result.", "print(xsa.study.check_pair({}))")
 add("xsa.study.pct", "xsa.study.pct(x) -> string", "\"+1.80%\" or \"n/a\".", "print(xsa.study.pct(1.8))")
 add("xsa.study.compare_words", "xsa.study.compare_words(sa, xsa [, what]) -> string", "The sentence comparing two losses.", "print(xsa.study.compare_words(4.2, 4.1))")
-add("xsa.study.md_table", "xsa.study.md_table(headers, rows) -> string", "A markdown table.", "print(xsa.study.md_table({\"a\", \"b\"}, {{1, 2}}))")
+add("xsa.study.md_table", "xsa.study.md_table(headers, rows [, text_cols]) -> string", "A markdown table; the first text_cols columns (default 1) align left, the others right.", "print(xsa.study.md_table({\"a\", \"b\"}, {{1, 2}}))")
 add("xsa.study.save_figure", "xsa.study.save_figure(fig, opts, name [, caption]) -> entry", "Saves a figure into the plots folder and says where; caption is what the report writes under it.",
   "xsa.study.save_figure(fig, opts, \"my_fig\")")
 add("xsa.study.write_summary", "xsa.study.write_summary(opts, part, summary)", "The summary of a part's latest run (what the report reads).",

@@ -108,11 +108,17 @@ end
 local function md_table_html(md)
   if type(md) ~= "string" or md == "" then return "" end
   local out = {"<table>"}
-  local row = 0
+  local row, left = 0, {}
   for line in md:gmatch("[^\n]+") do
     if line:match("^|") then
       row = row + 1
-      if row ~= 2 then
+      if row == 2 then -- the separator: "---" columns are text, read from the left
+        local i = 0
+        for cell in line:sub(2, -2):gmatch("([^|]*)|?") do
+          i = i + 1
+          left[i] = i > 1 and cell:match("^%s*%-+%s*$") ~= nil or nil
+        end
+      else
         local tag = row == 1 and "th" or "td"
         local cells = {}
         for cell in line:sub(2, -2):gmatch("([^|]*)|?") do
@@ -120,7 +126,9 @@ local function md_table_html(md)
         end
         if cells[#cells] == "" then cells[#cells] = nil end
         local tr = {"<tr>"}
-        for _, c in ipairs(cells) do tr[#tr + 1] = "<" .. tag .. ">" .. esc(c) .. "</" .. tag .. ">" end
+        for i, c in ipairs(cells) do
+          tr[#tr + 1] = "<" .. tag .. (left[i] and ' style="text-align:left"' or "") .. ">" .. esc(c) .. "</" .. tag .. ">"
+        end
         tr[#tr + 1] = "</tr>"
         out[#out + 1] = table.concat(tr)
       end
@@ -465,7 +473,8 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}table.cfg td
 ]]
 
 -- Builds the HTML. o: {out = results folder, plots = figures folder,
--- folder_flags = text added to the commands of missing parts (optional)}.
+-- folder_flags = text added to the commands of missing parts (optional),
+-- claims = {lines = {...}, table = markdown} (optional, before the closing)}.
 -- Returns html, {present = {...}, missing = {...}, warnings = {...}}.
 function M.build(o)
   local xsa = xsa_lib()
@@ -541,6 +550,11 @@ function M.build(o)
         key == "part3" and " (so there are no text samples of its SA and XSA models)" or "", esc(cmd))
     end
     head[#head + 1] = '<div class="missing"><p>Missing parts:</p><ul>' .. table.concat(li) .. "</ul></div>"
+  end
+  if o.claims then -- published: the claims table (scripts/claims.lua), computed by the caller
+    body[#body + 1] = '<h2 id="claims">The claims, tested</h2>'
+    for _, l in ipairs(o.claims.lines or {}) do body[#body + 1] = "<p>" .. esc(l) .. "</p>" end
+    body[#body + 1] = md_table_html(o.claims.table)
   end
   body[#body + 1] = '<h2 id="why">Why it works, and what is measured here</h2>'
   for _, w in ipairs(M.why) do body[#body + 1] = "<p>" .. esc(w) .. "</p>" end

@@ -279,11 +279,11 @@ function M.compare_words(sa_value, xsa_value, what)
 end
 
 -- A markdown table: headers (list of strings), rows (lists of values).
-function M.md_table(headers, rows)
+function M.md_table(headers, rows, text_cols)
   local lines = {}
   lines[1] = "| " .. table.concat(headers, " | ") .. " |"
   local sep = {}
-  for i = 1, #headers do sep[i] = (i == 1) and "---" or "---:" end
+  for i = 1, #headers do sep[i] = (i <= (text_cols or 1)) and "---" or "---:" end
   lines[2] = "| " .. table.concat(sep, " | ") .. " |"
   for _, r in ipairs(rows) do
     local cells = {}

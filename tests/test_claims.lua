@@ -1,0 +1,101 @@
+-- test_claims.lua: scripts/claims.lua on summaries built so that every
+-- per-seed number of a claim is known by construction (gains set exactly,
+-- slopes chosen), with t intervals checked against a printed t table
+-- (t(0.975, 2) = 4.303, t(0.975, 3) = 3.182).
+local T = require "testing"
+local claims = dofile(os.getenv("XSA_ROOT") .. "/scripts/claims.lua")
+
+local function close(a, b, tol, msg)
+  T.ok(type(a) == "number" and math.abs(a - b) <= tol, string.format("%s: %s vs %.12g", msg or "close", tostring(a), b))
+end
+
+-- an SA/XSA pair of final losses whose gain 100 (SA - XSA) / SA is g (SA = 8)
+local function pair(g) return 8, 8 * (1 - g / 100) end
+
+local function rows_of(rows, claim)
+  local out = {}
+  for _, r in ipairs(rows) do if r.claim == claims.CLAIMS[claim] then out[#out + 1] = r end end
+  return out
+end
+
+T.case("claim 2: the slope of the gain per doubling of seq_len, per seed", function()
+  -- seed s: gain = 1 + b_s * log2(T / 64), b = 1, 2, 3: slopes 1, 2, 3 exactly
+  local runs = {}
+  for i, Tn in ipairs{64, 128, 256} do
+    local seeds = {}
+    for s, b in ipairs{1, 2, 3} do
+      local sa, x = pair(1 + b * (i - 1))
+      seeds[s] = {seed = s - 1, sa_val = sa, xsa_val = x, steps = {0, 10, 20}, sa_curve = {10, 9, sa},
+        xsa_curve = {10, 9, x}}
+    end
+    runs[i] = {seq_len = Tn, seeds = seeds}
+  end
+  local r = rows_of(claims.rows({part4 = {result = {runs = runs}}}), "part4")
+  T.eq(#r, 2, "final and mean val loss")
+  close(r[1].mean, 2, 1e-12, "mean slope")
+  close(r[1].sd, 1, 1e-12, "sd of 1, 2, 3")
+  close(r[1].lo, 2 - 4.303 / math.sqrt(3), 1e-3, "t interval low")
+  close(r[1].hi, 2 + 4.303 / math.sqrt(3), 1e-3, "t interval high")
+  T.eq(r[1].word, "inconclusive at 3", "the interval holds 0")
+  T.eq(r[1].n, 3)
+  T.ok(r[2].mean > 0, "the mean loss's gain also grows")
+end)
+
+T.case("claim 3: λ = 0.5 against every other λ; contradicted when one beats it", function()
+  local function sweep(g_half, g_one)
+    local runs = {}
+    for i, lam in ipairs{0.5, 1} do
+      local seeds = {}
+      for s = 1, 4 do
+        local sa, x = pair((lam == 0.5 and g_half or g_one) + 0.1 * s * (lam == 1 and 1 or 0))
+        seeds[s] = {seed = s - 1, sa_val = sa, xsa_val = x}
+      end
+      runs[i] = {lambda = lam, seeds = seeds}
+    end
+    return claims.rows({part6 = {result = {runs = runs}}})
+  end
+  local yes = sweep(5, 1)
+  local r = rows_of(yes, "part6")
+  T.eq(#r, 1, "one comparison: against λ = 1")
+  close(r[1].mean, 5 - 1 - 0.25, 1e-9, "mean difference of gains")
+  T.eq(r[1].word, "supported")
+  T.ok(claims.overall(yes, claims.CLAIMS.part6):find("^supported on the final val loss"), claims.overall(yes, claims.CLAIMS.part6))
+  local no = sweep(1, 5)
+  T.eq(rows_of(no, "part6")[1].word, "contradicted")
+  T.ok(claims.overall(no, claims.CLAIMS.part6):find("^contradicted"), "overall contradicted")
+end)
+
+T.case("claim 1: every endpoint of part 3's pairs; the final val loss decides", function()
+  local runs, seeds = {}, {}
+  for s, g in ipairs{2, 3, 4, 5} do
+    local sa, x = pair(g)
+    -- both leave the plateau (5.95) between steps 20 and 40; XSA 10 steps earlier in every seed
+    runs[s] = {seed = s - 1, steps = {0, 20, 40, 60}, sa = {val = {10, 6.2, 6.0, sa}}, xsa = {val = {10, 5.95, 5.9, x}}}
+    seeds[s] = s - 1
+  end
+  local rows = claims.rows({part3 = {runs = runs, seeds = seeds}})
+  local r = rows_of(rows, "part3")
+  T.ok(#r >= 3, "final, mean, escape at least")
+  T.eq(r[1].endpoint:match("^final val loss") ~= nil, true, r[1].endpoint)
+  close(r[1].mean, 3.5, 1e-9, "mean gain of 2, 3, 4, 5")
+  close(r[1].lo, 3.5 - 3.182 * math.sqrt(5 / 3) / 2, 1e-3, "t interval low")
+  T.eq(r[1].word, "supported")
+  T.ok(claims.overall(rows, claims.CLAIMS.part3):find("^supported on the final val loss; secondary endpoints"),
+    claims.overall(rows, claims.CLAIMS.part3))
+  local md = claims.table(rows)
+  T.ok(md:find("1. XSA beats SA", 1, true) and md:find("supported", 1, true), md)
+end)
+
+T.case("no records: no claim row pretends to an answer", function()
+  local rows = claims.rows({})
+  T.eq(#rows, 2, "claim 2's two rows, empty")
+  for _, r in ipairs(rows) do T.eq(r.word, "no records yet") end
+  for _, k in ipairs{"part3", "part4", "part6", "part7"} do
+    T.eq(claims.overall(rows, claims.CLAIMS[k]), "no records yet", k)
+  end
+  local one = claims.rows({part6 = {result = {runs = {{lambda = 0.5, seeds = {{seed = 0, sa_val = 8, xsa_val = 7}}},
+    {lambda = 1, seeds = {{seed = 0, sa_val = 8, xsa_val = 7.5}}}}}}})
+  T.eq(rows_of(one, "part6")[1].word, "one seed: no interval")
+end)
+
+T.done()
