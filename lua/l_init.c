@@ -17,7 +17,7 @@
 
 /* The Lua half of the module (lua/xsa/NAME.lua; tests/test_reliability.lua
  * checks this list against the folder). */
-static const char *const lua_modules[] = {"args", "cache", "data", "endpoints", "experiment", "generate",
+static const char *const lua_modules[] = {"args", "cache", "checkpoint", "data", "endpoints", "experiment", "generate",
                                           "geometry", "help", "help_db", "notebook", "numbers", "options", "plot",
                                           "progress", "record", "report", "samples", "stats", "study", "sys",
                                           "text", "tokenizer", "train", NULL};

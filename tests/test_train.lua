@@ -1,6 +1,7 @@
--- test_train.lua: xsa.train.pair with stand-in models whose losses are
--- known exactly (tests/lib/fake_xsa.lua): the recorded points and means,
--- the same batches to both models, NaN and Ctrl-C handling; plus
+-- test_train.lua: xsa.train.pair and xsa.train.runs with stand-in models
+-- whose losses are known exactly (tests/lib/fake_xsa.lua): the recorded
+-- points and means, the same batches to every model, NaN and Ctrl-C
+-- handling, resuming; N = 1 and N = 3 real models against each alone; plus
 -- xsa.args, xsa.cache and xsa.progress, which need no engine.
 local T = require "testing"
 local fake = require "fake_xsa"
@@ -381,6 +382,148 @@ T.case("pair: the schedule's rate reaches both optimizers; the default never set
   end)
   package.loaded.xsa = saved
   if not ok then error(err, 0) end
+end)
+
+----------------------------------------------------------------------------
+-- xsa.train.runs: any number of models on the same batches
+
+-- Real models (the engine): three trained together give each exactly the
+-- losses and weights it gets trained alone (runs of one), and the first two
+-- as a pair give the same records: a model's numbers never depend on the
+-- others in the step.
+T.case("runs: three real models together equal each trained alone and the pair, to the bit", function()
+  local function data() return real.data.tinystories{seq_len = 16, max_tokens = 12000, batch = 4, seed = 0} end
+  local function models()
+    local sa = real.gpt{seed = 0, n_layer = 1, d_model = 32, n_head = 2, seq_len = 16}
+    return {sa, sa:clone{attention = "xsa", lambda = 1}, sa:clone{attention = "xsa", lambda = 0.5}}
+  end
+  local o = {steps = 6, eval_every = 4, eval_batches = 2, progress = false, quiet = true, schedule = "cosine", warmup = 2}
+  local function bytes(m)
+    local p = os.tmpname()
+    m:save(p)
+    local b = real.read_file(p)
+    os.remove(p)
+    return b
+  end
+  local function same(a, b, what)
+    for _, k in ipairs{"train", "val", "step_loss"} do
+      T.eq(real.json.encode(a[k]), real.json.encode(b[k]), what .. ": " .. k)
+    end
+    T.eq(a.final_val, b.final_val, what .. ": final_val")
+  end
+  local ms = models()
+  local tl, vl = data()
+  local together = train.runs({{model = ms[1], label = "SA"}, {model = ms[2], label = "XSA"},
+    {model = ms[3], label = "XSA/2"}}, tl, vl, o)
+  T.eq(#together.runs, 3)
+  T.eq(together.runs[3].label, "XSA/2")
+  T.eq(#together.config.models, 3)
+  T.eq(together.config.models[3].lambda, 0.5)
+  T.eq(#together.runs[1].step_loss, 6)
+  T.eq(together.status, "done")
+  for i = 1, 3 do
+    local alone_model = models()[i]
+    local tl1, vl1 = data()
+    local alone = train.runs({{model = alone_model}}, tl1, vl1, o)
+    T.eq(alone.runs[1].label, "run 1")
+    same(together.runs[i], alone.runs[1], "model " .. i .. " alone")
+    T.ok(bytes(ms[i]) == bytes(alone_model), "model " .. i .. ": the same weights, byte for byte")
+  end
+  local pm = models()
+  local tl2, vl2 = data()
+  local p = train.pair(pm[1], pm[2], tl2, vl2, o)
+  same(p.sa, together.runs[1], "pair SA")
+  same(p.xsa, together.runs[2], "pair XSA")
+  T.eq(p.runs, nil)
+  T.eq(together.improvement_pct, nil)
+end)
+
+local function three(raise_at)
+  return {
+    {model = fake.model{losses = function(t, id) return 10 - 0.1 * t + (id % 1000) * 0.001 end}, label = "A"},
+    {model = fake.model{losses = function(t, id) return 10 - 0.2 * t + (id % 1000) * 0.002 end, raise_at = raise_at},
+      label = "B"},
+    {model = fake.model{losses = function(t, id) return 10 - 0.3 * t + (id % 1000) * 0.003 end}, label = "C"},
+  }
+end
+
+T.case("runs: three models resume from an interrupt in the second one's step", function()
+  with_fake(function()
+    local full_runs = three()
+    local full = train.runs(full_runs, fake.loader{batches = 5, shuffle = true}, fake.loader{batches = 3}, ropts())
+    local state, ctx_seen
+    T.raises(function()
+      train.runs(three(8), fake.loader{batches = 5, shuffle = true}, fake.loader{batches = 3},
+        ropts{save = function(_, status, ctx)
+          if status == "interrupted" then state, ctx_seen = ctx.state, ctx end
+        end})
+    end, "interrupted!")
+    T.eq(#ctx_seen.models, 3)
+    T.eq(#ctx_seen.optimizers, 3)
+    T.eq(state.completed_steps, 7)
+    T.eq(table.concat(state.model_steps, ","), "8,7,7", "A took step 8, B and C did not")
+    T.ok(train.check_resume(state, 12))
+    state = real.json.decode(real.json.encode(state))
+    local again = three()
+    for i, r in ipairs(again) do r.model.t = state.model_steps[i] end
+    local r = train.runs(again, fake.loader{batches = 5, shuffle = true}, fake.loader{batches = 3}, ropts{resume = state})
+    T.eq(table.concat(r.steps, ","), table.concat(full.steps, ","))
+    for i = 1, 3 do
+      for _, k in ipairs{"train", "val", "step_loss"} do
+        T.eq(real.json.encode(r.runs[i][k]), real.json.encode(full.runs[i][k]), "run " .. i .. " " .. k)
+      end
+      T.eq(r.runs[i].final_val, full.runs[i].final_val)
+    end
+    -- a pair's state is not a three-run state, and the other way round
+    local damaged = real.json.decode(real.json.encode(state))
+    damaged.result.runs[3] = nil
+    T.raises(function()
+      train.runs(three(), fake.loader{batches = 5, shuffle = true}, fake.loader{batches = 3}, ropts{resume = damaged})
+    end, "saved by another run (2 runs, not 3 runs)")
+    local a, b = resume_pair()
+    T.raises(function()
+      train.pair(a, b, fake.loader{batches = 5, shuffle = true}, fake.loader{batches = 3}, ropts{resume = state})
+    end, "saved by another run (3 runs, not pair)")
+  end)
+end)
+
+T.case("runs: a reused baseline, a NaN, and misuse refused with clear errors", function()
+  with_fake(function()
+    local first = train.runs(three(), fake.loader{batches = 4}, fake.loader{batches = 3}, ropts())
+    local rs = three()
+    rs[1].baseline = first.runs[1]
+    local r = train.runs(rs, fake.loader{batches = 4}, fake.loader{batches = 3}, ropts())
+    T.eq(rs[1].model.backward_calls, 0, "the baseline's model is not trained")
+    T.ok(r.runs[1].reused)
+    T.eq(real.json.encode(r.runs[1].val), real.json.encode(first.runs[1].val))
+    T.eq(real.json.encode(r.runs[3].val), real.json.encode(first.runs[3].val))
+    local nan = three()
+    nan[3].model.losses = function(t) return t == 4 and 0 / 0 or 1 end
+    T.raises(function() train.runs(nan, fake.loader{}, fake.loader{}, ropts()) end,
+      "train.runs: runs: the C loss became NaN at step 5")
+    local m = fake.model{losses = function() return 1 end}
+    T.raises(function() train.runs({}, fake.loader{}, fake.loader{}) end, "train.runs: runs must be a list")
+    T.raises(function() train.runs({{label = "x"}}, fake.loader{}, fake.loader{}) end, "train.runs: runs[1].model is missing")
+    T.raises(function() train.runs({{model = m, lable = "x"}}, fake.loader{}, fake.loader{}) end,
+      "train.runs: runs[1]: unknown option 'lable' (did you mean 'label'?)")
+    T.raises(function() train.runs({{model = m}}, fake.loader{}, fake.loader{}, {names = {"a"}}) end,
+      "train.runs: unknown option 'names'")
+    T.raises(function() train.runs({{model = m, baseline = {step_loss = {}}}}, fake.loader{}, fake.loader{}) end,
+      "runs[1].baseline must be the record of a run of the same length")
+    local ok, err = pcall(train.runs, {{model = m}}, fake.loader{}, fake.loader{}, {steps = 0})
+    T.ok(not ok and err == "train.runs: steps must be a positive integer", tostring(err))
+  end)
+end)
+
+T.case("defaults are written once: xsa.study's flags are xsa.train's", function()
+  local D = train.DEFAULTS
+  local flags = {}
+  for _, e in ipairs(require("xsa.study").options({})) do flags[e[1]] = e[3] end
+  T.eq(flags.steps, D.steps)
+  T.eq(flags.lr, D.lr)
+  T.eq(flags["weight-decay"], D.weight_decay)
+  T.eq(flags["eval-every"], D.eval_every)
+  T.eq(flags["eval-batches"], D.eval_batches)
 end)
 
 ----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ local function group(name, summary, desc, example)
 end
 
 D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.mpi", "xsa.tokenizer",
-  "xsa.data", "xsa.train", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
+  "xsa.data", "xsa.train", "xsa.checkpoint", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
   "xsa.geometry", "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text", "xsa.notebook"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
@@ -56,9 +56,15 @@ group("xsa.data", "TinyStories loaders and data files",
   "Finds the corpus and tokenizer files, caches token ids, and cuts them into train and val loaders of " ..
   "(inputs, targets) batches.",
   "local train, val = xsa.data.tinystories{seq_len = 64, batch = 16}\nlocal x, y = train:next()")
-group("xsa.train", "the paired SA/XSA training loop",
-  "Trains two models on the same batches with one AdamW each, evaluating both on the same val batches.",
+group("xsa.train", "the training loop: any number of models on the same batches; the SA/XSA pair",
+  "Trains models on the same batches with one AdamW each, evaluating all on the same val batches; a model's " ..
+  "numbers do not depend on the others trained with it. xsa.train.pair is the call with two.",
   "local r = xsa.train.pair(sa, xsa_model, train, val, {steps = 60})")
+group("xsa.checkpoint", "the saved state of a training run, and resuming from it",
+  "What xsa.train hands its save hook as ctx.state (steps done by each model, the loader's position, the " ..
+  "generator, the result so far), its checks, and putting a run back where it stood; the caller writes the " ..
+  "files (models with their AdamW beside the state).",
+  "print(xsa.checkpoint.check({}, 10))")
 group("xsa.plot", "figures through gnuplot (PNG, SVG, GIF, terminal)",
   "Figures of panels holding lines, points, bands, bars and labels; saved with their .dat and .gp files, " ..
   "or drawn in the terminal with fig:show().",
@@ -527,6 +533,33 @@ add("xsa.train.pair", "xsa.train.pair(sa_model, xsa_model, train, val, {steps=, 
   "result.sa/xsa hold train/val curves and final_val, result.improvement_pct the paired gain. data_parallel = true " ..
   "under mpirun: each rank its rows of every batch, one gradient allreduce per step.",
   "local r = xsa.train.pair(sa, xm, train, val, {steps = 60, eval_every = 10})\nprint(r.improvement_pct)")
+add("xsa.train.runs", "xsa.train.runs({{model=, label=, optimizer=, baseline=}, ...}, train, val, {steps=, eval_every=, eval_batches=, lr=, warmup=, schedule=, min_lr_frac=, label=, save=, resume=, data_parallel=}) -> result",
+  "Any number of models trained on the same batches, AdamW each (or runs[i].optimizer), all evaluated on the same " ..
+  "val batches; result.runs[i] holds run i's train/val curves, step losses and final_val, result.config.models[i] " ..
+  "its model config. The options, saving, resuming and data parallelism are xsa.train.pair's; each model gets " ..
+  "the numbers it gets trained alone, to the bit.",
+  "local r = xsa.train.runs({{model = a, label = \"A\"}, {model = b, label = \"B\"}}, train, val, {steps = 60})\nprint(r.runs[2].final_val)")
+add("xsa.checkpoint.records", "xsa.checkpoint.records(result) -> records, keys, name",
+  "Where a training result keeps its records: result itself with keys sa and xsa (a pair), or result.runs with " ..
+  "keys 1..N (xsa.train.runs); name(k) is how a message names record k.",
+  "local recs, keys = xsa.checkpoint.records(r)\nprint(recs[keys[1]].final_val)")
+add("xsa.checkpoint.loader_position", "xsa.checkpoint.loader_position(loader, taken) -> {epoch, position}",
+  "Where a loader stands after `taken` calls of next() from reset(): the arguments of loader:seek.",
+  "print(xsa.checkpoint.loader_position(train, 25).epoch)")
+add("xsa.checkpoint.check", "xsa.checkpoint.check(state, steps) -> true | false, why",
+  "Whether a saved training state (ctx.state, opts.resume) is intact for a run of steps steps: every field a " ..
+  "resumed run reads is checked, so a damaged state is reported as such.",
+  "print(xsa.checkpoint.check({}, 10))")
+add("xsa.checkpoint.state", "xsa.checkpoint.state{result=, status=, model_steps=, active=, loader=, rng=} -> state | nil",
+  "The state a run can resume from: the points recorded in full, each model's step losses up to the steps it took " ..
+  "(active[k] false keeps a reused baseline's), the loader's position after completed_steps batches, the generator; " ..
+  "nil before the step-0 point.", nil)
+add("xsa.checkpoint.resume", "xsa.checkpoint.resume(state, result, steps, what, active) -> {elapsed=, train=, eval=} | nil, why",
+  "Continues a fresh training result from a saved state: checks that it is intact and was saved by the same run " ..
+  "(settings, records), copies the points and (active[k]) the step losses; returns the time already spent.", nil)
+add("xsa.checkpoint.restore", "xsa.checkpoint.restore(state, loader)",
+  "Puts the train loader where it stood after the state's completed_steps batches (loader:seek, else reset and " ..
+  "next() again) and the global generator as it was then.", "xsa.checkpoint.restore(state, train)")
 add("xsa.train.evaluate", "xsa.train.evaluate(model, loader, n [, data_parallel]) -> number",
   "Mean loss over loader:batch(1..n) under no_grad; with data_parallel under mpirun each rank its rows of " ..
   "every batch, the weighted losses summed over the ranks.",

@@ -16,19 +16,21 @@ local numbers = require "xsa.numbers"
 local function xsa_lib() return package.loaded.xsa or require("xsa") end
 
 -- The flags every training script has (defaults per part in `d`), plus
--- `extra` ones, minus the names in `skip`.
+-- `extra` ones, minus the names in `skip`. The training defaults are
+-- xsa.train's (TD), written once there.
 function M.options(d, extra, skip)
+  local TD = require("xsa.train").DEFAULTS
   local o = {
-    {"steps", "int", d.steps or 300, "training steps per model", min = 1},
+    {"steps", "int", d.steps or TD.steps, "training steps per model", min = 1},
     {"seq-len", "int", d.seq_len or 64, "tokens per training window (model context)", min = 1, max = 1 << 20},
     {"batch", "int", d.batch or 16, "sequences per batch", min = 1},
-    {"lr", "number", d.lr or 1e-3, "AdamW learning rate", check = function(v) return v > 0, "must be > 0" end},
-    {"weight-decay", "number", d.weight_decay or 0.01, "AdamW weight decay", min = 0},
+    {"lr", "number", d.lr or TD.lr, "AdamW learning rate", check = function(v) return v > 0, "must be > 0" end},
+    {"weight-decay", "number", d.weight_decay or TD.weight_decay, "AdamW weight decay", min = 0},
     {"max-tokens", "int", d.max_tokens or 500000, "TinyStories tokens used (from the start of the text)", min = 1},
     {"val-frac", "number", d.val_frac or 0.1, "fraction of the windows held out for validation",
       check = function(v) return v > 0 and v < 1, "must be between 0 and 1" end},
-    {"eval-every", "int", d.eval_every or 20, "steps between evaluations", min = 1},
-    {"eval-batches", "int", d.eval_batches or 10, "val batches per intermediate evaluation (final: all)", min = 1},
+    {"eval-every", "int", d.eval_every or TD.eval_every, "steps between evaluations", min = 1},
+    {"eval-batches", "int", d.eval_batches or TD.eval_batches, "val batches per intermediate evaluation (final: all)", min = 1},
     {"lambda", "number", d.lambda or 1.0, "XSA strength (1 = full projection)"},
     {"n-layer", "int", d.n_layer or 2, "transformer blocks", min = 1, max = 1024},
     {"d-model", "int", d.d_model or 128, "model width", min = 1, max = 1 << 16},
