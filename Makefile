@@ -261,7 +261,7 @@ install: all
 	install -m 755 $(EXE) $(DESTDIR)$(PREFIX)/bin/xsa
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/libxsa.a
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libxsa.so
-	install -m 644 $(filter-out core/tensor_impl.h core/autograd_impl.h core/vec.h,$(wildcard core/*.h)) $(DESTDIR)$(PREFIX)/include/xsa/
+	install -m 644 $(filter-out core/tensor_impl.h core/autograd_impl.h core/gpt_impl.h core/vec.h,$(wildcard core/*.h)) $(DESTDIR)$(PREFIX)/include/xsa/
 	install -m 755 $(LUA_SO) $(DESTDIR)$(LUA_CMOD)/xsa.so
 	install -m 644 lua/xsa/*.lua $(DESTDIR)$(LUA_LMOD)/xsa/
 	install -m 644 data/encoder.json data/vocab.bpe $(DESTDIR)$(LUA_LMOD)/xsa/data/
