@@ -7,8 +7,8 @@
  * topological order and ADDS into the ->grad of the leaves (gradients
  * accumulate until zeroed, as in PyTorch).
  *
- * The contract other parts of the core rely on (the GPT model attaches its
- * hand-written backward this way):
+ * The contract other parts of the core rely on (the GPT model's loss,
+ * xsa_ag_gpt_loss below, attaches the model's hand-written backward this way):
  *
  *   xsa_ag_attach_custom(out, "gpt_loss", n, inputs, fn, ctx, ctx_free)
  *
@@ -151,5 +151,22 @@ xsa_tensor *xsa_ag_gelu(xsa_tensor *x);
 xsa_tensor *xsa_ag_attention(xsa_tensor *q, xsa_tensor *k, xsa_tensor *v, int n_head,
                              double lambda, double *probe, xsa_tensor **att_out);
 xsa_tensor *xsa_ag_cross_entropy(xsa_tensor *logits, xsa_tensor *targets);
+
+/* ---- the GPT model's loss (gpt.h) ----------------------------------------
+ * The mean cross-entropy of model m on inputs and targets (int32 [B,T] of
+ * one shape, token ids) as a 0-d float32 tensor. With grad mode on the
+ * model keeps its activations (xsa_gpt_forward) and the result records a
+ * node "GptLossBackward" that holds the model: its backward adds
+ * d(grad_out * loss)/d(param) into every parameter's ->grad
+ * (xsa_gpt_backward; each ->grad must be a contiguous float32 tensor of the
+ * parameter's shape) and fails if the model has run another forward since.
+ * With grad mode off the loss is evaluated without keeping anything
+ * (xsa_gpt_eval_loss; the same value bit for bit) and records no node.
+ *   xsa_tensor *l = xsa_ag_gpt_loss(m, x, y);
+ *   xsa_gpt_zero_grad(m);
+ *   if (!l || xsa_ag_backward(l, NULL, 0) != 0) puts(xsa_last_error());
+ *   ... xsa_adamw_step(opt) ...; xsa_tensor_free(l); */
+struct xsa_gpt;
+xsa_tensor *xsa_ag_gpt_loss(struct xsa_gpt *m, xsa_tensor *inputs, xsa_tensor *targets);
 
 #endif

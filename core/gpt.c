@@ -1,13 +1,15 @@
 /*
  * gpt.c: the GPT model of gpt.h: parameters in one block and gradients in
- * another (views exposed as tensors), activations in reused buffers, forward
- * and backward written out layer by layer over the kernels of nn.h, the probe
- * (the attention kernel's own statistics), and safetensors checkpoints.
+ * another (views exposed as tensors, named through the layout of
+ * gpt_params.c), activations in reused buffers, and the training step:
+ * the forward, the evaluation and the probe run the block of block.c with
+ * the full attention, the backward its backward, then the loss through the
+ * fused lm_head of nn.h.
  *
  * Non-goals: generic layer graphs (the Lua autograd does that), dropout,
- * sampling, mixed precision.
+ * sampling and the key/value cache (kv_cache.c), checkpoints
+ * (gpt_checkpoint.c), mixed precision beyond the bf16 lm_head.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,26 +19,10 @@
 #include "ckd.h"
 #include <cblas.h>
 
-#include "fileio.h"
-#include "gpt.h"
+#include "gpt_impl.h"
 #include "matmul_bf16.h"
-#include "optim.h"
 #include "pool.h"
-#include "safetensors.h"
 #include "system.h"
-
-/* Tensors per block, in checkpoint order. */
-enum {
-    LN1W, LN1B, QKVW, QKVB, APW, APB, LN2W, LN2B, FCW, FCB, FPW, FPB, NPL
-};
-static const char *const layer_names[NPL] = {
-    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-    "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-    "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
-
-typedef struct {
-    float *ln1, *ln1m, *ln1r, *qkv, *y, *att, *z, *res2, *ln2, *ln2m, *ln2r, *fch, *res3;
-} layer_acts;
 
 struct xsa_gpt {
     long refcount;
@@ -47,6 +33,8 @@ struct xsa_gpt {
     xsa_tensor **params;       /* views into pstore; ->grad views into gstore */
     xsa_storage *pstore, *gstore;
     size_t nparams;
+    xsa_gpt_tensors w;         /* the parameters by name (w.h: n_layer blocks) */
+    xsa_gpt_layer *gh;         /* n_layer blocks for the gradients' names */
     /* activations, for the shape (B, T) of the last forward */
     float *acts;
     size_t acts_cap;           /* floats */
@@ -57,7 +45,7 @@ struct xsa_gpt {
     int have_logits;           /* lnf holds the last forward's rows (logits on demand) */
     int have_acts;             /* la holds the last forward's activations */
     unsigned long gen;
-    layer_acts *la;
+    xsa_gpt_acts *la;          /* per block (fchg: a scratch buffer during the forward) */
     float *encoded, *lnf, *lnfm, *lnfr;
     /* the lm_head's gradient (dloss = 1), computed with the loss by the
      * fused kernel and scaled into place by the backward: dlnf [N,C] in
@@ -122,9 +110,7 @@ int xsa_gpt_config_validate(const xsa_gpt_config *c)
     if (!isfinite(c->lambda)) return xsa_error("gpt: lambda must be finite (got %g)", c->lambda);
     if (c->precision != XSA_PREC_F32 && c->precision != XSA_PREC_BF16)
         return xsa_error("gpt: precision must be \"f32\" or \"bf16\"");
-    double C = c->d_model;
-    double total = (double)c->vocab * C + (double)c->seq_len * C +
-                   c->n_layer * (12.0 * C * C + 13.0 * C) + 2.0 * C;
+    double total = xsa_gpt_layout_numel(c);
     if (total > (double)XSA_MAX_NUMEL)
         return xsa_error("gpt: %.0f parameters is too many", total);
     return 0;
@@ -132,61 +118,27 @@ int xsa_gpt_config_validate(const xsa_gpt_config *c)
 
 /* ---- construction ------------------------------------------------------ */
 
-static void param_shape(const xsa_gpt_config *c, int idx, int *ndim, int64_t *shape)
-{
-    int64_t C = c->d_model;
-    int L = c->n_layer;
-    if (idx == 0) { *ndim = 2; shape[0] = c->vocab; shape[1] = C; return; }
-    if (idx == 1) { *ndim = 2; shape[0] = c->seq_len; shape[1] = C; return; }
-    if (idx >= 2 + L * NPL) { *ndim = 1; shape[0] = C; return; }
-    switch ((idx - 2) % NPL) {
-    case QKVW: *ndim = 2; shape[0] = C; shape[1] = 3 * C; return;
-    case QKVB: *ndim = 1; shape[0] = 3 * C; return;
-    case APW: *ndim = 2; shape[0] = C; shape[1] = C; return;
-    case FCW: *ndim = 2; shape[0] = C; shape[1] = 4 * C; return;
-    case FCB: *ndim = 1; shape[0] = 4 * C; return;
-    case FPW: *ndim = 2; shape[0] = 4 * C; shape[1] = C; return;
-    default: *ndim = 1; shape[0] = C; return;
-    }
-}
-
-static char *param_name(const xsa_gpt_config *c, int idx)
-{
-    char buf[96];
-    int L = c->n_layer;
-    if (idx == 0) snprintf(buf, sizeof buf, "wte.weight");
-    else if (idx == 1) snprintf(buf, sizeof buf, "wpe.weight");
-    else if (idx == 2 + L * NPL) snprintf(buf, sizeof buf, "ln_f.weight");
-    else if (idx == 3 + L * NPL) snprintf(buf, sizeof buf, "ln_f.bias");
-    else snprintf(buf, sizeof buf, "h.%d.%s", (idx - 2) / NPL, layer_names[(idx - 2) % NPL]);
-    return strdup(buf);
-}
-
 static inline float *P(const xsa_gpt *m, int idx) { return xsa_tensor_f32(m->params[idx]); }
-static inline float *G(const xsa_gpt *m, int idx) { return xsa_tensor_f32(m->params[idx]->grad); }
-static inline int LI(int l, int k) { return 2 + l * NPL + k; }
 
 static void set_lambda(xsa_gpt *m)
 {
     m->lambda_eff = m->cfg.attention == XSA_ATTN_XSA ? (float)m->cfg.lambda : 0.0f;
 }
 
+/* One stream of normals over the tensors in layout order (gpt.h). */
 static void init_weights(xsa_gpt *m)
 {
     xsa_rng g;
     xsa_rng_seed(&g, m->cfg.seed);
-    double proj_std = 0.02 / sqrt(2.0 * m->cfg.n_layer);
     for (int i = 0; i < m->ntensors; i++) {
         float *p = P(m, i);
         size_t n = (size_t)xsa_tensor_numel(m->params[i]);
-        int k = (i >= 2 && i < 2 + m->cfg.n_layer * NPL) ? (i - 2) % NPL : -1;
-        double std = 0.0;
-        if (i < 2 || k == QKVW || k == FCW) std = 0.02;
-        else if (k == APW || k == FPW) std = proj_std;
-        if (std > 0.0) {
-            for (size_t j = 0; j < n; j++) p[j] = (float)(xsa_rng_normal(&g) * std);
-        } else if (i == 2 + m->cfg.n_layer * NPL || k == LN1W || k == LN2W) {
-            for (size_t j = 0; j < n; j++) p[j] = 1.0f;
+        xsa_gpt_tensor_info t;
+        xsa_gpt_layout_info(&m->cfg, i, &t);
+        if (t.std > 0.0) {
+            for (size_t j = 0; j < n; j++) p[j] = (float)(xsa_rng_normal(&g) * t.std);
+        } else if (t.fill != 0.0f) {
+            for (size_t j = 0; j < n; j++) p[j] = t.fill;
         } /* biases stay 0 from the zero-filled block */
     }
 }
@@ -210,12 +162,10 @@ static int check_fits(double bytes, const char *what)
     return 0;
 }
 
-static xsa_gpt *gpt_alloc(const xsa_gpt_config *c)
+xsa_gpt *xsa_gpt_alloc(const xsa_gpt_config *c)
 {
     if (xsa_gpt_config_validate(c) != 0) return NULL;
-    double C = c->d_model;
-    double nparams = (double)c->vocab * C + (double)c->seq_len * C +
-                     c->n_layer * (12.0 * C * C + 13.0 * C) + 2.0 * C;
+    double nparams = xsa_gpt_layout_numel(c);
     char what[96];
     snprintf(what, sizeof what, "%.0f parameters and their gradients", nparams);
     if (check_fits(nparams * 2 * sizeof(float), what) != 0) return NULL;
@@ -234,34 +184,29 @@ static xsa_gpt *gpt_alloc(const xsa_gpt_config *c)
         return NULL;
     }
     set_lambda(m);
-    m->ntensors = 2 + c->n_layer * NPL + 2;
+    m->ntensors = xsa_gpt_layout_count(c->n_layer);
     m->names = calloc((size_t)m->ntensors, sizeof *m->names);
     m->params = calloc((size_t)m->ntensors, sizeof *m->params);
     m->la = calloc((size_t)c->n_layer, sizeof *m->la);
-    if (!m->names || !m->params || !m->la) goto fail;
-    size_t total = 0;
-    for (int i = 0; i < m->ntensors; i++) {
-        int nd;
-        int64_t sh[2];
-        param_shape(c, i, &nd, sh);
-        total += (size_t)(nd == 2 ? sh[0] * sh[1] : sh[0]);
-    }
-    m->nparams = total;
-    m->pstore = xsa_storage_new(total * sizeof(float));
-    m->gstore = xsa_storage_new(total * sizeof(float));
+    m->w.h = calloc((size_t)c->n_layer, sizeof *m->w.h);
+    m->gh = calloc((size_t)c->n_layer, sizeof *m->gh);
+    if (!m->names || !m->params || !m->la || !m->w.h || !m->gh) goto fail;
+    m->nparams = (size_t)nparams; /* validated: at most XSA_MAX_NUMEL */
+    m->pstore = xsa_storage_new(m->nparams * sizeof(float));
+    m->gstore = xsa_storage_new(m->nparams * sizeof(float));
     if (!m->pstore || !m->gstore) goto fail;
     size_t off = 0;
     for (int i = 0; i < m->ntensors; i++) {
-        int nd;
-        int64_t sh[2];
-        param_shape(c, i, &nd, sh);
-        m->names[i] = param_name(c, i);
-        m->params[i] = xsa_tensor_from_storage(m->pstore, XSA_FLOAT32, nd, sh, (int64_t)off);
+        xsa_gpt_tensor_info t;
+        xsa_gpt_layout_info(c, i, &t);
+        m->names[i] = strdup(t.name);
+        m->params[i] = xsa_tensor_from_storage(m->pstore, XSA_FLOAT32, t.ndim, t.shape, (int64_t)off);
         if (!m->names[i] || !m->params[i]) goto fail;
-        m->params[i]->grad = xsa_tensor_from_storage(m->gstore, XSA_FLOAT32, nd, sh, (int64_t)off);
+        m->params[i]->grad = xsa_tensor_from_storage(m->gstore, XSA_FLOAT32, t.ndim, t.shape, (int64_t)off);
         if (!m->params[i]->grad) goto fail;
         m->params[i]->requires_grad = 1;
-        off += (size_t)(nd == 2 ? sh[0] * sh[1] : sh[0]);
+        xsa_gpt_layout_point(&m->w, c->n_layer, i, P(m, i));
+        off += (size_t)xsa_tensor_numel(m->params[i]);
     }
     return m;
 fail:
@@ -273,7 +218,7 @@ oom:
 
 xsa_gpt *xsa_gpt_new(const xsa_gpt_config *c)
 {
-    xsa_gpt *m = gpt_alloc(c);
+    xsa_gpt *m = xsa_gpt_alloc(c);
     if (m) init_weights(m);
     return m;
 }
@@ -290,6 +235,8 @@ void xsa_gpt_free(xsa_gpt *m)
     free(m->names);
     free(m->params);
     free(m->la);
+    free(m->w.h);
+    free(m->gh);
     xsa_storage_free(m->pstore);
     xsa_storage_free(m->gstore);
     xsa_pool_put(m->acts);
@@ -326,7 +273,7 @@ xsa_gpt *xsa_gpt_clone(const xsa_gpt *m, xsa_attention attention, double lambda)
     xsa_gpt_config c = m->cfg;
     c.attention = attention;
     c.lambda = lambda;
-    xsa_gpt *n = gpt_alloc(&c);
+    xsa_gpt *n = xsa_gpt_alloc(&c);
     if (!n) return NULL;
     memcpy(n->pstore->data, m->pstore->data, m->nparams * sizeof(float));
     return n;
@@ -377,6 +324,9 @@ const char *xsa_gpt_param_name(const xsa_gpt *m, int i)
 {
     return i >= 0 && i < m->ntensors ? m->names[i] : NULL;
 }
+
+const xsa_gpt_tensors *xsa_gpt_weights(const xsa_gpt *m) { return &m->w; }
+xsa_tensor **xsa_gpt_params(const xsa_gpt *m) { return m->params; }
 
 xsa_tensor *xsa_gpt_param(const xsa_gpt *m, int i)
 {
@@ -463,7 +413,7 @@ static int ensure_acts(xsa_gpt *m, int B, int T)
 #define TAKE(ptr, n) (ptr = p, p += (n))
     TAKE(m->encoded, N * C);
     for (size_t l = 0; l < L; l++) {
-        layer_acts *a = &m->la[l];
+        xsa_gpt_acts *a = &m->la[l];
         TAKE(a->ln1, N * C);
         TAKE(a->ln1m, N);
         TAKE(a->ln1r, N);
@@ -526,31 +476,31 @@ static size_t step_scratch_floats(const xsa_gpt *m, int B, int T)
     return a > b ? (a > c ? a : c) : (b > c ? b : c);
 }
 
-/* Embedding and blocks. probe (or NULL) receives per-layer statistics; with
- * probe_only the last block's MLP is skipped (the probe does not need it).
- * gelu(fch) goes through a scratch buffer from the pool: the backward
- * recomputes it. */
+/* The full attention of a batch [B,T] of this model (probe: NULL, or
+ * where the per-block statistics go). */
+static xsa_gpt_full_attention full_attention(const xsa_gpt *m, int B, int T, double *probe)
+{
+    return (xsa_gpt_full_attention){B, T, m->cfg.d_model, m->cfg.n_head, m->lambda_eff, probe};
+}
+
+/* Embedding and blocks, keeping every block's activations for the
+ * backward. probe (or NULL) receives per-layer statistics; with
+ * probe_only the last block stops after its attention (the probe needs no
+ * more). gelu(fch) goes through a scratch buffer from the pool: the
+ * backward recomputes it. */
 static int run_blocks(xsa_gpt *m, int B, int T, double *probe, int probe_only)
 {
-    int C = m->cfg.d_model, NH = m->cfg.n_head, L = m->cfg.n_layer, N = B * T;
+    int C = m->cfg.d_model, L = m->cfg.n_layer, N = B * T;
     float *fchg = xsa_pool_get(XSA_POOL_SCRATCH, step_scratch_floats(m, B, T));
     if (!fchg) return -1;
-    xsa_nn_embedding_forward(m->encoded, m->tokens, P(m, 0), P(m, 1), B, T, C);
+    xsa_gpt_full_attention fa = full_attention(m, B, T, probe);
+    xsa_gpt_variant v = {xsa_nn_linear_forward, xsa_gpt_attend_full, &fa};
+    xsa_nn_embedding_forward(m->encoded, m->tokens, m->w.wte, m->w.wpe, B, T, C);
     for (int l = 0; l < L; l++) {
-        layer_acts *a = &m->la[l];
+        xsa_gpt_acts a = m->la[l];
+        a.fchg = fchg;
         const float *x = l == 0 ? m->encoded : m->la[l - 1].res3;
-        xsa_nn_layernorm_forward(a->ln1, a->ln1m, a->ln1r, x, P(m, LI(l, LN1W)), P(m, LI(l, LN1B)), N, C);
-        xsa_nn_linear_forward(a->qkv, a->ln1, P(m, LI(l, QKVW)), P(m, LI(l, QKVB)), N, C, 3 * C);
-        xsa_nn_attention_forward(a->z, a->y, a->att, a->qkv, B, T, C, NH, m->lambda_eff,
-                                 probe ? probe + (size_t)l * NH * XSA_NN_PROBE_N : NULL);
-        if (probe_only && l == L - 1) break;
-        xsa_nn_linear_forward(a->res2, a->z, P(m, LI(l, APW)), P(m, LI(l, APB)), N, C, C);
-        xsa_nn_residual_forward(a->res2, a->res2, x, (size_t)N * C);
-        xsa_nn_layernorm_forward(a->ln2, a->ln2m, a->ln2r, a->res2, P(m, LI(l, LN2W)), P(m, LI(l, LN2B)), N, C);
-        xsa_nn_linear_forward(a->fch, a->ln2, P(m, LI(l, FCW)), P(m, LI(l, FCB)), N, C, 4 * C);
-        xsa_nn_gelu_forward(fchg, a->fch, (size_t)N * 4 * C);
-        xsa_nn_linear_forward(a->res3, fchg, P(m, LI(l, FPW)), P(m, LI(l, FPB)), N, 4 * C, C);
-        xsa_nn_residual_forward(a->res3, a->res3, a->res2, (size_t)N * C);
+        xsa_gpt_block_forward(&m->w.h[l], x, &a, N, C, l, &v, probe_only && l == L - 1);
     }
     xsa_pool_put(fchg);
     return 0;
@@ -581,29 +531,23 @@ static size_t eval_floats(const xsa_gpt *m, int B, int T)
 }
 
 /* Embedding, blocks and ln_f for a loss alone, in the working set w
- * (eval_floats): returns ln_f's output rows [N,C] (inside w). The same
- * kernels in the same order as run_blocks, so the loss is the same. */
+ * (eval_floats): returns ln_f's output rows [N,C] (inside w). The block of
+ * the training forward over one set of buffers that every block reuses
+ * (its output lands in its input's place), so the loss is the same. */
 static float *run_blocks_eval(xsa_gpt *m, const int32_t *inputs, int B, int T, float *w)
 {
-    int C = m->cfg.d_model, NH = m->cfg.n_head, L = m->cfg.n_layer, N = B * T;
+    int C = m->cfg.d_model, L = m->cfg.n_layer, N = B * T;
     size_t NC = (size_t)N * C;
     float *x = w, *x2 = x + NC, *ln = x2 + NC, *mean = ln + NC, *rstd = mean + N;
     float *qkv = rstd + N, *y = qkv + 3 * NC, *z = y + NC, *fch = z + NC, *att = fch + 4 * NC;
-    xsa_nn_embedding_forward(x, inputs, P(m, 0), P(m, 1), B, T, C);
-    for (int l = 0; l < L; l++) {
-        xsa_nn_layernorm_forward(ln, mean, rstd, x, P(m, LI(l, LN1W)), P(m, LI(l, LN1B)), N, C);
-        xsa_nn_linear_forward(qkv, ln, P(m, LI(l, QKVW)), P(m, LI(l, QKVB)), N, C, 3 * C);
-        xsa_nn_attention_forward(z, y, att, qkv, B, T, C, NH, m->lambda_eff, NULL);
-        xsa_nn_linear_forward(x2, z, P(m, LI(l, APW)), P(m, LI(l, APB)), N, C, C);
-        xsa_nn_residual_forward(x2, x2, x, NC); /* res2 */
-        xsa_nn_layernorm_forward(ln, mean, rstd, x2, P(m, LI(l, LN2W)), P(m, LI(l, LN2B)), N, C);
-        xsa_nn_linear_forward(fch, ln, P(m, LI(l, FCW)), P(m, LI(l, FCB)), N, C, 4 * C);
-        xsa_nn_gelu_forward(fch, fch, NC * 4);
-        xsa_nn_linear_forward(x, fch, P(m, LI(l, FPW)), P(m, LI(l, FPB)), N, 4 * C, C);
-        xsa_nn_residual_forward(x, x, x2, NC); /* res3, the next layer's input */
-    }
-    int lf = 2 + L * NPL;
-    xsa_nn_layernorm_forward(ln, mean, rstd, x, P(m, lf), P(m, lf + 1), N, C);
+    xsa_gpt_acts a = {.ln1 = ln, .ln1m = mean, .ln1r = rstd, .qkv = qkv, .y = y, .att = att,
+                      .z = z, .res2 = x2, .ln2 = ln, .ln2m = mean, .ln2r = rstd,
+                      .fch = fch, .fchg = fch, .res3 = x};
+    xsa_gpt_full_attention fa = full_attention(m, B, T, NULL);
+    xsa_gpt_variant v = {xsa_nn_linear_forward, xsa_gpt_attend_full, &fa};
+    xsa_nn_embedding_forward(x, inputs, m->w.wte, m->w.wpe, B, T, C);
+    for (int l = 0; l < L; l++) xsa_gpt_block_forward(&m->w.h[l], x, &a, N, C, l, &v, 0);
+    xsa_nn_layernorm_forward(ln, mean, rstd, x, m->w.lnfw, m->w.lnfb, N, C);
     return ln;
 }
 
@@ -620,7 +564,7 @@ static int lm_loss(xsa_gpt *m, const float *lnf, const int32_t *targets, int B, 
         /* wte in bf16, rounded from the float32 master weights */
         w16 = xsa_pool_get(XSA_POOL_BF16, ((size_t)V * C + 1) / 2);
         if (!w16) return -1;
-        xsa_bf16_from_f32((uint16_t *)w16, P(m, 0), (size_t)V * C);
+        xsa_bf16_from_f32((uint16_t *)w16, m->w.wte, (size_t)V * C);
         bf.wte = (const uint16_t *)w16;
     }
     float *s = xsa_pool_get(XSA_POOL_SCRATCH, step_scratch_floats(m, B, T));
@@ -629,7 +573,7 @@ static int lm_loss(xsa_gpt *m, const float *lnf, const int32_t *targets, int B, 
         return -1;
     }
     double l = 0.0;
-    int rc = xsa_nn_lmhead_ce(&l, dlnf, dw, NULL, s, lnf, P(m, 0), targets, N, C, V, R,
+    int rc = xsa_nn_lmhead_ce(&l, dlnf, dw, NULL, s, lnf, m->w.wte, targets, N, C, V, R,
                               xsa_threads(), bf16 ? &bf : NULL);
     xsa_pool_put(s);
     xsa_pool_put(w16);
@@ -672,8 +616,7 @@ static int forward(xsa_gpt *m, const int32_t *inputs, const int32_t *targets, in
     if (targets) memcpy(m->tokens + N, targets, (size_t)N * sizeof(int32_t));
     if (run_blocks(m, B, T, NULL, 0) != 0) return -1;
     m->have_acts = 1;
-    int lf = 2 + L * NPL;
-    xsa_nn_layernorm_forward(m->lnf, m->lnfm, m->lnfr, m->la[L - 1].res3, P(m, lf), P(m, lf + 1), N, C);
+    xsa_nn_layernorm_forward(m->lnf, m->lnfm, m->lnfr, m->la[L - 1].res3, m->w.lnfw, m->w.lnfb, N, C);
     m->have_logits = 1;
     if (!targets) /* logits asked for: computed now */
         return xsa_gpt_logits(m) ? 0 : -1;
@@ -701,32 +644,28 @@ const float *xsa_gpt_logits(const xsa_gpt *cm)
                 return NULL;
             }
         }
-        xsa_nn_lmhead_forward(m->logits, m->lnf, P(m, 0), m->B * m->T, m->cfg.d_model,
+        xsa_nn_lmhead_forward(m->logits, m->lnf, m->w.wte, m->B * m->T, m->cfg.d_model,
                               m->cfg.vocab);
         m->logits_ready = 1;
     }
     return m->logits;
 }
 
-/* The bias gradient of c_attn, dqkv[N,3C] -> db[3C], without its key
- * third: adding a constant to every key shifts a row of scores by q.b, which
- * the softmax ignores, so d/d(key bias) is exactly zero. Summing float dqkv
- * would give rounding noise instead, and AdamW's first step (m/sqrt(v), about
- * sign(g)) turns noise into full-size updates of lr. */
-static void qkv_bias_backward(float *db, const float *dqkv, int N, int C)
+/* The gradients by name: views of the gradient block unless a script
+ * has given a parameter another .grad (the Lua loss checks its shape). */
+static xsa_gpt_tensors grads(const xsa_gpt *m)
 {
-    for (int n = 0; n < N; n++) {
-        const float *d = dqkv + (size_t)n * 3 * C;
-        for (int c = 0; c < C; c++) db[c] += d[c];
-        for (int c = 2 * C; c < 3 * C; c++) db[c] += d[c];
-    }
+    xsa_gpt_tensors g = {.h = m->gh};
+    for (int i = 0; i < m->ntensors; i++)
+        xsa_gpt_layout_point(&g, m->cfg.n_layer, i, xsa_tensor_f32(m->params[i]->grad));
+    return g;
 }
 
 int xsa_gpt_backward(xsa_gpt *m, float dloss)
 {
     if (!m->have_targets)
         return xsa_error("gpt backward: no forward with targets to differentiate (run the loss first)");
-    int B = m->B, T = m->T, C = m->cfg.d_model, V = m->cfg.vocab, NH = m->cfg.n_head;
+    int B = m->B, T = m->T, C = m->cfg.d_model, V = m->cfg.vocab;
     int L = m->cfg.n_layer, N = B * T;
     size_t NC = (size_t)N * C;
     /* one backward per forward: the gradients accumulate, and running it
@@ -739,47 +678,28 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
         release_acts(m);
         return -1;
     }
-    float *dres = scr, *dA = dres + NC, *dqkv = dA + NC, *dfch = dqkv + 3 * NC;
-    float *dfchg = dfch + 4 * NC, *ascratch = dfchg + 4 * NC;
+    float *dres = scr;
+    xsa_gpt_block_scratch bs;
+    bs.dA = dres + NC;
+    bs.dqkv = bs.dA + NC;
+    bs.dfch = bs.dqkv + 3 * NC;
+    bs.dfchg = bs.dfch + 4 * NC;
+    bs.ascratch = bs.dfchg + 4 * NC;
+    xsa_gpt_tensors g = grads(m);
     /* the lm_head and the loss: their gradient came with the forward
      * (dloss = 1); scaled by dloss into place */
-    for (size_t i = 0; i < NC; i++) dA[i] = dloss * m->dlnf[i];
-    cblas_saxpy(V * C, dloss, m->pend_dw, 1, G(m, 0), 1);
+    for (size_t i = 0; i < NC; i++) bs.dA[i] = dloss * m->dlnf[i];
+    cblas_saxpy(V * C, dloss, m->pend_dw, 1, g.wte, 1);
     release_pending(m);
-    int lf = 2 + L * NPL;
     memset(dres, 0, NC * sizeof(float));
-    xsa_nn_layernorm_backward(dres, G(m, lf), G(m, lf + 1), dA, m->la[L - 1].res3, P(m, lf),
+    xsa_nn_layernorm_backward(dres, g.lnfw, g.lnfb, bs.dA, m->la[L - 1].res3, m->w.lnfw,
                               m->lnfm, m->lnfr, N, C);
+    xsa_gpt_full_attention fa = full_attention(m, B, T, NULL);
     for (int l = L - 1; l >= 0; l--) {
-        layer_acts *a = &m->la[l];
         const float *x = l == 0 ? m->encoded : m->la[l - 1].res3;
-        /* res3 = res2 + mlp(ln_2(res2)): dres flows to res2 unchanged */
-        xsa_nn_gelu_forward(dfch, a->fch, NC * 4); /* gelu(fch) again, in dfch's space */
-        memset(dfchg, 0, NC * 4 * sizeof(float));
-        xsa_nn_linear_backward(dfchg, G(m, LI(l, FPW)), G(m, LI(l, FPB)), dres, dfch,
-                               P(m, LI(l, FPW)), N, 4 * C, C);
-        memset(dfch, 0, NC * 4 * sizeof(float));
-        xsa_nn_gelu_backward(dfch, a->fch, dfchg, NC * 4);
-        memset(dA, 0, NC * sizeof(float));
-        xsa_nn_linear_backward(dA, G(m, LI(l, FCW)), G(m, LI(l, FCB)), dfch, a->ln2,
-                               P(m, LI(l, FCW)), N, C, 4 * C);
-        xsa_nn_layernorm_backward(dres, G(m, LI(l, LN2W)), G(m, LI(l, LN2B)), dA, a->res2,
-                                  P(m, LI(l, LN2W)), a->ln2m, a->ln2r, N, C);
-        /* res2 = x + c_proj(attn(c_attn(ln_1(x)))) */
-        memset(dA, 0, NC * sizeof(float));
-        xsa_nn_linear_backward(dA, G(m, LI(l, APW)), G(m, LI(l, APB)), dres, a->z,
-                               P(m, LI(l, APW)), N, C, C);
-        memset(dqkv, 0, NC * 3 * sizeof(float));
-        xsa_nn_attention_backward(dqkv, ascratch, dA, a->qkv, a->att, a->y, B, T, C, NH,
-                                  m->lambda_eff);
-        memset(dA, 0, NC * sizeof(float));
-        xsa_nn_linear_backward(dA, G(m, LI(l, QKVW)), NULL, dqkv, a->ln1,
-                               P(m, LI(l, QKVW)), N, C, 3 * C);
-        qkv_bias_backward(G(m, LI(l, QKVB)), dqkv, N, C);
-        xsa_nn_layernorm_backward(dres, G(m, LI(l, LN1W)), G(m, LI(l, LN1B)), dA, x,
-                                  P(m, LI(l, LN1W)), a->ln1m, a->ln1r, N, C);
+        xsa_gpt_block_backward(&m->w.h[l], &g.h[l], x, &m->la[l], dres, &bs, &fa);
     }
-    xsa_nn_embedding_backward(G(m, 0), G(m, 1), dres, m->tokens, B, T, C);
+    xsa_nn_embedding_backward(g.wte, g.wpe, dres, m->tokens, B, T, C);
     xsa_pool_put(scr);
     release_acts(m); /* for the next model's step */
     return 0;
@@ -788,7 +708,7 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
 const float *xsa_gpt_activation(const xsa_gpt *m, int layer, const char *name)
 {
     if (!m->acts || !m->have_acts || layer < 0 || layer >= m->cfg.n_layer) return NULL;
-    const layer_acts *a = &m->la[layer];
+    const xsa_gpt_acts *a = &m->la[layer];
     if (strcmp(name, "qkv") == 0) return a->qkv;
     if (strcmp(name, "z") == 0) return a->z;
     if (strcmp(name, "y") == 0) return m->lambda_eff != 0.0f ? a->y : a->z;
@@ -811,254 +731,4 @@ int xsa_gpt_probe(xsa_gpt *m, const int32_t *inputs, int B, int T, double *out)
     if (run_blocks(m, B, T, out, 1) != 0) return -1;
     m->have_acts = 1;
     return 0;
-}
-
-/* ---- checkpoints ------------------------------------------------------- */
-
-enum { NMETA = 8 };
-static const char *const meta_keys[NMETA] = {"vocab", "n_layer", "d_model", "n_head",
-                                             "seq_len", "attention", "lambda", "seed"};
-static const char *const adam_keys[5] = {"adamw.lr", "adamw.beta1", "adamw.beta2", "adamw.eps",
-                                         "adamw.weight_decay"};
-
-static int opt_matches(const xsa_gpt *m, const xsa_adamw *o)
-{
-    if (o->n != m->ntensors) return 0;
-    for (int i = 0; i < o->n; i++)
-        if (o->params[i]->storage != m->pstore || o->params[i]->offset != m->params[i]->offset)
-            return 0;
-    return 1;
-}
-
-int xsa_gpt_save(const xsa_gpt *m, const char *path, const xsa_adamw *opt)
-{
-    if (opt && !opt_matches(m, opt))
-        return xsa_error("gpt save: the optimizer does not hold exactly this model's parameters");
-    int nt = m->ntensors, n = nt;
-    char vals[NMETA + 5][40];
-    const char *keys[NMETA + 5], *values[NMETA + 5];
-    const xsa_gpt_config *c = &m->cfg;
-    snprintf(vals[0], sizeof vals[0], "%d", c->vocab);
-    snprintf(vals[1], sizeof vals[1], "%d", c->n_layer);
-    snprintf(vals[2], sizeof vals[2], "%d", c->d_model);
-    snprintf(vals[3], sizeof vals[3], "%d", c->n_head);
-    snprintf(vals[4], sizeof vals[4], "%d", c->seq_len);
-    snprintf(vals[5], sizeof vals[5], "%s", xsa_gpt_attention_name(c->attention));
-    xsa_format_double(vals[6], sizeof vals[6], c->lambda);
-    snprintf(vals[7], sizeof vals[7], "%llu", (unsigned long long)c->seed);
-    int nmeta = NMETA;
-    for (int i = 0; i < NMETA; i++) keys[i] = meta_keys[i];
-    if (opt) {
-        double h[5] = {opt->lr, opt->beta1, opt->beta2, opt->eps, opt->weight_decay};
-        for (int i = 0; i < 5; i++) {
-            xsa_format_double(vals[NMETA + i], sizeof vals[0], h[i]);
-            keys[NMETA + i] = adam_keys[i];
-        }
-        nmeta += 5;
-        n = 3 * nt + 1;
-    }
-    for (int i = 0; i < nmeta; i++) values[i] = vals[i];
-    const char **names = calloc((size_t)n, sizeof *names);
-    char **owned = calloc((size_t)n, sizeof *owned);
-    xsa_tensor **ts = calloc((size_t)n, sizeof *ts);
-    int rc = -1, made = 0;
-    if (!names || !owned || !ts) {
-        xsa_error("gpt save: out of memory");
-        goto done;
-    }
-    for (int i = 0; i < nt; i++) {
-        names[i] = m->names[i];
-        ts[i] = m->params[i];
-    }
-    if (opt) {
-        float *base = opt->state->data;
-        for (int i = 0; i < nt; i++) {
-            const xsa_tensor *p = m->params[i];
-            size_t len = strlen(m->names[i]) + 16;
-            owned[made] = malloc(len);
-            owned[made + 1] = malloc(len);
-            xsa_tensor *tm = xsa_tensor_from_storage(opt->state, XSA_FLOAT32, p->ndim, p->shape,
-                                                     (int64_t)(opt->m[i] - base));
-            xsa_tensor *tv = xsa_tensor_from_storage(opt->state, XSA_FLOAT32, p->ndim, p->shape,
-                                                     (int64_t)(opt->v[i] - base));
-            ts[nt + 2 * i] = tm;
-            ts[nt + 2 * i + 1] = tv;
-            made += 2;
-            if (!owned[made - 2] || !owned[made - 1] || !tm || !tv) {
-                xsa_error("gpt save: out of memory");
-                goto done;
-            }
-            snprintf(owned[made - 2], len, "adamw.m.%s", m->names[i]);
-            snprintf(owned[made - 1], len, "adamw.v.%s", m->names[i]);
-            names[nt + 2 * i] = owned[made - 2];
-            names[nt + 2 * i + 1] = owned[made - 1];
-        }
-        int64_t sh[1] = {nt};
-        xsa_tensor *steps = xsa_tensor_new(XSA_INT32, 1, sh);
-        ts[3 * nt] = steps;
-        names[3 * nt] = "adamw.steps";
-        if (!steps) goto done;
-        int32_t *s = xsa_tensor_i32(steps);
-        for (int i = 0; i < nt; i++) s[i] = (int32_t)opt->steps[i];
-    }
-    rc = xsa_st_save(path, n, names, ts, nmeta, keys, values);
-done:
-    if (ts && opt)
-        for (int i = nt; i < n; i++) xsa_tensor_free(ts[i]);
-    if (owned)
-        for (int i = 0; i < made; i++) free(owned[i]);
-    free(owned);
-    free(names);
-    free(ts);
-    return rc;
-}
-
-static int meta_int(const xsa_st_file *f, const char *path, const char *key, long long lo,
-                    long long hi, long long *out)
-{
-    const char *s = xsa_st_meta(f, key);
-    if (!s) return xsa_error("%s: missing metadata key %s", path, key);
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return xsa_error("%s: metadata %s = \"%s\" is not an integer in [%lld, %lld]", path, key,
-                         s, lo, hi);
-    *out = v;
-    return 0;
-}
-
-static int meta_double(const xsa_st_file *f, const char *path, const char *key, double *out)
-{
-    const char *s = xsa_st_meta(f, key);
-    if (!s) return xsa_error("%s: missing metadata key %s", path, key);
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end || !isfinite(v))
-        return xsa_error("%s: metadata %s = \"%s\" is not a finite number", path, key, s);
-    *out = v;
-    return 0;
-}
-
-static int load_tensor(const xsa_st_file *f, const char *path, const char *name,
-                       const xsa_tensor *like, xsa_dtype dt, float *dst)
-{
-    xsa_tensor *t = xsa_st_get(f, name);
-    if (!t) return xsa_error("%s: missing tensor %s", path, name);
-    char a[64], b[64];
-    if (t->dtype != dt)
-        return xsa_error("%s: %s has dtype %s, expected %s", path, name, xsa_dtype_name(t->dtype),
-                         xsa_dtype_name(dt));
-    if (!xsa_tensor_same_shape(t, like))
-        return xsa_error("%s: %s has shape %s, expected %s", path, name,
-                         xsa_shape_str(t->ndim, t->shape, a, sizeof a),
-                         xsa_shape_str(like->ndim, like->shape, b, sizeof b));
-    if (dst) memcpy(dst, xsa_tensor_f32(t), (size_t)xsa_tensor_numel(t) * sizeof(float));
-    return 0;
-}
-
-xsa_gpt *xsa_gpt_load(const char *path, xsa_adamw **opt_out)
-{
-    if (opt_out) *opt_out = NULL;
-    xsa_st_file *f = xsa_st_load(path);
-    if (!f) return NULL;
-    xsa_gpt *m = NULL;
-    xsa_adamw *o = NULL;
-    xsa_gpt_config c;
-    long long iv[5];
-    unsigned long long seed;
-    const int64_t lim = (int64_t)1 << 30;
-    for (int i = 0; i < 5; i++)
-        if (meta_int(f, path, meta_keys[i], 0, lim, &iv[i]) != 0) goto fail;
-    {
-        const char *s = xsa_st_meta(f, "seed");
-        char *end = NULL;
-        errno = 0;
-        unsigned long long u = s ? strtoull(s, &end, 10) : 0;
-        if (!s || errno || end == s || *end || s[0] == '-') {
-            if (s) xsa_error("%s: metadata seed = \"%s\" is not a non-negative integer", path, s);
-            else xsa_error("%s: missing metadata key seed", path);
-            goto fail;
-        }
-        seed = u;
-    }
-    c.vocab = (int)iv[0];
-    c.n_layer = (int)iv[1];
-    c.d_model = (int)iv[2];
-    c.n_head = (int)iv[3];
-    c.seq_len = (int)iv[4];
-    c.seed = (uint64_t)seed;
-    c.precision = XSA_PREC_F32;
-    const char *att = xsa_st_meta(f, "attention");
-    if (!att) {
-        xsa_error("%s: missing metadata key attention", path);
-        goto fail;
-    }
-    if (xsa_gpt_attention_parse(att, &c.attention) != 0) {
-        xsa_error("%s: metadata attention = \"%s\" is not \"sa\" or \"xsa\"", path, att);
-        goto fail;
-    }
-    if (meta_double(f, path, "lambda", &c.lambda) != 0) goto fail;
-    if (xsa_gpt_config_validate(&c) != 0) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", xsa_last_error());
-        xsa_error("%s: invalid configuration: %s", path, msg);
-        goto fail;
-    }
-    m = gpt_alloc(&c);
-    if (!m) goto fail;
-    for (int i = 0; i < m->ntensors; i++)
-        if (load_tensor(f, path, m->names[i], m->params[i], XSA_FLOAT32, P(m, i)) != 0) goto fail;
-    int has_adam = 0;
-    for (int i = 0; i < f->n; i++) {
-        if (strncmp(f->names[i], "adamw.", 6) == 0) {
-            has_adam = 1;
-            continue;
-        }
-        if (!xsa_gpt_find_param(m, f->names[i])) {
-            xsa_error("%s: unexpected tensor %s", path, f->names[i]);
-            goto fail;
-        }
-    }
-    if (opt_out && has_adam) {
-        double h[5];
-        for (int i = 0; i < 5; i++)
-            if (meta_double(f, path, adam_keys[i], &h[i]) != 0) goto fail;
-        o = xsa_adamw_new(m->ntensors, m->params, h[0], h[1], h[2], h[3], h[4]);
-        if (!o) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s", xsa_last_error());
-            xsa_error("%s: invalid optimizer state: %s", path, msg);
-            goto fail;
-        }
-        char name[160];
-        for (int i = 0; i < m->ntensors; i++) {
-            snprintf(name, sizeof name, "adamw.m.%s", m->names[i]);
-            if (load_tensor(f, path, name, m->params[i], XSA_FLOAT32, o->m[i]) != 0) goto fail;
-            snprintf(name, sizeof name, "adamw.v.%s", m->names[i]);
-            if (load_tensor(f, path, name, m->params[i], XSA_FLOAT32, o->v[i]) != 0) goto fail;
-        }
-        xsa_tensor *st = xsa_st_get(f, "adamw.steps");
-        if (!st || st->dtype != XSA_INT32 || st->ndim != 1 || st->shape[0] != m->ntensors) {
-            xsa_error("%s: missing or malformed tensor adamw.steps (int32 [%d])", path, m->ntensors);
-            goto fail;
-        }
-        const int32_t *s = xsa_tensor_i32(st);
-        for (int i = 0; i < m->ntensors; i++) {
-            if (s[i] < 0) {
-                xsa_error("%s: adamw.steps holds a negative count", path);
-                goto fail;
-            }
-            o->steps[i] = s[i];
-        }
-        *opt_out = o;
-    }
-    xsa_st_free(f);
-    return m;
-fail:
-    xsa_adamw_free(o);
-    xsa_gpt_free(m);
-    xsa_st_free(f);
-    return NULL;
 }

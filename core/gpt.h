@@ -27,6 +27,7 @@
  *   float loss;
  *   if (xsa_gpt_forward(m, inputs, targets, B, T, &loss) != 0) puts(xsa_last_error());
  *   xsa_gpt_zero_grad(m); xsa_gpt_backward(m, 1.0f);
+ *   (or the loss as a graph node: xsa_ag_gpt_loss of autograd.h)
  *   ... xsa_adamw_step(opt) over xsa_gpt_param(m, i) ...
  *   xsa_gpt_free(m);
  *

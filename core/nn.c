@@ -385,6 +385,15 @@ static void attention_probe(double *probe, const float *out, const float *y,
     }
 }
 
+void xsa_nn_xsa_project(float *z, const float *y, const float *v, int HS, float lambda)
+{
+    float nv = sqrtf(dot(v, v, HS));
+    float r = 1.0f / (nv > VN_EPS ? nv : VN_EPS);
+    float s = dot(y, v, HS) * r;
+    float f = lambda * s * r;
+    for (int i = 0; i < HS; i++) z[i] = y[i] - f * v[i];
+}
+
 void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv,
                               int B, int T, int C, int NH, float lambda,
                               double *probe)
@@ -417,16 +426,9 @@ void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv
                 for (int i = 0; i < HS; i++) yo[i] = 0.0f;
                 for (int t2 = 0; t2 <= t; t2++)
                     axpy(yo, a[t2], qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS, HS);
-                if (xsa) {
-                    /* Z = Y - lambda (Y.Vn) Vn, Vn = V / max(|V|, eps) */
-                    const float *v = qkv + ((size_t)b * T + t) * C3 + 2 * C + h * HS;
-                    float nv = sqrtf(dot(v, v, HS));
-                    float r = 1.0f / (nv > VN_EPS ? nv : VN_EPS);
-                    float s = dot(yo, v, HS) * r;
-                    float f = lambda * s * r;
-                    float *zo = out + ((size_t)b * T + t) * C + h * HS;
-                    for (int i = 0; i < HS; i++) zo[i] = yo[i] - f * v[i];
-                }
+                if (xsa)
+                    xsa_nn_xsa_project(out + ((size_t)b * T + t) * C + h * HS, yo,
+                                       qkv + ((size_t)b * T + t) * C3 + 2 * C + h * HS, HS, lambda);
             }
     if (probe) attention_probe(probe, out, ydst, att, qkv, B, T, C, NH);
 }

@@ -116,6 +116,11 @@ enum {
 void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv,
                               int B, int T, int C, int NH, float lambda,
                               double *probe);
+/* The XSA projection of one head's output, Z = Y - lambda (Y . Vn) Vn with
+ * Vn = v / max(|v|, 1e-12): z[HS] from y[HS] and that token's own value
+ * v[HS] (z may be y). The attention above and the key/value cache's
+ * (generate.h) both project through it. */
+void xsa_nn_xsa_project(float *z, const float *y, const float *v, int HS, float lambda);
 /* Floats of scratch the backward needs (B*T*C + T). */
 size_t xsa_nn_attention_scratch_floats(int B, int T, int C, int NH);
 /* dqkv[B,T,3C] += d(loss)/d(qkv) given dout[B,T,C] = d(loss)/dZ, the saved

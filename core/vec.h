@@ -1,6 +1,6 @@
 /*
  * vec.h: the two head-size loops of attention, shared by the training
- * kernels (nn.c) and incremental decoding (generate.c) so that both sum in
+ * kernels (nn.c) and incremental decoding (kv_cache.c) so that both sum in
  * the same order (cached decoding then matches a full forward). Private to
  * the core; not installed.
  */

@@ -64,7 +64,8 @@
  *    the binding before any core op divides by it.
  * 6. Trust nothing a user can assign: a tensor's .grad may be nil, another
  *    tensor, non-contiguous or of another shape by the time it is used;
- *    check it where it is used (the model's backward: l_gpt.c), and refuse
+ *    check it where it is used (the model's loss backward:
+ *    core/autograd_gpt.c), and refuse
  *    what can never be right at assignment (wrong shape or dtype, a
  *    non-contiguous or expanded tensor).
  * 7. Files: a cache path never equals its source (the core refuses it:

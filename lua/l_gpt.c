@@ -6,9 +6,10 @@
  *                   attention="sa", lambda=1.0, seed=0, precision="f32"}
  *       (precision "bf16": the lm_head's products in bf16 through oneDNN;
  *       an error where that is not available; clones keep it)
- *   model:loss(inputs, targets) -> 0-d tensor; under grad mode its
- *       backward() runs the model's hand-written backward into the parameters'
- *       .grad (accumulating, as PyTorch; zero them with opt:zero_grad())
+ *   model:loss(inputs, targets) -> 0-d tensor (core's xsa_ag_gpt_loss); under
+ *       grad mode its backward() runs the model's hand-written backward into
+ *       the parameters' .grad (accumulating, as PyTorch; zero them with
+ *       opt:zero_grad())
  *   model:forward(inputs) -> logits [B,T,V]
  *   model:clone{attention=, lambda=} / model:copy_from(other)
  *   model:set_attention(name [, lambda])
@@ -241,102 +242,30 @@ static int l_gpt_load(lua_State *L)
 
 /* ---- methods ----------------------------------------------------------- */
 
-typedef struct {
-    xsa_gpt *m;
-    unsigned long gen;
-} loss_ctx;
+static void tensor_release(void *p) { xsa_tensor_free(p); }
 
-static void loss_ctx_free(void *p)
-{
-    loss_ctx *c = p;
-    if (c->m) xsa_gpt_free(c->m);
-    free(c);
-}
-
-/* The model's backward writes every parameter's gradient through ->grad as
- * a dense float array of the parameter's shape; a script can have set a
- * .grad to nil or to any tensor since (rule 6 of l_bind.h). */
-static int check_grads(const xsa_gpt *m)
-{
-    for (int i = 0; i < xsa_gpt_num_tensors(m); i++) {
-        const xsa_tensor *p = xsa_gpt_param(m, i), *g = p->grad;
-        if (!g)
-            return xsa_error("gpt loss backward: parameter %s has no .grad (it was set to nil)",
-                             xsa_gpt_param_name(m, i));
-        if (g->dtype != XSA_FLOAT32 || !xsa_tensor_same_shape(p, g) || !xsa_tensor_is_contiguous(g)) {
-            char a[64], b[64];
-            return xsa_error("gpt loss backward: the .grad of parameter %s must be a contiguous float32 "
-                             "tensor of shape %s (got %s %s)", xsa_gpt_param_name(m, i),
-                             xsa_shape_str(p->ndim, p->shape, a, sizeof a), xsa_dtype_name(g->dtype),
-                             xsa_shape_str(g->ndim, g->shape, b, sizeof b));
-        }
-    }
-    return 0;
-}
-
-static int loss_backward(void *p, const xsa_tensor *grad_out, xsa_tensor **gin)
-{
-    (void)gin;
-    loss_ctx *c = p;
-    if (xsa_gpt_generation(c->m) != c->gen)
-        return xsa_error("gpt loss backward: the model ran another forward since this loss was "
-                         "computed; call backward before the next forward");
-    float g = 1.0f;
-    if (grad_out) {
-        if (grad_out->dtype != XSA_FLOAT32 || xsa_tensor_numel(grad_out) != 1)
-            return xsa_error("gpt loss backward: the gradient of the loss must be one float32 value");
-        g = xsa_tensor_f32(grad_out)[0];
-    }
-    if (check_grads(c->m) != 0) return -1;
-    return xsa_gpt_backward(c->m, g);
-}
-
-/* Both model:loss and model:forward read their arguments (which pushes the
- * token tensors and so can run finalizers) before taking the model, and
- * report memory to the collector only after their last use of it. */
+/* The loss and its backward are core's (xsa_ag_gpt_loss): this converts
+ * the arguments and pushes the result. It reads them (which pushes the
+ * token tensors and so can run finalizers) before taking the model, holds
+ * the result in a box until its tensor userdata exists (a memory error
+ * then leaks nothing), and reports memory to the collector only after its
+ * last use of the model. */
 static int m_loss(lua_State *L)
 {
     checkgpt(L, 1);
-    int B, T, B2, T2;
+    int B, T;
     xsa_tensor *in = checktokens(L, 2, "inputs", &B, &T);
-    xsa_tensor *tg = checktokens(L, 3, "targets", &B2, &T2);
-    if (B != B2 || T != T2) {
-        char a[64], b[64];
-        return luaL_error(L, "gpt loss: inputs %s and targets %s differ in shape",
-                          xsa_shape_str(2, in->shape, a, sizeof a),
-                          xsa_shape_str(2, tg->shape, b, sizeof b));
-    }
-    int grad = xsa_ag_is_enabled();
-    loss_ctx **slot = NULL;
-    if (grad) { /* the backward's context, in a box until the graph owns it */
-        slot = (loss_ctx **)xsa_lua_newbox(L, loss_ctx_free);
-        *slot = calloc(1, sizeof **slot);
-        if (!*slot) return luaL_error(L, "gpt loss: out of memory");
-    }
-    xsa_tensor *out = xsa_tensor_new(XSA_FLOAT32, 0, NULL);
-    xsa_lua_pushtensor(L, out); /* raises if NULL */
-    int outidx = lua_gettop(L);
-    xsa_gpt *m = checkgpt(L, 1); /* nothing below runs Lua until account_acts */
-    float loss;
+    xsa_tensor *tg = checktokens(L, 3, "targets", &B, &T);
+    void **slot = xsa_lua_newbox(L, tensor_release);
+    xsa_gpt *m = checkgpt(L, 1); /* nothing below runs Lua until the push */
     size_t before = xsa_gpt_activation_bytes(m);
-    if ((grad ? xsa_gpt_forward : xsa_gpt_eval_loss)(m, xsa_tensor_i32(in), xsa_tensor_i32(tg), B,
-                                                     T, &loss) != 0)
-        return xsa_lua_corefail(L);
+    xsa_tensor *out = xsa_ag_gpt_loss(m, in, tg);
     size_t now = xsa_gpt_activation_bytes(m);
-    xsa_tensor_f32(out)[0] = loss;
-    if (grad) {
-        loss_ctx *c = *slot;
-        *slot = NULL;
-        xsa_gpt_retain(m);
-        c->m = m;
-        c->gen = xsa_gpt_generation(m);
-        /* attach_custom frees c through loss_ctx_free on failure */
-        if (xsa_ag_attach_custom(out, "GptLossBackward", 0, NULL, loss_backward, c,
-                                 loss_ctx_free) != 0)
-            return xsa_lua_corefail(L);
-    }
+    if (!out) return xsa_lua_corefail(L);
+    *slot = out;
+    xsa_lua_pushtensor(L, out); /* the userdata owns it from here */
+    *slot = NULL;
     account_acts(L, before, now);
-    lua_pushvalue(L, outidx);
     return 1;
 }
 

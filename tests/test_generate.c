@@ -4,7 +4,8 @@
  *  - cached decoding (a prefill, single tokens, chunks) gives the logits of
  *    a full forward over the same sequence, for SA and XSA with lambda 0.5
  *    and 1, at a small size and at the study's default size; left-padded
- *    rows give what each row gives alone;
+ *    rows give what each row gives alone; a prefill of many rows gives the
+ *    full forward's logits bit for bit (the one block, two attentions);
  *  - greedy generation is identical with and without the cache, also past
  *    seq_len (the sliding window), and a batch of prompts of different
  *    lengths gives each row its own continuation;
@@ -190,6 +191,33 @@ static void test_cache_matches_forward(void)
         xsa_gpt_free(m);
     }
     printf("   largest difference / tolerance: %.2g\n", worst_ratio);
+}
+
+/* The one block (core/block.c) with its two attention variants: a prefill
+ * of more than 64 rows runs the cache's linear layers through the same
+ * matrix products as the full forward (a step of a few rows has its own
+ * kernel, whose sums the tolerance above covers), the cached attention sums
+ * in the full attention's order and XSA projects through the same function,
+ * so the logits are the full forward's bit for bit. */
+static void test_prefill_is_the_full_block(void)
+{
+    struct { xsa_attention a; double lambda; } variants[] = {
+        {XSA_ATTN_SA, 1.0}, {XSA_ATTN_XSA, 0.5}, {XSA_ATTN_XSA, 1.0}};
+    enum { B = 3, T = 32, V = 97 };
+    for (int i = 0; i < 3; i++) {
+        xsa_gpt *m = model(V, 2, 48, 4, T, variants[i].a, variants[i].lambda, 5);
+        int32_t ids[B * T];
+        random_ids(ids, B * T, V, 13);
+        static float cached[B * T * V];
+        xsa_kv_cache *kc = xsa_kv_cache_new(m, B);
+        CHECK(xsa_kv_cache_append(kc, ids, T, NULL, cached, 1) == 0, "prefill: %s", xsa_last_error());
+        CHECK(xsa_gpt_forward(m, ids, NULL, B, T, NULL) == 0, "forward: %s", xsa_last_error());
+        const float *full = xsa_gpt_logits(m);
+        CHECK(full && memcmp(cached, full, sizeof cached) == 0,
+              "variant %d: a %d-row prefill differs from the full forward", i, B * T);
+        xsa_kv_cache_free(kc);
+        xsa_gpt_free(m);
+    }
 }
 
 static void test_greedy_same_both_ways(void)
@@ -402,6 +430,7 @@ static void test_errors(void)
 int main(void)
 {
     test_cache_matches_forward();
+    test_prefill_is_the_full_block();
     test_greedy_same_both_ways();
     test_sampling_reproducible();
     test_sampling_rules();

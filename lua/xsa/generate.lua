@@ -1,6 +1,6 @@
 -- xsa.generate: model:generate(prompt [, opts]), the text-facing side of
 -- generation (the decoding loop, the key/value cache and sampling are C:
--- core/generate.c, bound in lua/l_generate.c).
+-- core/generate.c, kv_cache.c and sample.c, bound in lua/l_generate.c).
 --
 --   local text, ids, info = model:generate("Once upon a time", {max_new_tokens = 40, seed = 1})
 --   local texts = model:generate({"The cat", "A dog"}, {temperature = 0})   -- a batch

@@ -77,7 +77,7 @@ group("xsa.endpoints", "endpoints of the validation curves, paired over seeds",
   "reached and the plateau-escape step, with xsa.stats.paired_summary per endpoint and the censoring rule.",
   "print(xsa.endpoints.crossing_step({0, 20, 40}, {10, 7, 6}, 6.5))")
 group("xsa.generate", "model:generate's module (prompts, batches, decoding)",
-  "The text side of generation; the decoding loop and sampling are in C (core/generate.c).",
+  "The text side of generation; the decoding loop and sampling are in C (core/generate.c, core/sample.c).",
   "local text, ids, info = model:generate(\"The cat\", {temperature = 0})")
 group("xsa.samples", "continuations of checkpoints side by side",
   "What scripts/sample.lua and the report use: load checkpoints, continue prompts, print columns.",
