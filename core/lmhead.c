@@ -6,8 +6,8 @@
  * cross-entropy that never holds [N,V] (the training step's and the
  * evaluation's loss). The softmax over the vocabulary is the engine's one
  * hot loop outside the matrix products (N*V exponentials per step), so it
- * is vectorised (simd.h) and split over POSIX threads, always so that the
- * bits do not depend on the thread count.
+ * is vectorised (simd.h) and split over POSIX threads so that no float32
+ * bit depends on the thread count (bf16's dinp does: nn.h).
  *
  * Non-goals: untied output layers, label smoothing, ignored targets,
  * logits in other dtypes (bf16 products only, through matmul_bf16.h).
@@ -213,14 +213,8 @@ double xsa_nn_crossentropy_forward(float *probs, float *pscale, float *losses,
                                    const float *logits, const int32_t *targets,
                                    int N, int V, int nthreads)
 {
-    ce_job j = {0};
-    j.N = N;
-    j.V = V;
-    j.logits = logits;
-    j.probs = probs;
-    j.pscale = pscale;
-    j.losses = losses;
-    j.targets = targets;
+    ce_job j = {.N = N, .V = V, .logits = logits, .probs = probs, .pscale = pscale,
+                .losses = losses, .targets = targets};
     /* the blocks' sums for threads (without them: one thread, same sum) */
     j.btot = nthreads > 1 ? malloc(((size_t)N / CE_LOSS_ROWS + 1) * sizeof(double)) : NULL;
     double total = ce_run(&j, nthreads);
@@ -232,15 +226,8 @@ void xsa_nn_crossentropy_backward(float *dlogits, const float *probs,
                                   const float *pscale, const int32_t *targets,
                                   float dloss, int N, int V, int nthreads)
 {
-    ce_job j = {0};
-    j.backward = 1;
-    j.N = N;
-    j.V = V;
-    j.cprobs = probs;
-    j.dlogits = dlogits;
-    j.cpscale = pscale;
-    j.targets = targets;
-    j.dloss = dloss;
+    ce_job j = {.backward = 1, .N = N, .V = V, .cprobs = probs, .dlogits = dlogits,
+                .cpscale = pscale, .targets = targets, .dloss = dloss};
     ce_run(&j, nthreads);
 }
 
@@ -569,7 +556,9 @@ static int block_forward(lm_job *j, int b, int v0, int nv)
 {
     ce_scratch *p = j->p;
     int n = j->n, C = j->C;
-    ce_blk cb = {0};
+    ce_blk cb = {.grad = j->grad, .v0 = v0, .V = nv, .n = n, .targets = j->targets,
+                 .bmax = p->bmax + (size_t)b * j->R, .bsum = p->bsum + (size_t)b * j->R,
+                 .lt = p->lt};
     if (j->bf) {
         cb.lb = p->own[j->k].lb;
         if (xsa_bf16_gemm_on(j->bf->mm, j->k + 1, 1, 0, 1, nv, n, C, j->bf->wte + (size_t)v0 * C, C,
@@ -581,14 +570,6 @@ static int block_forward(lm_job *j, int b, int v0, int nv)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nv, n, C, 1.0f, j->wte + (size_t)v0 * C,
                     C, j->x, C, 0.0f, cb.lb, n);
     }
-    cb.grad = j->grad;
-    cb.v0 = v0;
-    cb.V = nv;
-    cb.n = n;
-    cb.targets = j->targets;
-    cb.bmax = p->bmax + (size_t)b * j->R;
-    cb.bsum = p->bsum + (size_t)b * j->R;
-    cb.lt = p->lt;
     ce_block(&cb);
     return 0;
 }
@@ -678,22 +659,9 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
     for (int r0 = 0; r0 < N; r0 += R) {
         int n = N - r0 < R ? N - r0 : R;
         const float *x = inp + (size_t)r0 * C;
-        lm_job j;
-        memset(&j, 0, sizeof j);
-        j.bf = bf;
-        j.n = n;
-        j.C = C;
-        j.V = V;
-        j.VB = VB;
-        j.nblk = nblk;
-        j.R = R;
-        j.grad = grad;
-        j.acc = r0 > 0;
-        j.x = x;
-        j.wte = wte;
-        j.targets = targets + r0;
-        j.p = &p;
-        j.dwte = dwte;
+        lm_job j = {.bf = bf, .n = n, .C = C, .V = V, .VB = VB, .nblk = nblk, .R = R,
+                    .grad = grad, .acc = r0 > 0, .x = x, .wte = wte, .targets = targets + r0,
+                    .p = &p, .dwte = dwte};
         if (bf) {
             xsa_bf16_from_f32(p.x16, x, (size_t)n * C);
             j.x16 = p.x16;
