@@ -2,15 +2,18 @@
  * simd.h: the core's one SIMD vocabulary. A float vector `vf` of VF_W lanes,
  * a lane mask `vmask`, and the few operations the kernels use, mapped once
  * for each instruction set the build can target: AVX-512 (16 lanes), AVX2
- * with FMA (8 lanes) and plain C (1 lane). Kernels (nn.c, lmhead.c, vec.h,
- * optim.c) are written once against these names; no kernel tests an ISA.
+ * with FMA (8 lanes) and plain C (1 lane). The kernels of nn.c, lmhead.c,
+ * vec.h, optim.c and matmul_bf16.c are written once against these names and
+ * test no ISA (generate.c's decoding tiles keep their own intrinsics).
  * Private to the core; not installed.
  *
  * Determinism is the contract: each operation is one IEEE operation per
- * lane (correctly rounded: add, sub, mul, div, sqrt, fused multiply-add),
- * so a lane computes exactly what the same scalar operations compute, and
- * the only things that differ between ISAs are named here: the lane count,
- * the horizontal sums (vf_hsum, vf_hmax), where reductions put their tail
+ * lane (correctly rounded: add, sub, mul, div, sqrt, and the multiply-add,
+ * fused on the vector ISAs), so a lane computes exactly what the same
+ * scalar operations compute, and the only things that differ between ISAs
+ * are named here: the lane count, whether the multiply-add is fused (not
+ * in plain C: a multiply, then an add, as the plain loops always were), the
+ * horizontal sums (vf_hsum, vf_hmax), where reductions put their tail
  * (VF_FOLD_TAIL), and which kernels have a vector path at all (XSA_SIMD,
  * XSA_SIMD_GELU, XSA_SIMD_BF16). Each of those reproduces what that ISA's
  * path computed before the vocabulary existed, so runs keep their bits.
