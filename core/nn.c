@@ -11,13 +11,10 @@
  */
 #include <math.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
 
-#include "error.h"
 #include "nn.h"
 #include "simd.h"
 #include "system.h"
