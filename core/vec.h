@@ -1,17 +1,18 @@
 /*
  * vec.h: the two head-size loops of attention, shared by the training
  * kernels (nn.c) and incremental decoding (generate.c) so that both sum in
- * the same order (cached decoding then matches a full forward). Written
- * once over simd.h. Private to the core; not installed.
+ * the same order (cached decoding then matches a full forward). Private to
+ * the core; not installed.
  */
 #ifndef XSA_VEC_H
 #define XSA_VEC_H
 
 #include "simd.h"
 
-/* The head-size loops of attention (n = HS), VF_W lanes at a time; the tail
- * is folded in under a mask (AVX-512) or summed in scalar after the
- * horizontal sum (AVX2); the plain C path is the one-lane case.
+/* The head-size loops of attention (n = HS), written once over simd.h:
+ * VF_W lanes at a time; the tail is folded in under a mask (AVX-512) or
+ * summed in scalar after the horizontal sum (AVX2); the plain C path is
+ * the one-lane case.
  * At -O2 without -ffast-math GCC vectorizes neither (a float reduction, and
  * pointers that may alias), and they are most of attention's time. */
 static inline float dot(const float *a, const float *b, int n)
