@@ -280,7 +280,7 @@ static void bf_gemms_run(const bf_gemms *proto, int threads)
 }
 
 /* ---- the GEMMs of one training step, alone ---------------------------------
- * The same calls as the step (nn.c): the lm_head's three products per chunk
+ * The same calls as the step (lmhead.c): the lm_head's three products per chunk
  * of rows and block of the vocabulary, on the transposed chunk, and the
  * linears' forward and two backward products per layer. bf16: the lm_head's products through matmul_bf16. */
 static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lmhead)
@@ -310,7 +310,7 @@ static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lm
             int n = N - r0 < R ? N - r0 : R;
             /* the forward product of every block, then both backward
              * products of every block; bf16 as the step runs them: each
-             * thread its own blocks, on one oneDNN thread (nn.c) */
+             * thread its own blocks, on one oneDNN thread (lmhead.c) */
             if (bf16) {
                 bf_gemms g = {mm, w16, et, et16, x16 + (size_t)r0 * C, ot, dw, n, C, V, VB, r0 > 0, 0, 1, NULL,
                               NULL, NULL, NULL};
