@@ -19,12 +19,15 @@
  * Each product on one thread for both libraries (the engine runs whole
  * products on its own threads, OpenBLAS on one: core/system.c), the two
  * interleaved call by call (alternating which goes first) so load hits both
- * alike; medians. Prints GFLOP/s, the ratio and which is faster for each,
- * and the step's GEMM time (calls x median) with OpenBLAS alone and with
- * the faster library for each product. The results of the two are
+ * alike; medians, and the best of each too: on a loaded machine other
+ * processes only add time, so the two ratios bracket the answer, and a
+ * product is called for one library only when both ratios agree ("load"
+ * otherwise). Prints GFLOP/s, the ratios and which is faster for each, and
+ * the step's GEMM time (calls x median) with OpenBLAS alone, oneDNN alone
+ * and the faster library for each product. The results of the two are
  * compared once per product (a wrong transposition would show).
  *
- * Usage: bench_gemm [reps]   (default 7; the whole-vocabulary ones 5)
+ * Usage: bench_gemm [reps]   (default 9; the whole-vocabulary ones 5)
  */
 #include <math.h>
 #include <stdio.h>
@@ -56,6 +59,7 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* sorts v */
 static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp);
@@ -138,13 +142,14 @@ static double probe(const product *p, int reps, double *dn)
 #endif
         (void)dn_first;
     }
-    double mb = median(tb, reps);
+    double mb = median(tb, reps); /* tb sorted: tb[0] the best */
     printf("  %-34s %5d x %5d x %5d %c%c %3d  OpenBLAS %7.2f ms %6.1f GFLOP/s", p->what, p->M, p->N, p->K,
            p->ta ? 'T' : 'N', p->tb ? 'T' : 'N', p->calls, mb, flop / mb * 1e-6);
 #ifdef XSA_HAVE_DNNL
     *dn = median(td, reps);
-    printf("  oneDNN %7.2f ms %6.1f GFLOP/s  oneDNN/OpenBLAS %.2f  %s", *dn, flop / *dn * 1e-6, *dn / mb,
-           *dn < mb ? "oneDNN" : "OpenBLAS");
+    double rm = *dn / mb, rb = td[0] / tb[0];
+    printf("  oneDNN %7.2f ms %6.1f GFLOP/s  oneDNN/OpenBLAS %.2f (best %.2f)  %s", *dn, flop / *dn * 1e-6, rm,
+           rb, rm < 1 && rb < 1 ? "oneDNN" : rm > 1 && rb > 1 ? "OpenBLAS" : "load");
 #endif
     printf("\n");
     return mb;
@@ -208,7 +213,7 @@ static void step_products(int rows, int reps)
 
 int main(int argc, char **argv)
 {
-    int reps = argc > 1 ? atoi(argv[1]) : 7;
+    int reps = argc > 1 ? atoi(argv[1]) : 9;
     if (reps < 1) reps = 1;
     if (reps > 16) reps = 16;
 #ifdef XSA_HAVE_DNNL

@@ -20,7 +20,8 @@
  * The anchor is the machine's own limit: the step's counted FLOPs over the
  * float32 FMA peak (peak.h), measured after every round of this run and
  * given by bench_peak at the start of make bench (--peak-f32); the better
- * of the two is the limit, since load only lowers a measured peak. A bf16
+ * of the two is the limit, since load only lowers a measured peak
+ * (peak_limit: threads x one thread's when the threads never ran at once). A bf16
  * step has the lm_head's products at the bf16 dot-product peak and the rest
  * at the float32 one as its own limit, and is also printed against the
  * float32 limit. Every time is printed as a multiple of its limit.
@@ -474,19 +475,22 @@ int main(int argc, char **argv)
             eval_step(&rn[k], in, tg, B, T, 0);
         }
     /* the peaks, after every round: under the same load as the steps */
-    peak_result pf = {1, NULL, threads, 0, 0}, pb = pf;
+    peak_result pf = {1, NULL, threads, 0, 0}, pb = pf, pf1 = pf, pb1 = pf;
     samples pf_med = {0}, pb_med = {0};
     for (int r = 0; r < rounds; r++) {
-        peak_result q = peak_f32(threads, 20);
-        if (!q.ok) die("the float32 peak kernel's sums");
+        peak_result q = peak_f32(threads, 20), q1 = peak_f32(1, 20);
+        if (!q.ok || !q1.ok) die("the float32 peak kernel's sums");
         pf.isa = q.isa;
         if (q.gflops > pf.gflops) pf.gflops = q.gflops;
+        if (q1.gflops > pf1.gflops) pf1.gflops = q1.gflops;
         add(&pf_med, q.median);
         if (bf16) {
             q = peak_bf16(threads, 20);
-            if (!q.isa || !q.ok) die("the bf16 peak kernel");
+            q1 = peak_bf16(1, 20);
+            if (!q.isa || !q.ok || !q1.ok) die("the bf16 peak kernel");
             pb.isa = q.isa;
             if (q.gflops > pb.gflops) pb.gflops = q.gflops;
+            if (q1.gflops > pb1.gflops) pb1.gflops = q1.gflops;
             add(&pb_med, q.median);
         }
         for (int s = 0; s < steps; s++)
@@ -520,20 +524,24 @@ int main(int argc, char **argv)
            "(lm_head's three, in chunks of %d rows x blocks of %d: %.1f ms)\n",
            gm, 100 * gm / sa_st, sa_st / gm, R, xsa_nn_lmhead_vblock(R, c.vocab), lm);
     /* the limits: the better of bench_peak's peak and this run's */
-    double p32 = pf.gflops > given_f32 ? pf.gflops : given_f32;
-    double p16 = pb.gflops > given_bf16 ? pb.gflops : given_bf16;
+    int up32 = 0, up16 = 0;
+    double r32 = peak_limit(pf1, pf, &up32), r16 = bf16 ? peak_limit(pb1, pb, &up16) : 0;
+    double p32 = r32 > given_f32 ? r32 : given_f32;
+    double p16 = r16 > given_bf16 ? r16 : given_bf16;
     double lm_t = lmhead_flops(B, T, c.d_model, c.vocab, 1), lm_e = lmhead_flops(B, T, c.d_model, c.vocab, 0);
     double lim_t = ftrain / p32 * 1e-6, lim_e = feval / p32 * 1e-6; /* ms */
-    printf("float32 FMA peak (%s, %d threads): %.1f GFLOP/s (bench_peak %.1f; this run's rounds: best %.1f, "
-           "median %.1f)\n", pf.isa, threads, p32, given_f32, pf.gflops, median(pf_med.v, pf_med.n));
+    printf("float32 FMA peak (%s, %d threads): %.1f GFLOP/s (bench_peak %.1f; this run's rounds: %.1f%s, best %.1f, "
+           "median %.1f)\n", pf.isa, threads, p32, given_f32, r32, up32 ? " = threads x 1 thread's" : "", pf.gflops,
+           median(pf_med.v, pf_med.n));
     printf("limit, float32: a train step's %.1f GFLOP (the lm_head's three products %.1f) / the peak = %.1f ms; "
            "an eval step's %.1f GFLOP = %.1f ms\n", ftrain / 1e9, lm_t / 1e9, lim_t, feval / 1e9, lim_e);
     double lim16_t = 0, lim16_e = 0;
     if (bf16) {
         lim16_t = (lm_t / p16 + (ftrain - lm_t) / p32) * 1e-6;
         lim16_e = (lm_e / p16 + (feval - lm_e) / p32) * 1e-6;
-        printf("bf16 dot-product peak (%s, %d threads): %.1f GFLOP/s (bench_peak %.1f; this run's rounds: best %.1f, "
-               "median %.1f)\n", pb.isa, threads, p16, given_bf16, pb.gflops, median(pb_med.v, pb_med.n));
+        printf("bf16 dot-product peak (%s, %d threads): %.1f GFLOP/s (bench_peak %.1f; this run's rounds: %.1f%s, best "
+               "%.1f, median %.1f)\n", pb.isa, threads, p16, given_bf16, r16, up16 ? " = threads x 1 thread's" : "",
+               pb.gflops, median(pb_med.v, pb_med.n));
         printf("limit, bf16 (the lm_head at the bf16 peak, the rest at float32's): train %.1f ms, eval %.1f ms\n",
                lim16_t, lim16_e);
     }

@@ -306,6 +306,21 @@ static inline peak_result peak_bf16(int threads, int runs)
     return peak_run(peak_pick("bf16"), threads, runs, PEAK_ITERS / 2); /* 2 products a lane */
 }
 
+/* The peak at `all.threads` threads to take as the limit. On a loaded
+ * machine the threads of a run rarely all hold a core at once, and the
+ * best of many runs can still come out at one core's rate; a run of one
+ * thread finds its core free far more often. So: the measured many-thread
+ * best when it is at least 0.9x threads x the one-thread best, else
+ * threads x the one-thread best, an upper bound (a single busy core boosts
+ * higher: 2 x 229 against 444 GFLOP/s measured on a quiet 2-core Zen 5).
+ * *upper is set to 1 when the bound was used. */
+static inline double peak_limit(peak_result one, peak_result all, int *upper)
+{
+    double ub = all.threads * one.gflops;
+    *upper = all.gflops < 0.9 * ub;
+    return *upper ? ub : all.gflops;
+}
+
 /* ---- read bandwidth --------------------------------------------------------- */
 
 typedef struct {
