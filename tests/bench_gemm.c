@@ -93,8 +93,21 @@ static int run_dnnl(const product *p, const float *A, const float *B, float *C)
 
 static float *buf_a, *buf_b, *buf_c, *buf_d;
 
-/* times one product; returns OpenBLAS's ms (and oneDNN's in *dn, 0 without) */
-static double probe(const product *p, int reps, double *dn)
+/* the step's GEMM time: calls x median, and calls x best (steadier under load) */
+typedef struct {
+    double blas, dnnl, faster;
+} sums;
+
+static void sum_add(sums *s, int calls, double b, double d)
+{
+    s->blas += calls * b;
+    s->dnnl += calls * d;
+    s->faster += calls * (d > 0 && d < b ? d : b);
+}
+
+/* times one product; returns OpenBLAS's median ms (and oneDNN's in *dn, 0
+ * without) and adds both medians to med and both bests to best */
+static double probe(const product *p, int reps, double *dn, sums *med, sums *best)
 {
     double flop = 2.0 * p->M * p->N * p->K, tb[16];
 #ifdef XSA_HAVE_DNNL
@@ -148,8 +161,13 @@ static double probe(const product *p, int reps, double *dn)
 #ifdef XSA_HAVE_DNNL
     *dn = median(td, reps);
     double rm = *dn / mb, rb = td[0] / tb[0];
+    if (med) sum_add(med, p->calls, mb, *dn);
+    if (best) sum_add(best, p->calls, tb[0], td[0]);
     printf("  oneDNN %7.2f ms %6.1f GFLOP/s  oneDNN/OpenBLAS %.2f (best %.2f)  %s", *dn, flop / *dn * 1e-6, rm,
            rb, rm < 1 && rb < 1 ? "oneDNN" : rm > 1 && rb > 1 ? "OpenBLAS" : "load");
+#else
+    if (med) sum_add(med, p->calls, mb, 0);
+    if (best) sum_add(best, p->calls, tb[0], 0);
 #endif
     printf("\n");
     return mb;
@@ -163,7 +181,7 @@ static void step_products(int rows, int reps)
     printf("N = %d rows: the lm_head in chunks of %d rows (%d%s) x blocks of %d vocabulary rows (%d%s)\n",
            rows, R, full_chunks, tail_n ? " and one of fewer" : "", VB, full_blocks, tail_v ? " and one of fewer" : "");
     printf("  %-34s %5s   %5s   %5s %2s %3s\n", "product", "M", "N", "K", "op", "calls");
-    double sum_b = 0, sum_best = 0, sum_d = 0;
+    sums med = {0, 0, 0}, best = {0, 0, 0};
     int ns[2] = {R, tail_n}, nn[2] = {full_chunks, tail_n ? 1 : 0};
     int vs[2] = {VB, tail_v}, nvs[2] = {full_blocks, tail_v ? 1 : 0};
     char name[64];
@@ -175,10 +193,8 @@ static void step_products(int rows, int reps)
                              {"lm_head dX = E^T W", 1, 0, n, C, nv, 0.0f, calls},
                              {"lm_head dW += E X", 0, 0, nv, C, n, 1.0f, calls}};
             for (int k = 0; k < 3; k++) {
-                double d, t = probe(&ps[k], reps, &d);
-                sum_b += calls * t;
-                sum_d += calls * d;
-                sum_best += calls * (d > 0 && d < t ? d : t);
+                double d;
+                probe(&ps[k], reps, &d, &med, &best);
             }
         }
     int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};
@@ -186,28 +202,30 @@ static void step_products(int rows, int reps)
         int ci = shapes[k][0], co = shapes[k][1];
         snprintf(name, sizeof name, "linear %d->%d forward", ci, co);
         product f = {name, 0, 0, rows, co, ci, 0.0f, L};
-        double d, t = probe(&f, reps, &d);
-        sum_b += L * t, sum_d += L * d, sum_best += L * (d > 0 && d < t ? d : t);
+        double d;
+        probe(&f, reps, &d, &med, &best);
         snprintf(name, sizeof name, "linear %d->%d dinp", ci, co);
         product di = {name, 0, 1, rows, ci, co, 1.0f, L};
-        t = probe(&di, reps, &d);
-        sum_b += L * t, sum_d += L * d, sum_best += L * (d > 0 && d < t ? d : t);
+        probe(&di, reps, &d, &med, &best);
         snprintf(name, sizeof name, "linear %d->%d dw", ci, co);
         product dw = {name, 1, 0, ci, co, rows, 1.0f, L};
-        t = probe(&dw, reps, &d);
-        sum_b += L * t, sum_d += L * d, sum_best += L * (d > 0 && d < t ? d : t);
+        probe(&dw, reps, &d, &med, &best);
     }
-    printf("N = %d: the step's GEMMs (calls x median, one after another): OpenBLAS %.1f ms", rows, sum_b);
-    if (sum_d > 0)
-        printf(", oneDNN %.1f ms, the faster of the two for each product %.1f ms (%.2f of OpenBLAS's)", sum_d,
-               sum_best, sum_best / sum_b);
-    printf("\n");
+    for (int k = 0; k < 2; k++) {
+        const sums *x = k ? &best : &med;
+        printf("N = %d: the step's GEMMs (calls x %s, one after another): OpenBLAS %.1f ms", rows,
+               k ? "best" : "median", x->blas);
+        if (x->dnnl > 0)
+            printf(", oneDNN %.1f ms, the faster of the two for each product %.1f ms (%.2f of OpenBLAS's)", x->dnnl,
+                   x->faster, x->faster / x->blas);
+        printf("\n");
+    }
     product whole[3] = {{"whole vocabulary: forward X W^T", 0, 1, rows, V, C, 0.0f, 0},
                         {"whole vocabulary: dX = dL W", 0, 0, rows, C, V, 0.0f, 0},
                         {"whole vocabulary: dW = dL^T X", 1, 0, V, C, rows, 0.0f, 0}};
     for (int k = 0; k < 3; k++) {
         double d;
-        probe(&whole[k], reps < 5 ? reps : 5, &d);
+        probe(&whole[k], reps < 5 ? reps : 5, &d, NULL, NULL);
     }
 }
 
