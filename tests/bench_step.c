@@ -549,16 +549,21 @@ int main(int argc, char **argv)
         double st = median(rn[k].train.v, rn[k].train.n), ev = median(rn[k].eval.v, rn[k].eval.n);
         printf("%-3s against the limit: train step %.2fx", rn[k].name, st / lim_t);
         if (bf16) printf(" the float32 limit, %.2fx its bf16 limit", st / lim16_t);
-        printf(" | its GEMMs alone %.2fx (%.0f%% of the step)", gm / (bf16 ? lim16_t : lim_t), 100 * gm / st);
+        printf(" | its GEMMs alone %.2fx%s (%.0f%% of the step)", gm / (bf16 ? lim16_t : lim_t),
+               bf16 ? " its bf16 limit" : "", 100 * gm / st);
         printf(" | eval step %.2fx", ev / lim_e);
         if (bf16) printf(" (%.2fx its bf16 limit)", ev / lim16_e);
         printf(" | eval/train %.2f\n", ev / st);
         /* on a loaded machine the step and the peak kernel lose alike: the
          * train step against the median peak of this run's rounds */
-        double pm = median(pf_med.v, pf_med.n);
+        double pm = median(pf_med.v, pf_med.n), pm16 = bf16 ? median(pb_med.v, pb_med.n) : 0;
         if (!bf16 && pm > 0)
             printf("%-3s against this run's median float32 peak (%.1f GFLOP/s, the load's share): train step %.2fx, "
                    "eval step %.2fx\n", rn[k].name, pm, st / (ftrain / pm * 1e-6), ev / (feval / pm * 1e-6));
+        if (bf16 && pm > 0 && pm16 > 0)
+            printf("%-3s against this run's median peaks (float32 %.1f, bf16 %.1f GFLOP/s, the load's share): "
+                   "train step %.2fx, eval step %.2fx its bf16 limit\n", rn[k].name, pm, pm16,
+                   st / ((lm_t / pm16 + (ftrain - lm_t) / pm) * 1e-6), ev / ((lm_e / pm16 + (feval - lm_e) / pm) * 1e-6));
     }
     printf("peak RSS: %.0f MB (two models, two AdamW, train and eval steps)\n", rss / 1024.0);
     printf("XSA overhead: train %+.1f%%, eval %+.1f%%\n",
