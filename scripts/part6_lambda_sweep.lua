@@ -1,88 +1,66 @@
--- part6_lambda_sweep.lua: how much projection? lambda in {0, .25, .5, .75, 1}.
+-- part6_lambda_sweep.lua: how much projection? From one fixed init per
+-- seed, each XSA(lambda) is trained against its own SA baseline (both
+-- cloned from that init, the same batches), then probed: the mean over
+-- layers of post-projection cos(z_i, v_i) (positions >= 1) on
+-- --probe-batches validation batches of a --probe-tokens set. The baseline
+-- is the same run for every lambda of a seed: trained with the first lambda,
+-- its record, probe and checkpoint serve the others (their units need it).
 --
 --   xsa scripts/part6_lambda_sweep.lua                  # 5 x 2 x 300 steps (SA trained once: 6 runs)
 --   xsa scripts/part6_lambda_sweep.lua --lambdas 0,1 --steps 100 --seeds 3
---   xsa scripts/part6_lambda_sweep.lua --quick
---
--- One fixed initialisation per seed for every lambda: each XSA(lambda) model
--- is trained against its own SA baseline, both cloned from that init and fed
--- the same batches. After training, the XSA model is probed on
--- --probe-batches validation batches of a separate --probe-tokens set: the
--- mean over layers of the post-projection cos(z_i, v_i) (positions >= 1) is
--- its remaining self-value bias. The SA baseline is the same run for every
--- lambda of a seed (training is deterministic), so it is trained once, with
--- the first lambda, and its record, probe and checkpoint are reused. Each
--- lambda keeps its trained XSA model as a checkpoint
--- (part6-xsa-lambdaL-seedS-HASH.safetensors, weights only), the first one
--- also the SA baseline (part6-sa-lambdaL-seedS-HASH.safetensors). Paired improvement % = 100 (SA - XSA) / SA of the final val
--- loss (positive when XSA is lower); over --seeds, with a 95% interval.
--- Each (seed, lambda) is one cache entry.
 local xsa = xsa or require "xsa"
 local study, plot = xsa.study, xsa.plot
 
-local ex = xsa.experiment{
-  name = "part6", script = "part6_lambda_sweep.lua", title = "Lambda sweep",
+local P = {name = "part6", title = "Lambda sweep", report = "report/part6.lua", publish = {seeds = 5}, ranks = true,
   summary = "Lambda sweep from one fixed init per seed: each XSA(lambda) against its own paired SA baseline;\n" ..
     "paired improvement % and mean post-projection bias vs lambda (over --seeds with 95% intervals);\n" ..
     "each (seed, lambda) cached, with the trained XSA model and the SA baseline as checkpoints.",
   options = study.options({}, {{"lambdas", "numbers", {0, 0.25, 0.5, 0.75, 1.0}, "the lambda values"},
     table.unpack(study.probe_options(3))}, {"lambda"}),
   quick = {steps = 4, max_tokens = 6000, batch = 2, eval_every = 2, eval_batches = 2, probe_batches = 2,
-    probe_tokens = 6000, probe_batch = 2, seq_len = 32, lambdas = {0, 1}},
-  ranks = true, -- mpirun: the (seed, lambda) runs over the ranks
-}
-local opts = ex.opts
-local probe_data = study.probe_data_config(opts, opts.seq_len)
+    probe_tokens = 6000, probe_batch = 2, seq_len = 32, lambdas = {0, 1}}}
 
-ex:main(function()
-  local per = {} -- per[i] (lambda i): one record per seed
-  for i = 1, #opts.lambdas do per[i] = {} end
-  -- One (seed, lambda) run; `baseline` is this seed's SA record, probe and
-  -- checkpoint from the first run that has them (nil: train SA here too).
-  local function run(seed, lam, baseline)
-    local config = ex:pair_config{lambda = lam, seed = seed, probe_batches = opts.probe_batches, probe = probe_data}
-    return ex:pair{name = string.format("part6-lambda%g-%s", lam, xsa.experiment.seed_tag(config)),
-      config = config, label = string.format("part6 λ=%g seed %d", lam, seed),
-      what = string.format("part6 lambda %g seed %d", lam, seed), baseline = baseline and baseline.record,
-      checkpoints = baseline and {"xsa"} or {"sa", "xsa"}, optimizer = false,
-      after = function(res, m)
-        res.xsa.step_loss = nil
-        local _, pv = study.loaders(probe_data)
-        local n = math.min(opts.probe_batches, pv:num_batches())
-        res.probe = {batches = n, xsa = study.probe(m.xsa, pv, n), sa = baseline and baseline.probe or study.probe(m.sa, pv, n)}
-        if baseline then res.checkpoints.sa = baseline.checkpoint end
-        pv:free()
-      end, check = function(res) return #((res.probe or {}).xsa or {}) > 0, "no probe" end}
-  end
-  local function baseline_of(r)
-    if r.sa.step_loss and r.probe.sa then return {record = r.sa, probe = r.probe.sa, checkpoint = r.checkpoints and r.checkpoints.sa} end
-  end
-  -- mpirun: first every seed's first lambda (it trains the SA baseline), then,
-  -- once those are cached, the other (seed, lambda) runs, each reading its
-  -- seed's baseline from the cache: the same runs as one process makes
-  local first, rest, lam1 = {}, {}, opts.lambdas[1]
+-- One (seed, lambda) run; `base`: this seed's SA baseline (the first lambda's run; nil: train SA here too).
+local function run(ex, seed, lam, base)
+  local opts, probe_data = ex.opts, study.probe_data_config(ex.opts, ex.opts.seq_len)
+  local config = ex:pair_config{lambda = lam, seed = seed, probe_batches = opts.probe_batches, probe = probe_data}
+  local baseline = base and base.sa.step_loss and base.probe.sa and base -- a record of it that kept what is reused
+  local r, status, entry = ex:pair{name = string.format("part6-lambda%g-%s", lam, xsa.experiment.seed_tag(config)),
+    config = config, label = string.format("part6 λ=%g seed %d", lam, seed), what = string.format("part6 lambda %g seed %d", lam, seed),
+    baseline = baseline and baseline.sa, checkpoints = baseline and {"xsa"} or {"sa", "xsa"}, optimizer = false,
+    after = function(res, m)
+      res.xsa.step_loss = nil
+      local _, pv = study.loaders(probe_data)
+      local n = math.min(opts.probe_batches, pv:num_batches())
+      res.probe = {batches = n, xsa = study.probe(m.xsa, pv, n), sa = baseline and baseline.probe.sa or study.probe(m.sa, pv, n)}
+      if baseline then res.checkpoints.sa = baseline.checkpoints and baseline.checkpoints.sa end
+      pv:free()
+    end, check = function(res) return #((res.probe or {}).xsa or {}) > 0, "no probe" end}
+  return r, {seed = seed, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
+    xsa_post_cos = study.layer_mean(r.probe.xsa, "post_cos_pos1"), sa_post_cos = study.layer_mean(r.probe.sa, "post_cos_pos1"),
+    xsa_post_cos_all = study.layer_mean(r.probe.xsa, "post_cos"), elapsed_s = r.elapsed_s, checkpoints = r.checkpoints,
+    cache = status, entry = entry}
+end
+
+function P.units(ex) -- per seed: the first lambda (it trains the SA baseline), then the others, which need it
+  local units = {}
   for _, seed in ipairs(ex.seeds) do
-    first[#first + 1] = {seed = seed, lambda = lam1, label = string.format("seed %d lambda %g", seed, lam1)}
-    for i = 2, #opts.lambdas do
-      rest[#rest + 1] = {seed = seed, lambda = opts.lambdas[i], label = string.format("seed %d lambda %g", seed, opts.lambdas[i])}
+    local first = string.format("seed %d lambda %g", seed, ex.opts.lambdas[1])
+    for i, lam in ipairs(ex.opts.lambdas) do
+      units[#units + 1] = {key = string.format("seed %d lambda %g", seed, lam), seed = seed, after = i > 1 and {first} or nil,
+        run = function(d)
+          local r, x = run(ex, seed, lam, i > 1 and d[first].r or nil)
+          return {r = r, x = x}
+        end}
     end
   end
-  if ex:spread(first, function(u) run(u.seed, u.lambda) end) then
-    ex:spread(rest, function(u) run(u.seed, u.lambda, baseline_of(run(u.seed, lam1))) end)
-  end
-  ex:each_seed(function(seed) -- --jobs J: J seeds side by side
-    local baseline, mine = nil, {} -- a seed counts only with every lambda (--from-records)
-    for i, lam in ipairs(opts.lambdas) do
-      local r, status, entry = run(seed, lam, baseline)
-      baseline = baseline or baseline_of(r)
-      mine[i] = {seed = seed, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
-        xsa_post_cos = study.layer_mean(r.probe.xsa, "post_cos_pos1"), sa_post_cos = study.layer_mean(r.probe.sa, "post_cos_pos1"),
-        xsa_post_cos_all = study.layer_mean(r.probe.xsa, "post_cos"), elapsed_s = r.elapsed_s, checkpoints = r.checkpoints,
-        cache = status, entry = entry}
-    end
-    for i, x in ipairs(mine) do per[i][#per[i] + 1] = x end
-  end)
+  return units
+end
 
+function P.main(ex, runs)
+  local opts, per = ex.opts, {}
+  for i = 1, #opts.lambdas do per[i] = {} end
+  for j, u in ipairs(runs) do local i = (j - 1) % #opts.lambdas + 1; per[i][#per[i] + 1] = u.x end
   local N, lams, tics, sts, bias_x, bias_s, rows, list = #ex.seeds, {}, {}, {}, {}, {}, {}, {}
   for i, lam in ipairs(opts.lambdas) do
     local runs = per[i]
@@ -127,5 +105,7 @@ ex:main(function()
   if N == 1 then print("one seed cannot give an interval; for a 95% interval run with --seeds 5") end
   ex:summary{config = {steps = opts.steps, batch = opts.batch, seq_len = opts.seq_len, max_tokens = opts.max_tokens,
     lr = opts.lr, seeds = ex.seeds, data_seed = opts.data_seed, init_seed = opts.init_seed, lambdas = opts.lambdas,
-    probe_batches = opts.probe_batches, probe = probe_data}, seeds = ex.seeds, result = {runs = list}, table = tbl}
-end)
+    probe_batches = opts.probe_batches, probe = study.probe_data_config(opts, opts.seq_len)}, seeds = ex.seeds, result = {runs = list}, table = tbl}
+end
+
+return xsa.experiment.part(P, ...)

@@ -43,7 +43,8 @@ function M.options(d, extra, skip)
     {"init-seed", "int", nil, "hold the initial weights at this seed while the batch order follows each seed", min = 0},
     {"jobs", "int", 1, "seeds trained side by side, each in its own process with 1 BLAS thread (--seeds)",
       check = function(v) return v >= 1, "must be at least 1" end},
-    {"worker", "bool", false, "internal (--jobs): train the one seed of --seeds, then exit"},
+    {"worker", "bool", false, "internal (--jobs): run the one run of --unit, then exit"},
+    {"unit", "int", nil, "internal (--jobs, with --worker): the index of the run", min = 1},
     {"data-parallel", "bool", false, "under mpirun: every rank trains each pair on its rows of every batch " ..
       "(gradients averaged over the ranks), instead of taking runs of its own"},
     {"threads", "int", d.threads or 0, "BLAS/engine threads (0: leave as is)", min = 0, max = 1024},
@@ -395,6 +396,13 @@ function M.curve_band(runs, model, kind)
     lo[i], hi[i] = c.lo or 0 / 0, c.hi or 0 / 0
   end
   return steps, mean, lo, hi
+end
+
+-- A mean with its interval (M.mean_ci) as text in format f: "0.6410
+-- (0.6300 to 0.6520)", "0.6410" without an interval, "n/a" without a mean.
+function M.ci_text(c, f)
+  if not c.mean then return "n/a" end
+  return string.format(f, c.mean) .. (c.lo and string.format(" (" .. f .. " to " .. f .. ")", c.lo, c.hi) or "")
 end
 
 -- The spread of a curve across seeds: per evaluation point the sd over
