@@ -583,112 +583,135 @@ local function with_checkpoints(r, kinds, f)
   return copy
 end
 
+-- What one paired run needs along the way: its configuration, cache name,
+-- files, the checkpoints to keep, labels.
+local function pair_run(self, o)
+  local config = o.config or (o.seed == nil and self.config) or self:pair_config{seed = o.seed}
+  local name = o.name or M.pair_name(self.name, config)
+  local keyed = M.cache_config(config)
+  local p = {o = o, config = config, name = name, keyed = keyed, f = files_of(self.opts.out, name, keyed),
+    kinds = checkpoint_kinds(o.checkpoints), keep = {}, label = o.label or self.name}
+  for _, k in ipairs(p.kinds) do p.keep[k] = true end
+  p.what = o.what or p.label
+  p.say = function(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
+  return p
+end
+
+-- After training, on every path that trained: checkpoint paths, the
+-- caller's after(), the models freed.
+local function finish(p, r, sa_model, xsa_model, tl, vl)
+  if #p.kinds > 0 then
+    r.checkpoints = {}
+    for _, k in ipairs(p.kinds) do r.checkpoints[k] = p.f.checkpoints[k] end
+  end
+  if p.o.after then p.o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
+  r.provenance = record.provenance()
+  sa_model:free()
+  xsa_model:free()
+end
+
+-- --data-parallel under mpirun: every rank trains this pair together and
+-- rank 0 decides hit or miss for all. On the other ranks: what rank 0 has,
+-- or the training without writing anything (result, status, entry); on
+-- rank 0 nil (it goes on as one process would).
+local function data_parallel_share(self, p, no_cache)
+  local xsa, opts, rank = xsa_lib(), self.opts, select(2, ranks())
+  local flag = xsa.tensor{0}
+  if rank == 0 and not no_cache and cache.load(opts.out, p.name, p.keyed, pair_check(p.kinds, p.o.check)) then
+    flag = xsa.tensor{1}
+  end
+  xsa.mpi.bcast(flag, 0)
+  local hit = flag:item() == 1
+  flag:free()
+  if rank == 0 then return nil end
+  if hit then return cache.load(opts.out, p.name, p.keyed), "hit", p.f.entry end
+  local tl, vl = study.loaders(p.config.data)
+  local sa_model, xsa_model = study.new_pair(p.config.model, p.config.lambda)
+  if p.o.on_start then p.o.on_start(sa_model, tl, vl) end
+  local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(p.config.train, {
+    label = p.label, baseline = p.o.baseline, on_point = p.o.on_point, data_parallel = true}))
+  finish(p, r, sa_model, xsa_model, tl, vl)
+  return r, "miss", p.f.entry
+end
+
+-- The saved state to continue from (nil: start over), said so; --no-resume
+-- discards it.
+local function resume_state(self, p, dp)
+  local f, opts, say = p.f, self.opts, p.say
+  if dp then
+    if sys.exists(f.state) then say("resume: --data-parallel does not resume; starting %s over", p.what) end
+  elseif opts.resume ~= false then
+    local saved, why = load_state(f, p.keyed, say)
+    if saved then
+      say("resume: %s from step %d of %d (%s; --no-resume starts over)", p.what, saved.resume.completed_steps,
+        p.config.train.steps, f.state)
+    elseif why == "none" and opts.given and opts.given.resume then
+      say("resume: no saved state for %s (%s); starting from step 0", p.what, f.state)
+    end
+    return saved
+  elseif sys.exists(f.state) then
+    say("resume: --no-resume, starting %s over (discarding %s)", p.what, f.state)
+    remove_state(f)
+  end
+end
+
+-- xsa.train.pair's save hook: saved states, partial saves, the checkpoints.
+local function save_hook(p)
+  local f = p.f
+  return function(res, st, ctx)
+    if st == "checkpoint" or st == "interrupted" then return write_state(f, p.keyed, ctx) end
+    if st == "nan" then remove_state(f) end -- resuming would diverge again
+    if st ~= "done" then return partial_save(f, p.config, res, ctx) end
+    local written = {}
+    for _, k in ipairs{"sa", "xsa"} do
+      if p.keep[k] then
+        ctx[k]:save(f.checkpoints[k], p.o.optimizer ~= false and {optimizer = ctx[k .. "_opt"]} or nil)
+        written[#written + 1] = f.checkpoints[k]
+      end
+    end
+    return #written > 0 and table.concat(written, ", ") or nil
+  end
+end
+
+-- Trains the pair (continuing a saved state when there is one): the result.
+local function train_pair(self, p, dp)
+  local xsa, config, o = xsa_lib(), p.config, p.o
+  local tl, vl = study.loaders(config.data)
+  local saved = resume_state(self, p, dp)
+  local sa_model, xsa_model
+  if saved then
+    sa_model, xsa_model = saved.sa, saved.xsa
+  else
+    sa_model, xsa_model = study.new_pair(config.model, config.lambda)
+  end
+  if p.keep.init and not (saved and sys.exists(p.f.checkpoints.init)) then
+    (saved and study.new_model(config.model) or sa_model):save(p.f.checkpoints.init)
+  end
+  if o.on_start then o.on_start(sa_model, tl, vl) end
+  local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
+    label = p.label, baseline = o.baseline, save_every = self.opts.save_every or 0, on_point = o.on_point,
+    data_parallel = dp or nil, resume = saved and saved.resume, optimizers = saved and {saved.sa_opt, saved.xsa_opt},
+    save = save_hook(p)}))
+  finish(p, r, sa_model, xsa_model, tl, vl)
+  return r
+end
+
 function Ex:pair(o)
   o = options.check("ex:pair", o, {"name", "config", "label", "what", "seed", "checkpoints", "optimizer", "baseline",
     "on_start", "on_point", "after", "check"})
-  local xsa = xsa_lib()
-  local config = o.config or (o.seed == nil and self.config) or self:pair_config{seed = o.seed}
-  local name = o.name or M.pair_name(self.name, config)
-  local opts = self.opts
-  local keyed = M.cache_config(config)
-  local f = files_of(opts.out, name, keyed)
-  local kinds = checkpoint_kinds(o.checkpoints)
-  local keep = {}
-  for _, k in ipairs(kinds) do keep[k] = true end
-  local label = o.label or self.name
-  local what = o.what or label
-  local function say(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
-  -- after training, on every path that trained: checkpoint paths, the
-  -- caller's after(), the models freed
-  local function finish(r, sa_model, xsa_model, tl, vl)
-    if #kinds > 0 then
-      r.checkpoints = {}
-      for _, k in ipairs(kinds) do r.checkpoints[k] = f.checkpoints[k] end
-    end
-    if o.after then o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
-    r.provenance = record.provenance()
-    sa_model:free()
-    xsa_model:free()
-  end
-  local rec = self:recorded(name, config, pair_check(nil, o.check), what)
-  if rec then return with_checkpoints(rec.result, kinds, f), "record", rec.path end
-  local size, rank = ranks()
-  local no_cache = self:refresh(name, config)
-  local dp = opts.data_parallel and size > 1 and self.spread_ranks
+  local p = pair_run(self, o)
+  local rec = self:recorded(p.name, p.config, pair_check(nil, o.check), p.what)
+  if rec then return with_checkpoints(rec.result, p.kinds, p.f), "record", rec.path end
+  local no_cache = self:refresh(p.name, p.config)
+  local dp = self.opts.data_parallel and ranks() > 1 and self.spread_ranks
   if dp then
-    -- every rank trains this pair together: rank 0 decides hit or miss for all
-    local flag = xsa.tensor{0}
-    if rank == 0 and not no_cache and cache.load(opts.out, name, keyed, pair_check(kinds, o.check)) then
-      flag = xsa.tensor{1}
-    end
-    xsa.mpi.bcast(flag, 0)
-    local hit = flag:item() == 1
-    flag:free()
-    if rank ~= 0 then
-      -- the others read what rank 0 has, or train without writing anything
-      if hit then
-        local r = cache.load(opts.out, name, keyed)
-        return r, "hit", f.entry
-      end
-      local tl, vl = study.loaders(config.data)
-      local sa_model, xsa_model = study.new_pair(config.model, config.lambda)
-      if o.on_start then o.on_start(sa_model, tl, vl) end
-      local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
-        label = label, baseline = o.baseline, on_point = o.on_point, data_parallel = true}))
-      finish(r, sa_model, xsa_model, tl, vl)
-      return r, "miss", f.entry
-    end
+    local r, status, entry = data_parallel_share(self, p, no_cache)
+    if r then return r, status, entry end
   end
-  local result, status, entry = cache.fetch(opts.out, name, keyed, function()
-    local tl, vl = study.loaders(config.data)
-    local saved, why
-    if dp then
-      if sys.exists(f.state) then say("resume: --data-parallel does not resume; starting %s over", what) end
-    elseif opts.resume ~= false then
-      saved, why = load_state(f, keyed, say)
-      if saved then
-        say("resume: %s from step %d of %d (%s; --no-resume starts over)", what, saved.resume.completed_steps,
-          config.train.steps, f.state)
-      elseif why == "none" and opts.given and opts.given.resume then
-        say("resume: no saved state for %s (%s); starting from step 0", what, f.state)
-      end
-    elseif sys.exists(f.state) then
-      say("resume: --no-resume, starting %s over (discarding %s)", what, f.state)
-      remove_state(f)
-    end
-    local sa_model, xsa_model
-    if saved then
-      sa_model, xsa_model = saved.sa, saved.xsa
-    else
-      sa_model, xsa_model = study.new_pair(config.model, config.lambda)
-    end
-    if keep.init and not (saved and sys.exists(f.checkpoints.init)) then
-      (saved and study.new_model(config.model) or sa_model):save(f.checkpoints.init)
-    end
-    if o.on_start then o.on_start(sa_model, tl, vl) end
-    local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
-      label = label, baseline = o.baseline, save_every = opts.save_every or 0, on_point = o.on_point,
-      data_parallel = dp or nil,
-      resume = saved and saved.resume, optimizers = saved and {saved.sa_opt, saved.xsa_opt},
-      save = function(res, st, ctx)
-        if st == "checkpoint" or st == "interrupted" then return write_state(f, keyed, ctx) end
-        if st == "nan" then remove_state(f) end -- resuming would diverge again
-        if st ~= "done" then return partial_save(f, config, res, ctx) end
-        local written = {}
-        for _, k in ipairs{"sa", "xsa"} do
-          if keep[k] then
-            ctx[k]:save(f.checkpoints[k], o.optimizer ~= false and {optimizer = ctx[k .. "_opt"]} or nil)
-            written[#written + 1] = f.checkpoints[k]
-          end
-        end
-        return #written > 0 and table.concat(written, ", ") or nil
-      end,
-    }))
-    finish(r, sa_model, xsa_model, tl, vl)
-    return r
-  end, {no_cache = no_cache, check = pair_check(kinds, o.check), label = what})
-  remove_state(f) -- the finished entry replaces any saved state
-  self:record(name, config, result, status)
+  local result, status, entry = cache.fetch(self.opts.out, p.name, p.keyed, function() return train_pair(self, p, dp) end,
+    {no_cache = no_cache, check = pair_check(p.kinds, o.check), label = p.what})
+  remove_state(p.f) -- the finished entry replaces any saved state
+  self:record(p.name, p.config, result, status)
   return result, status, entry
 end
 
