@@ -1,9 +1,6 @@
 -- part3_train.lua: the main experiment: SA and XSA from identical weights on
--- identical batches, each with its own AdamW, per seed (--seeds N: N pairs
--- and the verdict with a 95% interval). Per seed under --out: the result
--- and the checkpoints part3-{init,sa,xsa}-300steps-seed0-HASH.safetensors;
--- plots/part3_loss.png (over seeds: mean, 95% band, each seed's improvement).
---
+-- identical batches, each with its own AdamW, per seed (--seeds N: the verdict
+-- with a 95% interval); per seed a cache entry and part3-{init,sa,xsa}-... checkpoints.
 --   xsa scripts/part3_train.lua [--seeds 5] [--quick]   # 300 steps, batch 16, seq_len 64, seed 0
 local xsa = xsa or require "xsa"
 local study, plot, fmt = xsa.study, xsa.plot, string.format

@@ -40,19 +40,18 @@ function P.units(ex) -- one paired run per (seed, length)
 end
 
 function P.main(ex, runs)
-  local opts, lens, fmt, mean = ex.opts, {}, string.format, xsa.stats.mean
+  local opts, lens, fmt = ex.opts, {}, string.format
   for i, T in ipairs(opts.seq_lens) do lens[i] = math.tointeger(T) end
   local N, xs, tics, sts, sa_vals, xsa_vals, rows, list = #ex.seeds, {}, {}, {}, {}, {}, {}, {}
+  local place = {}
+  for i, T in ipairs(lens) do place[T] = i end
+  local groups = study.paired_groups(runs, #lens, function(x) return place[x.seq_len] end, ex.seeds)
   for i, T in ipairs(lens) do
-    local of_T = {}
-    for _, x in ipairs(runs) do if x.seq_len == T then of_T[#of_T + 1] = x end end
-    xs[i], tics[i] = i, {tostring(T), i}
-    sa_vals[i], xsa_vals[i] = study.collect(of_T, function(r) return r.sa_val end), study.collect(of_T, function(r) return r.xsa_val end)
-    local s = study.paired_stats(sa_vals[i], xsa_vals[i], ex.seeds)
-    sts[i] = s
-    rows[i] = {tostring(T), fmt("%.4f", mean(sa_vals[i])), fmt("%.4f", mean(xsa_vals[i])), study.pct(s.mean),
-      s.t_lo and fmt("%+.2f to %+.2f", s.t_lo, s.t_hi) or "n/a", fmt("%d of %d", s.k_xsa_lower, s.n), s.verdict}
-    list[i] = {seq_len = T, sa_val = mean(sa_vals[i]), xsa_val = mean(xsa_vals[i]), improvement_pct = s.mean, stats = s, seeds = of_T}
+    local g, s = groups[i], groups[i].stats
+    xs[i], tics[i], sa_vals[i], xsa_vals[i], sts[i] = i, {tostring(T), i}, g.sa, g.xsa, s
+    rows[i] = {tostring(T), fmt("%.4f", g.sa_mean), fmt("%.4f", g.xsa_mean), study.pct(s.mean), study.interval_text(s),
+      fmt("%d of %d", s.k_xsa_lower, s.n), s.verdict}
+    list[i] = {seq_len = T, sa_val = g.sa_mean, xsa_val = g.xsa_mean, improvement_pct = s.mean, stats = s, seeds = g.runs}
   end
   local fig = plot.figure{cols = 2, width = 1300, height = 540,
     title = string.format("Sequence length: %d steps per run, batch %d, %d tokens, lr %g, %s", opts.steps, opts.batch,

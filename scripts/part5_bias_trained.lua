@@ -1,12 +1,8 @@
--- part5_bias_trained.lua: the bias probe (part 1's, plus post_cos = mean
--- cos(z_i, v_i) after the projection) of part 3's trained SA and XSA and
--- their untrained initial weights, for every seed of part 3 (its training
--- flags select the runs). The probe set: the first --probe-batches
--- validation batches of --probe-batch of the first --probe-tokens tokens.
--- Cosines over positions >= 1; "bias removed %" = 100 (|pre| - |post|) / |pre|.
---
---   xsa scripts/part3_train.lua --seeds 5 && xsa scripts/part5_bias_trained.lua --seeds 5
---   xsa scripts/part5_bias_trained.lua --quick --train   # trains part 3 itself if needed
+-- part5_bias_trained.lua: part 1's probe, plus post_cos = mean cos(z_i, v_i)
+-- after the projection, of part 3's trained SA and XSA and their initial
+-- weights, for every seed of part 3 (its flags select the runs), on a probe
+-- set (--probe-batches of --probe-batch, first --probe-tokens tokens).
+--   xsa scripts/part5_bias_trained.lua --seeds 5 [--train: part 3 first if needed] [--quick]
 local xsa = xsa or require "xsa"
 local study, numbers, plot = xsa.study, xsa.numbers, xsa.plot
 

@@ -1,13 +1,9 @@
--- part6_lambda_sweep.lua: how much projection? From one fixed init per
--- seed, each XSA(lambda) is trained against its own SA baseline (both
--- cloned from that init, the same batches), then probed: the mean over
--- layers of post-projection cos(z_i, v_i) (positions >= 1) on
--- --probe-batches validation batches of a --probe-tokens set. The baseline
--- is the same run for every lambda of a seed: trained with the first lambda,
--- its record, probe and checkpoint serve the others (their units need it).
---
---   xsa scripts/part6_lambda_sweep.lua                  # 5 x 2 x 300 steps (SA trained once: 6 runs)
---   xsa scripts/part6_lambda_sweep.lua --lambdas 0,1 --steps 100 --seeds 3
+-- part6_lambda_sweep.lua: how much projection? From one init per seed each
+-- XSA(lambda) trains against its own SA baseline (same init, same batches),
+-- then is probed: mean post-projection cos(z_i, v_i) over layers, positions
+-- >= 1. The baseline is one run per seed, trained with the first lambda;
+-- the other lambdas' units need it (its record, probe and checkpoint).
+--   xsa scripts/part6_lambda_sweep.lua [--lambdas 0,1] [--seeds 3] [--quick]
 local xsa = xsa or require "xsa"
 local study, plot = xsa.study, xsa.plot
 
@@ -36,10 +32,10 @@ local function run(ex, seed, lam, base)
       if baseline then res.checkpoints.sa = baseline.checkpoints and baseline.checkpoints.sa end
       pv:free()
     end, check = function(res) return #((res.probe or {}).xsa or {}) > 0, "no probe" end}
-  return r, {seed = seed, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
+  return {r = r, x = {seed = seed, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
     xsa_post_cos = study.layer_mean(r.probe.xsa, "post_cos_pos1"), sa_post_cos = study.layer_mean(r.probe.sa, "post_cos_pos1"),
     xsa_post_cos_all = study.layer_mean(r.probe.xsa, "post_cos"), elapsed_s = r.elapsed_s, checkpoints = r.checkpoints,
-    cache = status, entry = entry}
+    cache = status, entry = entry}}
 end
 
 function P.units(ex) -- per seed: the first lambda (it trains the SA baseline), then the others, which need it
@@ -48,36 +44,27 @@ function P.units(ex) -- per seed: the first lambda (it trains the SA baseline), 
     local first = string.format("seed %d lambda %g", seed, ex.opts.lambdas[1])
     for i, lam in ipairs(ex.opts.lambdas) do
       units[#units + 1] = {key = string.format("seed %d lambda %g", seed, lam), seed = seed, after = i > 1 and {first} or nil,
-        run = function(d)
-          local r, x = run(ex, seed, lam, i > 1 and d[first].r or nil)
-          return {r = r, x = x}
-        end}
+        run = function(d) return run(ex, seed, lam, i > 1 and d[first].r or nil) end}
     end
   end
   return units
 end
 
 function P.main(ex, runs)
-  local opts, per = ex.opts, {}
-  for i = 1, #opts.lambdas do per[i] = {} end
-  for j, u in ipairs(runs) do local i = (j - 1) % #opts.lambdas + 1; per[i][#per[i] + 1] = u.x end
-  local N, lams, tics, sts, bias_x, bias_s, rows, list = #ex.seeds, {}, {}, {}, {}, {}, {}, {}
-  for i, lam in ipairs(opts.lambdas) do
-    local runs = per[i]
-    lams[i], tics[i] = lam, {string.format("%g", lam), lam}
-    sts[i] = study.paired_stats(study.collect(runs, function(r) return r.sa_val end),
-      study.collect(runs, function(r) return r.xsa_val end), ex.seeds)
-    bias_x[i] = study.collect(runs, function(r) return r.xsa_post_cos end)
-    bias_s[i] = study.collect(runs, function(r) return r.sa_post_cos end)
-    local s, bx, bs = sts[i], study.mean_ci(bias_x[i]), study.mean_ci(bias_s[i])
-    rows[i] = {string.format("%g", lam), string.format("%.4f", xsa.stats.mean(study.collect(runs, function(r) return r.sa_val end))),
-      string.format("%.4f", xsa.stats.mean(study.collect(runs, function(r) return r.xsa_val end))), study.pct(s.mean),
-      s.t_lo and string.format("%+.2f to %+.2f", s.t_lo, s.t_hi) or "n/a", s.verdict,
-      string.format("%.4f", bx.mean), string.format("%.4f", bs.mean)}
+  local opts, N, lams, tics, sts, bias_x, bias_s, rows, list = ex.opts, #ex.seeds, ex.opts.lambdas, {}, {}, {}, {}, {}, {}
+  local groups = study.paired_groups(study.collect(runs, function(u) return u.x end), #lams, function(_, j)
+    return (j - 1) % #lams + 1 end, ex.seeds) -- the units: per seed, every lambda
+  for i, lam in ipairs(lams) do
+    local g, fmt = groups[i], string.format
+    tics[i], sts[i] = {fmt("%g", lam), lam}, g.stats
+    bias_x[i] = study.collect(g.runs, function(r) return r.xsa_post_cos end)
+    bias_s[i] = study.collect(g.runs, function(r) return r.sa_post_cos end)
+    local s, bx, bs = g.stats, study.mean_ci(bias_x[i]), study.mean_ci(bias_s[i])
+    rows[i] = {fmt("%g", lam), fmt("%.4f", g.sa_mean), fmt("%.4f", g.xsa_mean), study.pct(s.mean), study.interval_text(s),
+      s.verdict, fmt("%.4f", bx.mean), fmt("%.4f", bs.mean)}
     list[i] = {lambda = lam, improvement_pct = s.mean, stats = s, xsa_post_cos = bx.mean, xsa_post_cos_ci = {bx.lo, bx.hi},
-      sa_post_cos = bs.mean, sa_val = rows[i][2] + 0, xsa_val = rows[i][3] + 0, seeds = runs}
+      sa_post_cos = bs.mean, sa_val = rows[i][2] + 0, xsa_val = rows[i][3] + 0, seeds = g.runs}
   end
-
   local lo, hi = math.min(table.unpack(lams)), math.max(table.unpack(lams))
   local pad, bw = math.max(0.08, (hi - lo) * 0.08), #lams > 1 and math.min(0.15, (hi - lo) / #lams * 0.6) or 0.15
   local fig = plot.figure{cols = 2, width = 1300, height = 540,
@@ -98,7 +85,6 @@ function P.main(ex, runs)
   ex:save_figure(fig, "part6_lambda_sweep", "cos(z_i, v_i) is over positions ≥ 1 (at position 0 a token attends only " ..
     "to itself; the JSON keeps the all-positions values)." .. (N > 1 and string.format(" Over %d seeds: means, 95%% t " ..
     "intervals as error bars, each seed as a dot.", N) or ""))
-
   local tbl = ex:table({"lambda", "SA val loss", "XSA val loss", "improvement", "95% t interval", "verdict",
     "XSA mean cos(z,v)", "SA mean cos(z,v)"}, rows)
   print("cos(z,v): mean over layers and positions >= 1" .. (N > 1 and ", then over seeds" or ""))

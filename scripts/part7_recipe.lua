@@ -1,9 +1,7 @@
--- part7_recipe.lua: does the verdict survive a standard training recipe?
--- Part 3's pair under the notebook's constant lr and under linear warmup
--- (--warmup 30: 10% of the steps, ending before SA's plateau) then cosine
--- decay to a tenth of the peak, over --seeds (10). The constant-lr runs ARE
--- part 3's (its entries: read, not retrained). plots/part7_recipe.png: mean
--- val curves with 95% bands, the sd over seeds; a table of every endpoint.
+-- part7_recipe.lua: does the verdict survive a standard recipe? Part 3's pair
+-- under the notebook's constant lr and under --warmup 30 (10% of the steps,
+-- before SA's plateau) then cosine decay to a tenth of the peak, over --seeds
+-- (10). The constant-lr runs ARE part 3's. Every endpoint per recipe.
 local xsa = xsa or require "xsa"
 local study, plot, E = xsa.study, xsa.plot, xsa.experiment
 
@@ -12,17 +10,16 @@ local options = study.options({}, {{"warmup", "int", 30, "linear warmup steps of
 options[#options + 1] = {"seeds", "string", "10", "seeds 0..N-1, or a list (3,7,11; one seed: 3,)",
   check = function(v) return study.parse_seeds(v) ~= nil, select(2, study.parse_seeds(v)) end}
 local P = {name = "part7", title = "Training recipe", options = options, report = "report/part7.lua", publish = {seeds = 10},
-  summary = "Part 3's pair under the notebook's constant lr and under warmup + cosine decay, over --seeds;\n" ..
+  ranks = true, summary = "Part 3's pair under the notebook's constant lr and under warmup + cosine decay, over --seeds;\n" ..
     "every endpoint of doc/study.md per recipe with its 95% interval.",
-  quick = E.pair_quick({seeds = "2", warmup = 3}), ranks = true}
+  quick = E.pair_quick({seeds = "2", warmup = 3})}
 local function recipes(opts)
   return {{key = "constant", label = string.format("constant lr %g (notebook)", opts.lr)},
     {key = "cosine", label = string.format("warmup %d, cosine to %g", opts.warmup, opts.min_lr_frac * opts.lr)}}
 end
 
 local function run(ex, seed, rc)
-  local opts = ex.opts
-  local config = E.pair_config(opts, "part3", {seed = seed}) -- part 3's run: its entry and checkpoints
+  local opts, config = ex.opts, E.pair_config(ex.opts, "part3", {seed = seed}) -- part 3's run: its entry and checkpoints
   local o = {config = config, name = E.pair_name("part3", config), checkpoints = true}
   if rc.key == "cosine" then
     config.part, config.train.schedule, config.train.warmup, config.train.min_lr_frac = "part7", "cosine", opts.warmup, opts.min_lr_frac

@@ -730,6 +730,11 @@ add("xsa.study.seed_improvement_panel", "xsa.study.seed_improvement_panel(fig, s
   "xsa.study.seed_improvement_panel(fig, xsa.study.paired_stats(sa, xs, seeds))")
 add("xsa.study.mean_ci", "xsa.study.mean_ci(values [, level]) -> {n=, mean=, sd=, lo=, hi=}",
   "The mean of the finite values with its 95% t interval (lo, hi nil for one value).", "print(xsa.study.mean_ci({1, 2, 3}).hi)")
+add("xsa.study.paired_groups", "xsa.study.paired_groups(runs, n, group_of, seeds) -> groups",
+  "The runs of a sweep in n groups (group_of(run, j) -> 1..n): per group its runs, their SA and XSA values (sa_val, xsa_val), means and paired statistics.",
+  "local g = xsa.study.paired_groups(runs, 2, function(x) return x.seq_len == 64 and 1 or 2 end, {0, 1})")
+add("xsa.study.interval_text", "xsa.study.interval_text(stats) -> string", "\"+0.12 to +3.40\": the t interval of paired statistics, or \"n/a\".",
+  "print(xsa.study.interval_text(xsa.study.paired_stats({4, 4.2}, {3.9, 4.1}, {0, 1})))")
 add("xsa.study.ci_text", "xsa.study.ci_text(ci, format) -> string",
   "A mean_ci result as text: \"0.6410 (0.6300 to 0.6520)\", the mean alone without an interval, \"n/a\" without a mean.",
   "print(xsa.study.ci_text(xsa.study.mean_ci({1, 2, 3}), \"%.2f\"))")

@@ -650,6 +650,32 @@ function M.points_ci(panel, xs, per_x, o)
   return mean, lo, hi
 end
 
+-- The runs of a sweep in groups, one per value of the swept setting (part
+-- of a study: a sequence length, a lambda), for its table and figure:
+-- group_of(x, j) places run x (j: its place in `runs`) in one of n groups;
+-- per group its runs in order, their SA and XSA values (x.sa_val,
+-- x.xsa_val) with their means, and the paired statistics over `seeds`.
+function M.paired_groups(runs, n, group_of, seeds)
+  local groups, mean = {}, stats_lib().mean
+  for i = 1, n do groups[i] = {runs = {}} end
+  for j, x in ipairs(runs) do
+    local g = groups[group_of(x, j)]
+    g.runs[#g.runs + 1] = x
+  end
+  for _, g in ipairs(groups) do
+    g.sa = M.collect(g.runs, function(r) return r.sa_val end)
+    g.xsa = M.collect(g.runs, function(r) return r.xsa_val end)
+    g.stats = M.paired_stats(g.sa, g.xsa, seeds)
+    g.sa_mean, g.xsa_mean = mean(g.sa), mean(g.xsa)
+  end
+  return groups
+end
+
+-- "+0.12 to +3.40": the t interval of paired statistics, or "n/a".
+function M.interval_text(s)
+  return s.t_lo and string.format("%+.2f to %+.2f", s.t_lo, s.t_hi) or "n/a"
+end
+
 -- Mean of a per-layer metric over layers.
 function M.layer_mean(probe, key)
   local s, n = 0, 0
