@@ -204,6 +204,16 @@ function M.stats_words(st, what, out)
   return out
 end
 
+-- A section's published verdicts (make results) for a sweep: one row per
+-- run of the summary's result.runs, named label(run).
+function M.sweep_verdicts(label)
+  return function(s, row)
+    local rows = {}
+    for _, r in ipairs(s.result.runs or {}) do rows[#rows + 1] = row(label(r), r.stats) end
+    return rows
+  end
+end
+
 -- " (95% t interval a to b)" of a pair {a, b} in format f, or "".
 function M.ci(c, f)
   if type(c) ~= "table" or not finite(c[1]) then return "" end

@@ -4,11 +4,8 @@ local xsa = xsa or require "xsa"
 local finite, compare = xsa.numbers.finite, xsa.study.compare_words
 
 return {
-  verdicts = function(s, row) -- the published verdicts (make results): one per length
-    local rows = {}
-    for _, r in ipairs(s.result.runs or {}) do rows[#rows + 1] = row(string.format("part 4: seq_len %d (500 steps)", r.seq_len), r.stats) end
-    return rows
-  end,
+  -- the published verdicts (make results): one per length
+  verdicts = xsa.report.sweep_verdicts(function(r) return string.format("part 4: seq_len %d (500 steps)", r.seq_len) end),
 
   title = "Part 4: sequence length",
   command = "xsa scripts/part4_seqlen.lua",

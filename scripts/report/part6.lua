@@ -5,11 +5,8 @@ local R = xsa.report
 local f4, finite, pct, ci = R.f4, xsa.numbers.finite, xsa.study.pct, R.ci
 
 return {
-  verdicts = function(s, row) -- the published verdicts (make results): one per lambda
-    local rows = {}
-    for _, r in ipairs(s.result.runs or {}) do rows[#rows + 1] = row(string.format("part 6: λ = %g", r.lambda), r.stats) end
-    return rows
-  end,
+  -- the published verdicts (make results): one per lambda
+  verdicts = xsa.report.sweep_verdicts(function(r) return string.format("part 6: λ = %g", r.lambda) end),
 
   title = "Part 6: how much projection (λ sweep)",
   command = "xsa scripts/part6_lambda_sweep.lua",
