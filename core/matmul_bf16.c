@@ -1,18 +1,16 @@
 /*
  * matmul_bf16.c: bf16 x bf16 -> float32 products over oneDNN's matmul
  * primitive (see matmul_bf16.h), or stubs without oneDNN. The conversions
- * are plain C/AVX-512 and always built.
+ * are plain C with a vector path where simd.h has XSA_SIMD_BF16, and
+ * always built.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "error.h"
 #include "matmul_bf16.h"
+#include "simd.h"
 #include "system.h"
 
 /* ---- conversions ---------------------------------------------------------- */
@@ -20,14 +18,11 @@
 void xsa_bf16_from_f32(uint16_t *dst, const float *src, size_t n)
 {
     size_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16) {
-        __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
-        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-        u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
-    }
-#endif
+    /* the vector path has never special-cased NaN (one whose payload is
+     * only in the low 16 bits rounds to infinity there); the scalar loop
+     * keeps a NaN a NaN */
+    for (; XSA_SIMD_BF16 && i + VF_W <= n; i += VF_W)
+        vf_store_bf16_mask(dst + i, vf_mask(VF_W), vf_load(src + i));
     for (; i < n; i++) {
         uint32_t u;
         memcpy(&u, src + i, sizeof u);
@@ -35,8 +30,7 @@ void xsa_bf16_from_f32(uint16_t *dst, const float *src, size_t n)
             dst[i] = (uint16_t)((u >> 16) | 0x40u); /* NaN stays NaN */
             continue;
         }
-        u += 0x7fffu + ((u >> 16) & 1u);
-        dst[i] = (uint16_t)(u >> 16);
+        dst[i] = sf_to_bf16(src[i]);
     }
 }
 

@@ -9,10 +9,7 @@
 
 #include "ckd.h"
 #include "optim.h"
-
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
+#include "simd.h"
 
 static int check_hyper(double lr, double b1, double b2, double eps, double wd)
 {
@@ -102,6 +99,42 @@ int xsa_adamw_set_lr(xsa_adamw *o, double lr)
     return 0;
 }
 
+/* The update's float scalars (optim.h's formula). */
+typedef struct {
+    float decay, a1, b2, a2, step, bc2_sqrt, eps;
+} adamw_hyper;
+
+/* One vector of the update: separate multiplies and adds, no FMA, so each
+ * lane computes exactly the scalar formula of optim.h and every SIMD width
+ * (one lane in plain C) gives the same weights. */
+static inline void adamw_lanes(float *w, const float *g, float *m, float *v, vmask k, int full,
+                               const adamw_hyper *h)
+{
+    vf gk = full ? vf_load(g) : vf_load_mask(k, g), mk = full ? vf_load(m) : vf_load_mask(k, m);
+    vf vk = full ? vf_load(v) : vf_load_mask(k, v);
+    vf wk = vf_mul(full ? vf_load(w) : vf_load_mask(k, w), vf_set1(h->decay));
+    mk = vf_add(mk, vf_mul(vf_set1(h->a1), vf_sub(gk, mk)));
+    vk = vf_add(vf_mul(vk, vf_set1(h->b2)), vf_mul(vf_mul(vf_set1(h->a2), gk), gk));
+    vf denom = vf_add(vf_div(vf_sqrt(vk), vf_set1(h->bc2_sqrt)), vf_set1(h->eps));
+    wk = vf_sub(wk, vf_mul(vf_set1(h->step), vf_div(mk, denom)));
+    if (full) {
+        vf_store(w, wk);
+        vf_store(m, mk);
+        vf_store(v, vk);
+    } else {
+        vf_store_mask(w, k, wk);
+        vf_store_mask(m, k, mk);
+        vf_store_mask(v, k, vk);
+    }
+}
+
+static void adamw_apply(float *w, const float *g, float *m, float *v, size_t n, adamw_hyper h)
+{
+    size_t k = 0;
+    for (; k + VF_W <= n; k += VF_W) adamw_lanes(w + k, g + k, m + k, v + k, vf_mask(VF_W), 1, &h);
+    if (k < n) adamw_lanes(w + k, g + k, m + k, v + k, vf_mask((int)(n - k)), 0, &h);
+}
+
 int xsa_adamw_step(xsa_adamw *o)
 {
     /* validate everything first so a failure changes nothing */
@@ -132,55 +165,8 @@ int xsa_adamw_step(xsa_adamw *o)
         float step_size = (float)(o->lr / bc1);
         float bc2_sqrt = (float)sqrt(bc2);
         float eps = (float)o->eps;
-        size_t k = 0;
-#if defined(__AVX512F__)
-        /* the same float operations as the loop below, in the same order
-         * (separate multiply and add, no FMA), 16 lanes at a time (8 with
-         * AVX2): every path gives the same weights */
-        __m512 vdecay = _mm512_set1_ps(decay), va1 = _mm512_set1_ps(a1);
-        __m512 vb2 = _mm512_set1_ps(b2), va2 = _mm512_set1_ps(a2);
-        __m512 vstep = _mm512_set1_ps(step_size), vbc2 = _mm512_set1_ps(bc2_sqrt);
-        __m512 veps = _mm512_set1_ps(eps);
-        for (; k + 16 <= n; k += 16) {
-            __m512 gk = _mm512_loadu_ps(g + k), mk = _mm512_loadu_ps(m + k);
-            __m512 vk = _mm512_loadu_ps(v + k);
-            __m512 wk = _mm512_mul_ps(_mm512_loadu_ps(w + k), vdecay);
-            mk = _mm512_add_ps(mk, _mm512_mul_ps(va1, _mm512_sub_ps(gk, mk)));
-            vk = _mm512_add_ps(_mm512_mul_ps(vk, vb2), _mm512_mul_ps(_mm512_mul_ps(va2, gk), gk));
-            __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vk), vbc2), veps);
-            wk = _mm512_sub_ps(wk, _mm512_mul_ps(vstep, _mm512_div_ps(mk, denom)));
-            _mm512_storeu_ps(w + k, wk);
-            _mm512_storeu_ps(m + k, mk);
-            _mm512_storeu_ps(v + k, vk);
-        }
-#elif defined(__AVX2__)
-        __m256 vdecay = _mm256_set1_ps(decay), va1 = _mm256_set1_ps(a1);
-        __m256 vb2 = _mm256_set1_ps(b2), va2 = _mm256_set1_ps(a2);
-        __m256 vstep = _mm256_set1_ps(step_size), vbc2 = _mm256_set1_ps(bc2_sqrt);
-        __m256 veps = _mm256_set1_ps(eps);
-        for (; k + 8 <= n; k += 8) {
-            __m256 gk = _mm256_loadu_ps(g + k), mk = _mm256_loadu_ps(m + k);
-            __m256 vk = _mm256_loadu_ps(v + k);
-            __m256 wk = _mm256_mul_ps(_mm256_loadu_ps(w + k), vdecay);
-            mk = _mm256_add_ps(mk, _mm256_mul_ps(va1, _mm256_sub_ps(gk, mk)));
-            vk = _mm256_add_ps(_mm256_mul_ps(vk, vb2), _mm256_mul_ps(_mm256_mul_ps(va2, gk), gk));
-            __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vk), vbc2), veps);
-            wk = _mm256_sub_ps(wk, _mm256_mul_ps(vstep, _mm256_div_ps(mk, denom)));
-            _mm256_storeu_ps(w + k, wk);
-            _mm256_storeu_ps(m + k, mk);
-            _mm256_storeu_ps(v + k, vk);
-        }
-#endif
-        for (; k < n; k++) {
-            float gk = g[k];
-            float wk = w[k] * decay;
-            float mk = m[k] + a1 * (gk - m[k]);
-            float vk = v[k] * b2 + a2 * gk * gk;
-            float denom = sqrtf(vk) / bc2_sqrt + eps;
-            w[k] = wk - step_size * (mk / denom);
-            m[k] = mk;
-            v[k] = vk;
-        }
+        adamw_apply(w, g, m, v, n,
+                    (adamw_hyper){decay, a1, b2, a2, step_size, bc2_sqrt, eps});
     }
     return 0;
 }

@@ -7,68 +7,39 @@
 #ifndef XSA_VEC_H
 #define XSA_VEC_H
 
-#include <math.h>
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
+#include "simd.h"
 
-/* The head-size loops of attention (n = HS), 16 lanes with a masked tail
- * (8 lanes and a scalar tail with AVX2).
+/* The head-size loops of attention (n = HS), written once over simd.h:
+ * VF_W lanes at a time; the tail is folded in under a mask (AVX-512) or
+ * summed in scalar after the horizontal sum (AVX2); the plain C path is
+ * the one-lane case.
  * At -O2 without -ffast-math GCC vectorizes neither (a float reduction, and
  * pointers that may alias), and they are most of attention's time. */
 static inline float dot(const float *a, const float *b, int n)
 {
-#if defined(__AVX512F__)
-    __m512 acc = _mm512_setzero_ps();
+    vf acc = vf_zero();
     int i = 0;
-    for (; i + 16 <= n; i += 16)
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-    if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i), acc);
+    for (; i + VF_W <= n; i += VF_W) acc = vf_fmadd(vf_load(a + i), vf_load(b + i), acc);
+    if (VF_FOLD_TAIL && i < n) {
+        vmask k = vf_mask(n - i);
+        acc = vf_fmadd(vf_load_mask(k, a + i), vf_load_mask(k, b + i), acc);
+        i = n;
     }
-    return _mm512_reduce_add_ps(acc);
-#elif defined(__AVX2__) && defined(__FMA__)
-    __m256 acc = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    float s = _mm_cvtss_f32(h);
-    for (; i < n; i++) s = fmaf(a[i], b[i], s);
+    float s = vf_hsum(acc);
+    for (; i < n; i++) s = sf_fmadd(a[i], b[i], s);
     return s;
-#else
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-#endif
 }
 
 /* y[0..n) += w * x[0..n) */
 static inline void axpy(float *y, float w, const float *x, int n)
 {
-#if defined(__AVX512F__)
-    __m512 vw = _mm512_set1_ps(w);
+    vf vw = vf_set1(w);
     int i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(vw, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    for (; i + VF_W <= n; i += VF_W) vf_store(y + i, vf_fmadd(vw, vf_load(x + i), vf_load(y + i)));
     if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(y + i, k,
-                              _mm512_fmadd_ps(vw, _mm512_maskz_loadu_ps(k, x + i),
-                                              _mm512_maskz_loadu_ps(k, y + i)));
+        vmask k = vf_mask(n - i);
+        vf_store_mask(y + i, k, vf_fmadd(vw, vf_load_mask(k, x + i), vf_load_mask(k, y + i)));
     }
-#elif defined(__AVX2__) && defined(__FMA__)
-    __m256 vw = _mm256_set1_ps(w);
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(vw, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] = fmaf(w, x[i], y[i]);
-#else
-    for (int i = 0; i < n; i++) y[i] += w * x[i];
-#endif
 }
 
 #endif

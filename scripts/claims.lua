@@ -51,7 +51,11 @@ end
 
 -- Claim 1 (and 4): every endpoint of the part's paired runs.
 local function endpoint_rows(claim, eps, out)
-  for _, e in ipairs(eps or {}) do out[#out + 1] = from_stats(claim, e.label, e.kind, e.stats) end
+  for _, e in ipairs(eps or {}) do
+    local row = from_stats(claim, e.label, e.kind, e.stats)
+    if not e.stats and e.note then row.word = e.note end -- e.g. neither model reached the level
+    out[#out + 1] = row
+  end
 end
 
 local function gain(sa, x) return 100 * (sa - x) / math.abs(sa) end

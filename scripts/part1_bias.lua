@@ -1,44 +1,35 @@
 -- part1_bias.lua: the bias probe of an untrained model: per layer, how
--- similar value vectors are to each other, how much attention each token
--- pays to itself, and how much of each attention output points along the
--- token's own value vector.
+-- similar value vectors are to each other (value_cos: mean cos(v_i, v_j),
+-- i != j), how much attention each token pays to itself (self_attn: mean
+-- a_ii) and how much of each attention output points along its own value
+-- (pre_cos: mean cos(y_i, v_i); shown for positions >= 1, pre_cos_pos1: at
+-- position 0, y = v). It reads the validation windows of the first
+-- --max-tokens tokens, as the notebook does; plots/part1_bias.png.
 --
 --   xsa scripts/part1_bias.lua            # the val windows of 80k tokens: 8 batches of 16
 --   xsa scripts/part1_bias.lua --quick
---
--- The probe reads the validation loader of the first --max-tokens tokens
--- (the last 10% of the windows), as the notebook does. Metrics (per layer,
--- averaged over heads, batches and tokens):
---   value_cos  mean cos(v_i, v_j), i != j (same sequence, causal pairs)
---   self_attn  mean a_ii (attention weight of a token on itself)
---   pre_cos    mean cos(y_i, v_i) (attention output vs own value), shown
---              for positions >= 1 (pre_cos_pos1: at position 0 a token
---              attends only to itself, y = v, cos = 1); the JSON keeps both
--- Figure: plots/part1_bias.png (three panels, x = layer). Result: cached
--- under --out by its configuration.
 local xsa = xsa or require "xsa"
 local study, numbers, plot = xsa.study, xsa.numbers, xsa.plot
 
-local ex = xsa.experiment{
-  name = "part1", script = "part1_bias.lua", title = "Bias probe, untrained model",
+local P = {name = "part1", report = "report/part1.lua", title = "Bias probe, untrained model",
   summary = "Bias probe of an untrained model (SA attention): per layer mean cos(v_i,v_j) (i != j),\n" ..
     "mean a_ii and mean cos(y_i,v_i); a three-panel figure with the values written on the bars.",
   options = study.options({max_tokens = 80000}, {{"probe-batches", "int", 8, "validation batches the probe averages over", min = 1}},
-    {"steps", "lr", "weight-decay", "eval-every", "eval-batches", "lambda", "seeds", "data-seed", "init-seed", "jobs", "worker"}), -- --resume, --save-every: unused
+    {"steps", "lr", "weight-decay", "eval-every", "eval-batches", "lambda", "seeds", "data-seed", "init-seed", "jobs", "worker", "unit"}), -- --resume, --save-every: unused
   quick = {max_tokens = 20000, batch = 4, probe_batches = 2},
   config = function(o)
     return {part = "part1", data = study.data_config(o), model = study.model_config(o), probe_batches = o.probe_batches,
       split = "val"}
   end,
 }
-local opts = ex.opts
 local metrics = {
   {key = "value_cos", title = "mean cos(v_i, v_j), i ≠ j", color = plot.colors.metric1},
   {key = "self_attn", title = "mean a_{ii} (self-attention weight)", color = plot.colors.metric2},
   {key = "pre_cos_pos1", title = "mean cos(y_i, v_i), positions ≥ 1", color = plot.colors.metric3},
 }
 
-ex:main(function()
+function P.main(ex)
+  local opts = ex.opts
   local result, status, entry = ex:cached(function()
     local _, val = study.loaders(ex.config.data) -- the probe reads validation batches
     local n = math.min(opts.probe_batches, val:num_batches())
@@ -78,4 +69,6 @@ ex:main(function()
   print("positions >= 1: at position 0 a token attends only to itself (y = v, cos = 1), which would inflate the mean")
   print("result: " .. entry)
   ex:summary{cache = status, entry = entry, result = result, table = tbl}
-end)
+end
+
+return xsa.experiment.part(P, ...)

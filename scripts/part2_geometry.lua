@@ -13,8 +13,8 @@
 local xsa = xsa or require "xsa"
 local plot, geometry = xsa.plot, xsa.geometry
 
-local ex = xsa.experiment{
-  name = "part2", script = "part2_geometry.lua", title = "Geometry of the projection",
+local P = {report = "report/part2.lua", run_all = {"--animate"},
+  name = "part2", title = "Geometry of the projection",
   summary = "The 2-D geometry of the XSA projection: V, Y, the projection of Y on V, the removed\n" ..
     "lambda*alpha*Vn and Z_lambda; SA (lambda = 0) next to XSA (lambda = --lambda).",
   options = {
@@ -36,10 +36,10 @@ local ex = xsa.experiment{
   },
   quick = {frames = 5},
 }
-local opts = ex.opts
-local V, Y = opts.v, opts.y
 
-ex:main(function()
+function P.main(ex)
+  local opts = ex.opts
+  local V, Y = opts.v, opts.y
   if #V ~= 2 or #Y ~= 2 then ex:fail("part2_geometry.lua: --v and --y take two numbers each, e.g. --v 3,0.9", 2) end
   if V[1] == 0 and V[2] == 0 then ex:fail("part2_geometry.lua: --v must not be the zero vector", 2) end
   local t0 = xsa.progress.now()
@@ -67,4 +67,6 @@ ex:main(function()
   print(string.format("lambda = %g: Z = (%.4f, %.4f), cos(Z,V) = %.4f", opts.lambda, g_x.Z[1], g_x.Z[2], g_x.cos_zv))
   ex:summary{config = {lambda = opts.lambda, v = V, y = Y, animate = opts.animate}, wall_s = xsa.progress.now() - t0,
     result = {alpha = g_sa.alpha, cos_yv = g_sa.cos_yv, cos_zv = g_x.cos_zv, z = g_x.Z, lambda = opts.lambda}}
-end)
+end
+
+return xsa.experiment.part(P, ...)

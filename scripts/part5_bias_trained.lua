@@ -1,54 +1,33 @@
--- part5_bias_trained.lua: the bias probe after training: trained SA, trained
--- XSA (part 3's checkpoints) and the untrained shared initial weights, for
--- every seed of part 3.
---
---   xsa scripts/part3_train.lua --seeds 5 && xsa scripts/part5_bias_trained.lua --seeds 5
---   xsa scripts/part5_bias_trained.lua --quick --train   # trains part 3 itself if needed
---
--- The training flags (--steps, --batch, --seeds, ...) select the part-3 runs
--- (same defaults). The probe reads the first --probe-batches (8) batches of
--- the validation windows of a separate probe set: the first --probe-tokens
--- (80,000) tokens in batches of --probe-batch (16), at part 3's seq_len. Per
--- layer: value_cos = mean cos(v_i,v_j) i != j, self_attn = mean a_ii,
--- pre_cos = mean cos(y_i,v_i) before the projection, post_cos = mean
--- cos(z_i,v_i) after it (SA: z = y). Figures and tables use positions >= 1
--- for pre_cos and post_cos (at position 0 a token sees only itself: y = v);
--- the JSON keeps the all-positions values too. "bias removed %" =
--- 100 (|pre| - |post|) / |pre|. Over several seeds: means with 95% intervals.
+-- part5_bias_trained.lua: part 1's probe, plus post_cos = mean cos(z_i, v_i)
+-- after the projection, of part 3's trained SA and XSA and their initial
+-- weights, for every seed of part 3 (its flags select the runs), on a probe
+-- set (--probe-batches of --probe-batch, first --probe-tokens tokens).
+--   xsa scripts/part5_bias_trained.lua --seeds 5 [--train: part 3 first if needed] [--quick]
 local xsa = xsa or require "xsa"
 local study, numbers, plot = xsa.study, xsa.numbers, xsa.plot
 
-local ex = xsa.experiment{
-  name = "part5", script = "part5_bias_trained.lua", title = "Bias probe after training",
+local P = {name = "part5", title = "Bias probe after training", report = "report/part5.lua", publish = {seeds = 5},
   summary = "Bias probe of trained SA, trained XSA (part 3's checkpoints, every seed) and the untrained initial\n" ..
     "model: four panels (three metrics + post-projection cos(z_i,v_i)) and the pre- vs post-projection table.",
   options = study.options({}, {{"train", "bool", false, "train part 3 first when its checkpoints are missing"},
     table.unpack(study.probe_options(8))}),
-  quick = xsa.experiment.pair_quick{probe_batches = 2, probe_tokens = 20000, probe_batch = 4}, -- part 3's quick run
-}
-local opts = ex.opts
+  quick = xsa.experiment.pair_quick{probe_batches = 2, probe_tokens = 20000, probe_batch = 4}} -- part 3's quick run
 local models = {{key = "untrained", ckpt = "init", label = "untrained", color = plot.colors.untrained},
-  {key = "sa", ckpt = "sa", label = "SA (trained)", color = plot.colors.sa},
-  {key = "xsa", ckpt = "xsa", label = "XSA (trained)", color = plot.colors.xsa}}
+  {key = "sa", ckpt = "sa", label = "SA (trained)", color = plot.colors.sa}, {key = "xsa", ckpt = "xsa", label = "XSA (trained)", color = plot.colors.xsa}}
 local metrics = {{key = "value_cos", title = "mean cos(v_i, v_j), i ≠ j"}, {key = "self_attn", title = "mean a_{ii}"},
   {key = "pre_cos_pos1", title = "pre-projection mean cos(y_i, v_i), positions ≥ 1"},
   {key = "post_cos_pos1", title = "post-projection mean cos(z_i, v_i), positions ≥ 1"}}
-
 local function removed(pre, post) -- 100 (|pre| - |post|) / |pre|, or nil
   return numbers.finite(pre) and numbers.finite(post) and pre ~= 0 and 100 * (math.abs(pre) - math.abs(post)) / math.abs(pre) or nil
 end
-local function ci_text(c, f) -- "0.6410 (0.6300 to 0.6520)" or "0.6410"
-  if not c.mean then return "n/a" end
-  return string.format(f, c.mean) .. (c.lo and string.format(" (" .. f .. " to " .. f .. ")", c.lo, c.hi) or "")
-end
 
-ex:main(function()
-  local probe_data = study.probe_data_config(opts, opts.seq_len)
-  local per_seed = ex:each_seed(function(seed)
+function P.units(ex) -- per seed: the probes of part 3's three models of that seed
+  local opts, probe_data = ex.opts, study.probe_data_config(ex.opts, ex.opts.seq_len)
+  return ex:seed_units(function(seed)
     local config3 = xsa.experiment.pair_config(opts, "part3", {seed = seed})
     local config = {part = "part5", part3 = config3, probe_batches = opts.probe_batches, probe = probe_data}
     local result, status, entry = ex:cached(function() -- part 3's checkpoints only when this has no record
-      local r3 = ex:results("part3", {train = opts.train, seed = seed}) -- computed with --train
+      local r3 = ex:results("part3", {train = opts.train, seed = seed, script = "scripts/part3_train.lua"}) -- --train: computed
       local _, val = study.loaders(probe_data)
       local n = math.min(opts.probe_batches, val:num_batches())
       local out = {probe_batches = n, checkpoints = r3.checkpoints, models = {}, part3_improvement_pct = r3.improvement_pct}
@@ -61,13 +40,13 @@ ex:main(function()
       end})
     return {seed = seed, result = result, cache = status, entry = entry}
   end)
+end
 
+function P.main(ex, per_seed)
+  local opts, probe_data = ex.opts, study.probe_data_config(ex.opts, ex.opts.seq_len)
   local N, first = #per_seed, per_seed[1].result
   local L, w, tics = #first.models.sa, 0.26, {}
   for l = 1, L do tics[l] = {"layer " .. l, l} end
-  local function values(mkey, l, key) -- the seeds' values of one metric
-    return study.collect(per_seed, function(x) return x.result.models[mkey][l][key] end)
-  end
   local fig = plot.figure{rows = 2, cols = 2, width = 1300, height = 1000,
     title = string.format("Bias probe after %d steps (part 3) vs untrained; %d val batches of %dx%d from %d tokens; %s", opts.steps,
       first.probe_batches, opts.probe_batch, opts.seq_len, opts.probe_tokens,
@@ -77,7 +56,7 @@ ex:main(function()
       xrange = {0.5, L + 0.5}, zero = true, key = k == 1 and "top center horizontal" or false, headroom = 0.3}
     for j, m in ipairs(models) do
       local xs, per_x = {}, {}
-      for l = 1, L do xs[l] = l + (j - 2) * w; per_x[l] = values(m.key, l, met.key) end
+      for l = 1, L do xs[l] = l + (j - 2) * w; per_x[l] = study.collect(per_seed, function(x) return x.result.models[m.key][l][met.key] end) end
       local means = study.collect(per_x, function(v) return xsa.stats.mean(v) end)
       p:bars(xs, means, {color = m.color, barwidth = w * 0.95, label = m.label, values = N == 1 and "%.3f" or nil,
         fontsize = 8, alpha = N > 1 and 0.6 or nil})
@@ -87,7 +66,6 @@ ex:main(function()
   ex:save_figure(fig, "part5_bias_trained", "cos(y_i, v_i) and cos(z_i, v_i) are over positions ≥ 1: at position 0 a " ..
     "token attends only to itself (y_0 = v_0, cos 1) and z_0 is rounding residue; the JSON keeps the all-positions values." ..
     (N > 1 and string.format(" Bars: means over %d seeds; error bars: 95%% t intervals; dots: each seed.", N) or ""))
-
   local rows, means = {}, {}
   for _, m in ipairs(models) do
     for l = 1, L + 1 do
@@ -99,7 +77,7 @@ ex:main(function()
         rem[i] = removed(pre[i], post[i])
       end
       local cp, cq, cr = study.mean_ci(pre), study.mean_ci(post), study.mean_ci(rem)
-      rows[#rows + 1] = {m.label, l <= L and tostring(l) or "mean", ci_text(cp, "%.4f"), ci_text(cq, "%.4f"), ci_text(cr, "%.1f")}
+      rows[#rows + 1] = {m.label, l <= L and tostring(l) or "mean", study.ci_text(cp, "%.4f"), study.ci_text(cq, "%.4f"), study.ci_text(cr, "%.1f")}
       if l > L then
         local all_pre = study.collect(per_seed, function(x) return study.layer_mean(x.result.models[m.key], "pre_cos") end)
         local all_post = study.collect(per_seed, function(x) return study.layer_mean(x.result.models[m.key], "post_cos") end)
@@ -115,4 +93,6 @@ ex:main(function()
   ex:summary{config = {part = "part5", seeds = ex.seeds, probe_batches = opts.probe_batches, probe = probe_data,
     part3 = xsa.experiment.pair_config(opts, "part3")}, cache = per_seed[1].cache, entry = per_seed[1].entry,
     result = first, seeds = ex.seeds, runs = per_seed, means = means, table = tbl}
-end)
+end
+
+return xsa.experiment.part(P, ...)

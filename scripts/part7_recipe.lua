@@ -1,15 +1,7 @@
--- part7_recipe.lua: does the verdict survive a standard training recipe? Part
--- 3's pair (same model, data, 300 steps, AdamW) under the notebook's recipe,
--- a constant lr of 1e-3 from the first step, and under the one small GPTs are
--- usually trained with: linear warmup, then cosine decay to a tenth of the
--- peak (xsa.train.pair's schedule = "cosine", as llm.c's). Warmup 30 steps:
--- recipes use 1-10% of the updates, and 1-4% of 300 would hardly differ from
--- none, so 10%, which still ends before SA's plateau (steps 40-60); Adam's
--- rule of thumb, 2 / (1 - beta2) = 2000 steps, is longer than the run. The
--- constant-lr runs ARE part 3's (same configuration and cache entry: part 3's
--- seeds are read, not retrained). --seeds 10 by default. plots/part7_recipe.png:
--- each recipe's mean val curves with 95% bands, the sd over seeds; the table:
--- every endpoint (doc/study.md, "Endpoints") per recipe with its interval.
+-- part7_recipe.lua: does the verdict survive a standard recipe? Part 3's pair
+-- under the notebook's constant lr and under --warmup 30 (10% of the steps,
+-- before SA's plateau) then cosine decay to a tenth of the peak, over --seeds
+-- (10). The constant-lr runs ARE part 3's. Every endpoint per recipe.
 local xsa = xsa or require "xsa"
 local study, plot, E = xsa.study, xsa.plot, xsa.experiment
 
@@ -17,16 +9,17 @@ local options = study.options({}, {{"warmup", "int", 30, "linear warmup steps of
   {"min-lr-frac", "number", 0.1, "the cosine recipe's final lr / peak lr"}}, {"seed", "seeds"})
 options[#options + 1] = {"seeds", "string", "10", "seeds 0..N-1, or a list (3,7,11; one seed: 3,)",
   check = function(v) return study.parse_seeds(v) ~= nil, select(2, study.parse_seeds(v)) end}
-local ex = E{name = "part7", script = "part7_recipe.lua", title = "Training recipe", options = options,
-  summary = "Part 3's pair under the notebook's constant lr and under warmup + cosine decay, over --seeds;\n" ..
+local P = {name = "part7", title = "Training recipe", options = options, report = "report/part7.lua", publish = {seeds = 10},
+  ranks = true, summary = "Part 3's pair under the notebook's constant lr and under warmup + cosine decay, over --seeds;\n" ..
     "every endpoint of doc/study.md per recipe with its 95% interval.",
-  quick = E.pair_quick({seeds = "2", warmup = 3}), ranks = true}
-local opts = ex.opts
-local RECIPES = {{key = "constant", label = string.format("constant lr %g (notebook)", opts.lr)},
-  {key = "cosine", label = string.format("warmup %d, cosine to %g", opts.warmup, opts.min_lr_frac * opts.lr)}}
+  quick = E.pair_quick({seeds = "2", warmup = 3})}
+local function recipes(opts)
+  return {{key = "constant", label = string.format("constant lr %g (notebook)", opts.lr)},
+    {key = "cosine", label = string.format("warmup %d, cosine to %g", opts.warmup, opts.min_lr_frac * opts.lr)}}
+end
 
-local function run(seed, rc)
-  local config = E.pair_config(opts, "part3", {seed = seed}) -- part 3's run: its entry and checkpoints
+local function run(ex, seed, rc)
+  local opts, config = ex.opts, E.pair_config(ex.opts, "part3", {seed = seed}) -- part 3's run: its entry and checkpoints
   local o = {config = config, name = E.pair_name("part3", config), checkpoints = true}
   if rc.key == "cosine" then
     config.part, config.train.schedule, config.train.warmup, config.train.min_lr_frac = "part7", "cosine", opts.warmup, opts.min_lr_frac
@@ -37,8 +30,13 @@ local function run(seed, rc)
   return (ex:pair(o))
 end
 
-ex:main(function()
-  local per = ex:each_seed(function(seed) return {run(seed, RECIPES[1]), run(seed, RECIPES[2])} end)
+function P.units(ex) -- per seed: both recipes
+  local RECIPES = recipes(ex.opts)
+  return ex:seed_units(function(seed) return {run(ex, seed, RECIPES[1]), run(ex, seed, RECIPES[2])} end)
+end
+
+function P.main(ex, per)
+  local opts, RECIPES = ex.opts, recipes(ex.opts)
   local by, lo = {}, math.huge -- both curve panels zoom on the plateau and after (step 0 is at 10.9)
   for k = 1, 2 do
     by[k] = study.collect(per, function(x) return x[k] end)
@@ -76,4 +74,6 @@ ex:main(function()
   for _, l in ipairs(lines) do print(l) end
   ex:summary{seeds = ex.seeds, recipes = rec, table = tbl, stats_lines = lines, warmup = opts.warmup,
     min_lr_frac = opts.min_lr_frac}
-end)
+end
+
+return xsa.experiment.part(P, ...)

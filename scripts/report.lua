@@ -7,6 +7,7 @@
 --   xsa scripts/report.lua --out /tmp/results --plots /tmp/plots
 local xsa = xsa or require "xsa"
 local study = xsa.study
+local parts = dofile(arg[0]:match("^(.-)[^/]*$") .. "parts.lua") -- the study's registry, beside this script
 
 local spec = {
   name = "report.lua",
@@ -31,7 +32,7 @@ study.main(function()
     if opts.given and opts.given[k] then folders[#folders + 1] = "--" .. k .. " " .. xsa.sys.shell_quote(opts[k]) end
   end
   local path, info = xsa.report.write{out = opts.out, plots = opts.plots, output = output,
-    folder_flags = table.concat(folders, " ")}
+    folder_flags = table.concat(folders, " "), sections = parts.sections(), closing = parts.closing}
   for _, w in ipairs(info.warnings) do io.stderr:write("warning: ", w, "\n") end
   print(string.format("report: %s (%d part%s present%s)", path, #info.present, #info.present == 1 and "" or "s",
     #info.missing > 0 and ("; missing: " .. table.concat(info.missing, ", ")) or ""))

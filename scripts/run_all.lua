@@ -1,4 +1,5 @@
--- run_all.lua: every part of the study in order (parts 1-7), then the report.
+-- run_all.lua: every part of the study in order (the registry,
+-- scripts/parts.lua), then the report.
 --
 --   xsa scripts/run_all.lua              # the full study (long: parts 4 and 6 train 16 models)
 --   xsa scripts/run_all.lua --quick      # everything small, in seconds
@@ -16,16 +17,19 @@
 -- whole job (the other ranks may be waiting for it).
 local xsa = xsa or require "xsa"
 local study = xsa.study
-
-local PARTS = {"part1", "part2", "part3", "part4", "part5", "part6", "report"}
+local registry = dofile(arg[0]:match("^(.-)[^/]*$") .. "parts.lua") -- the study's parts, beside this script
+local PARTS = registry.load()
+local NAMES = {}
+for i, p in ipairs(PARTS) do NAMES[i] = p.name end
+NAMES[#NAMES + 1] = "report"
 
 -- Every name of a --skip/--only list is a part (else: which one, and the parts).
 local function parts_ok(list)
   local known = {}
-  for _, p in ipairs(PARTS) do known[p] = true end
+  for _, p in ipairs(NAMES) do known[p] = true end
   for p in list:gmatch("[^,%s]+") do
     if not known[p] then
-      return false, string.format("unknown part '%s' (the parts: %s)", p, table.concat(PARTS, ", "))
+      return false, string.format("unknown part '%s' (the parts: %s)", p, table.concat(NAMES, ", "))
     end
   end
   return true
@@ -33,7 +37,7 @@ end
 
 local spec = {
   name = "run_all.lua",
-  summary = "Runs part1 ... part6 in order, then report.lua.",
+  summary = "Runs the study's parts (scripts/parts.lua) in order, then report.lua.",
   options = {
     {"quick", "bool", false, "pass --quick to every part (a fast small run)"},
     {"out", "string", "cache", "results folder"},
@@ -61,6 +65,51 @@ local spec = {
 local shq = xsa.sys.shell_quote
 local exe = xsa.experiment.exe -- $XSA_EXE, else the xsa running us (arg[-1])
 
+-- The flags of this run a part takes, as an argv list: the folders and
+-- output flags always; the seed selection, records and training flags when
+-- its options have them (a part with --seeds but no --seed gets --seed S as
+-- the one-seed list "S,"); then the part's own run_all arguments.
+local function part_argv(p, opts, common)
+  local argv, has = {table.unpack(common)}, function(name) return registry.has(p, name) end
+  local function add(...) for _, a in ipairs{...} do argv[#argv + 1] = a end end
+  if opts.seeds and has("seeds") then add("--seeds", opts.seeds)
+  elseif has("seed") then add("--seed", tostring(opts.seed))
+  elseif has("seeds") then add("--seeds", tostring(opts.seed) .. ",") end
+  if opts.given.results and has("results") then add("--results", xsa.sys.abspath(opts.results)) end
+  if opts.from_records and has("from-records") then add("--from-records") end
+  for _, k in ipairs{"data_seed", "init_seed", "jobs"} do
+    local flag = k:gsub("_", "-")
+    if opts.given[k] and has(flag) then add("--" .. flag, tostring(opts[k])) end
+  end
+  if not opts.resume and has("save-every") then add("--no-resume") end -- the parts that train
+  if opts.data_parallel and has("jobs") then add("--data-parallel") end
+  for _, a in ipairs(p.run_all or {}) do add(a) end
+  return argv
+end
+
+-- Runs one step (a part or the report): in this process under mpirun (a
+-- child of a rank is not part of the job), else as a child process.
+-- Returns the wall-time text and whether it failed.
+local function run_step(name, script, argv, size, rank)
+  local t0 = xsa.progress.now()
+  if size > 1 then
+    if rank == 0 then io.stdout:write("\n=== ", name, ": ", script, " ", table.concat(argv, " "), " (in each of ", size, " ranks)\n") end
+    io.stdout:flush()
+    if name ~= "report" or rank == 0 then xsa.experiment.run_script(script, argv) end
+    return string.format("%.1f s", xsa.progress.now() - t0), false
+  end
+  local cmd = {shq(exe()), shq(script)}
+  for _, a in ipairs(argv) do cmd[#cmd + 1] = shq(a) end
+  io.stdout:write("\n=== ", name, ": ", table.concat(cmd, " "), "\n")
+  io.stdout:flush()
+  local ok, how, code = os.execute(table.concat(cmd, " "))
+  if how == "signal" or code == 130 then
+    io.stderr:write("run_all: interrupted during ", name, "\n")
+    os.exit(130)
+  end
+  return string.format("%.1f s", xsa.progress.now() - t0) .. (ok and "" or string.format(" (FAILED, status %s)", tostring(code))), not ok
+end
+
 study.main(function()
   local opts = study.setup(xsa.args.parse(arg, spec))
   local skip = {}
@@ -68,7 +117,7 @@ study.main(function()
   if opts.only ~= "" then
     local keep = {}
     for p in opts.only:gmatch("[^,%s]+") do keep[p] = true end
-    for _, p in ipairs(PARTS) do skip[p] = not keep[p] end
+    for _, p in ipairs(NAMES) do skip[p] = not keep[p] end
   end
   local common = {"--out", opts.out, "--plots", opts.plots, "--format", opts.format}
   if opts.quick then common[#common + 1] = "--quick" end
@@ -77,72 +126,21 @@ study.main(function()
     common[#common + 1] = "--threads"
     common[#common + 1] = tostring(opts.threads)
   end
-  local single = {"--seed", tostring(opts.seed)}
-  local seeded = opts.seeds and {"--seeds", opts.seeds} or {"--seed", tostring(opts.seed)}
-  for _, l in ipairs{single, seeded} do
-    if opts.given.results then l[#l + 1] = "--results"; l[#l + 1] = xsa.sys.abspath(opts.results) end
-    if opts.from_records then l[#l + 1] = "--from-records" end
-  end
-  for _, k in ipairs{"data_seed", "init_seed", "jobs"} do
-    if opts.given[k] then
-      seeded[#seeded + 1] = "--" .. k:gsub("_", "-")
-      seeded[#seeded + 1] = tostring(opts[k])
-    end
-  end
-  if not opts.resume then seeded[#seeded + 1] = "--no-resume" end
-  if opts.data_parallel then seeded[#seeded + 1] = "--data-parallel" end
-  -- part 7 has no --seed: one seed is the list "S,"
-  local seeded7 = {table.unpack(seeded)}
-  if not opts.seeds then seeded7[1], seeded7[2] = "--seeds", tostring(opts.seed) .. "," end
   local size, rank = xsa.mpi.size(), xsa.mpi.rank()
-  local say = rank == 0 and function(...) io.stdout:write(...) end or function() end
-  local steps = {
-    {"part1", "part1_bias.lua", single},
-    {"part2", "part2_geometry.lua", {"--animate"}},
-    {"part3", "part3_train.lua", seeded},
-    {"part4", "part4_seqlen.lua", seeded},
-    {"part5", "part5_bias_trained.lua", seeded},
-    {"part6", "part6_lambda_sweep.lua", seeded},
-    {"part7", "part7_recipe.lua", seeded7},
-    {"report", "report.lua", {}},
-  }
-  local x = exe()
+  local steps = {}
+  for i, p in ipairs(PARTS) do steps[i] = {p.name, p.path, part_argv(p, opts, common)} end
+  steps[#steps + 1] = {"report", registry.dir .. "report.lua", common}
   local times, failed = {}, {}
   for _, s in ipairs(steps) do
     if skip[s[1]] then
       times[#times + 1] = {s[1], "skipped"}
-    elseif size > 1 then
-      -- in this rank (see the top); the report reads what rank 0 wrote
-      local argv = {}
-      for _, a in ipairs(common) do argv[#argv + 1] = a end
-      for _, a in ipairs(s[3]) do argv[#argv + 1] = a end
-      say("\n=== ", s[1], ": ", s[2], " ", table.concat(argv, " "), " (in each of ", size, " ranks)\n")
-      io.stdout:flush()
-      local t0 = xsa.progress.now()
-      if s[1] ~= "report" or rank == 0 then xsa.experiment.run_script(opts.root .. "/scripts/" .. s[2], argv) end
-      times[#times + 1] = {s[1], string.format("%.1f s", xsa.progress.now() - t0)}
     else
-      local argv = {shq(x), shq(opts.root .. "/scripts/" .. s[2])}
-      for _, a in ipairs(common) do
-        -- the report takes no --format/--quick semantics but accepts them
-        argv[#argv + 1] = shq(a)
-      end
-      for _, a in ipairs(s[3]) do argv[#argv + 1] = shq(a) end
-      local cmd = table.concat(argv, " ")
-      io.stdout:write("\n=== ", s[1], ": ", cmd, "\n")
-      io.stdout:flush()
-      local t0 = xsa.progress.now()
-      local ok, how, code = os.execute(cmd)
-      local dt = xsa.progress.now() - t0
-      if how == "signal" or code == 130 then
-        io.stderr:write("run_all: interrupted during ", s[1], "\n")
-        os.exit(130)
-      end
-      times[#times + 1] = {s[1], string.format("%.1f s", dt) .. (ok and "" or string.format(" (FAILED, status %s)", tostring(code)))}
-      if not ok then failed[#failed + 1] = s[1] end
+      local t, bad = run_step(s[1], s[2], s[3], size, rank)
+      times[#times + 1] = {s[1], t}
+      if bad then failed[#failed + 1] = s[1] end
     end
   end
-  say("\n", study.md_table({"step", "wall time"}, times))
+  if rank == 0 then io.stdout:write("\n", study.md_table({"step", "wall time"}, times)) end
   if #failed > 0 then
     io.stderr:write("run_all: failed: ", table.concat(failed, ", "), "\n")
     os.exit(1)

@@ -1,7 +1,12 @@
 #!/bin/sh
 # `make bench`: every tests/bench_* program, then the PyTorch reference of
 # the decoding benchmark when Debian's python3-torch is there. Prints the
-# OpenBLAS kernel first so figures can be compared across machines.
+# CPU, the OpenBLAS kernel, threads and load first so figures can be
+# compared across machines; bench_peak runs first and its limits go to
+# bench_step and bench_generate, which print their times against them.
+# bench_gemm (OpenBLAS against oneDNN for each product of the step) runs a
+# second time with the CPU's best OpenBLAS kernel when OPENBLAS_CORETYPE
+# named another.
 # bench_step (training and evaluation steps) runs once per shape (16 x 64 and
 # 8 x 256, the model's seq_len = T) and precision (float32; bf16 when this
 # build has oneDNN and the CPU avx512_bf16), each a process of its own so its
@@ -16,6 +21,7 @@ export XSA_ROOT=$(pwd)
 # benchmarks below measure the engine as xsa runs it
 export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
 "$EXE" --version
+echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(grep -c '^processor' /proc/cpuinfo) logical CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}; OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 status=0
 TORCH=""
@@ -30,16 +36,50 @@ if "$EXE" -e 'xsa.gpt{vocab = 8, d_model = 8, n_head = 1, precision = "bf16"}' >
 else
     echo "skip: bf16 steps ($("$EXE" -e 'print(select(2, pcall(xsa.gpt, {vocab = 8, d_model = 8, n_head = 1, precision = "bf16"})))' 2>&1))"
 fi
+# The machine's own limits first (tests/bench_peak.c): its machine-readable
+# "peak ..." lines give bench_step and bench_generate the limits their
+# times are printed against ("x its limit").
+PEAK_STEP=""
+PEAK_GEN=""
+if [ -x "$BUILD/tests/bench_peak" ]; then
+    echo "== bench_peak"
+    peak_out=$("$BUILD/tests/bench_peak") || status=1
+    echo "$peak_out"
+    f32=$(echo "$peak_out" | sed -n 's/^peak f32 gflops=\([0-9.]*\).*/\1/p')
+    bf=$(echo "$peak_out" | sed -n 's/^peak bf16 gflops=\([0-9.]*\).*/\1/p')
+    rd=$(echo "$peak_out" | sed -n 's/^peak read gbs=\([0-9.]*\).*/\1/p')
+    [ -n "$f32" ] && PEAK_STEP="--peak-f32 $f32"
+    [ -n "$bf" ] && PEAK_STEP="$PEAK_STEP --peak-bf16 $bf"
+    [ -n "$rd" ] && PEAK_GEN="--read-gbs $rd"
+fi
 for b in "$BUILD"/tests/bench_*; do
     [ -x "$b" ] || continue
     case "$(basename "$b")" in
+    bench_peak) ;;
+    bench_gemm)
+        echo "== bench_gemm"
+        "$b" || status=1
+        core=$("$EXE" -e 'io.write(xsa.blas().core)')
+        best=$("$EXE" -e 'io.write(xsa.blas().best or "")')
+        # only when the environment chose the kernel: unset, xsa's own
+        # choice stands, and Zen (AVX2 Zen 3) is no weaker than Haswell
+        if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ -n "$best" ] && [ "$best" != "$core" ]; then
+            echo "== OPENBLAS_CORETYPE=$best bench_gemm (the kernel this CPU supports; $core is in use)"
+            OPENBLAS_CORETYPE=$best "$b" || status=1
+        fi
+        ;;
+    bench_generate)
+        echo "== bench_generate $PEAK_GEN"
+        # shellcheck disable=SC2086
+        "$b" $PEAK_GEN || status=1
+        ;;
     bench_step)
         for p in $PRECISIONS; do
             for shape in "16 64" "8 256"; do
                 set -- $shape
-                echo "== bench_step --batch $1 --seq $2 --precision $p"
+                echo "== bench_step --batch $1 --seq $2 --precision $p $PEAK_STEP"
                 # shellcheck disable=SC2086
-                "$b" --batch "$1" --seq "$2" --precision "$p" $TORCH || status=1
+                "$b" --batch "$1" --seq "$2" --precision "$p" $PEAK_STEP $TORCH || status=1
             done
         done
         ;;

@@ -6,6 +6,7 @@
  *
  *   bench_step [--batch B] [--seq T] [--steps N] [--rounds K]
  *              [--precision f32|bf16] [--torch tests/reference/bench_torch.py]
+ *              [--peak-f32 GFLOPS] [--peak-bf16 GFLOPS]
  *
  * Each round runs N train steps of SA, then of XSA, interleaved step by step,
  * N eval steps of each (forward and loss, no activations saved), then, with
@@ -15,6 +16,15 @@
  * peak RSS of this process (the two models, their AdamW and the steps), the
  * same step's GEMMs timed alone (after the RSS is read), and the ratios to
  * PyTorch. Not a test: prints numbers.
+ *
+ * The anchor is the machine's own limit: the step's counted FLOPs over the
+ * float32 FMA peak (peak.h), measured after every round of this run and
+ * given by bench_peak at the start of make bench (--peak-f32); the better
+ * of the two is the limit, since load only lowers a measured peak
+ * (peak_limit: threads x one thread's when the threads never ran at once). A bf16
+ * step has the lm_head's products at the bf16 dot-product peak and the rest
+ * at the float32 one as its own limit, and is also printed against the
+ * float32 limit. Every time is printed as a multiple of its limit.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -31,6 +41,7 @@
 
 #include "../core/matmul_bf16.h"
 #include "../core/xsa.h"
+#include "peak.h"
 
 static double now_ms(void)
 {
@@ -131,7 +142,7 @@ static void eval_step(runner *r, const int32_t *in, const int32_t *tg, int B, in
 typedef struct {
     pid_t pid;
     FILE *in, *out;
-    char version[64];
+    char version[128];
     samples train[2], eval[2];
 } torch_ref;
 
@@ -160,7 +171,7 @@ static int torch_start(torch_ref *t, const char *script, int threads)
     char line[256];
     if (!fgets(line, sizeof line, t->out) || strncmp(line, "ready ", 6) != 0) return -1;
     line[strcspn(line, "\n")] = 0;
-    snprintf(t->version, sizeof t->version, "%.60s", line + 6);
+    snprintf(t->version, sizeof t->version, "%.120s", line + 6);
     return 0;
 }
 
@@ -280,7 +291,7 @@ static void bf_gemms_run(const bf_gemms *proto, int threads)
 }
 
 /* ---- the GEMMs of one training step, alone ---------------------------------
- * The same calls as the step (nn.c): the lm_head's three products per chunk
+ * The same calls as the step (lmhead.c): the lm_head's three products per chunk
  * of rows and block of the vocabulary, on the transposed chunk, and the
  * linears' forward and two backward products per layer. bf16: the lm_head's products through matmul_bf16. */
 static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lmhead)
@@ -310,7 +321,7 @@ static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lm
             int n = N - r0 < R ? N - r0 : R;
             /* the forward product of every block, then both backward
              * products of every block; bf16 as the step runs them: each
-             * thread its own blocks, on one oneDNN thread (nn.c) */
+             * thread its own blocks, on one oneDNN thread (lmhead.c) */
             if (bf16) {
                 bf_gemms g = {mm, w16, et, et16, x16 + (size_t)r0 * C, ot, dw, n, C, V, VB, r0 > 0, 0, 1, NULL,
                               NULL, NULL, NULL};
@@ -357,6 +368,12 @@ static double step_flops(int B, int T, int C, int V, int L, int train)
     return train ? 3.0 * fwd : fwd;
 }
 
+/* the lm_head's three products of a training step (one in an eval step) */
+static double lmhead_flops(int B, int T, int C, int V, int train)
+{
+    return (train ? 3.0 : 1.0) * 2.0 * (double)B * T * C * V;
+}
+
 static long peak_rss_kb(void)
 {
     struct rusage ru;
@@ -367,6 +384,7 @@ static long peak_rss_kb(void)
 int main(int argc, char **argv)
 {
     int B = 16, T = 64, steps = 5, rounds = 4, bf16 = 0;
+    double given_f32 = 0, given_bf16 = 0;
     const char *torch_script = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -385,9 +403,12 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else if (!strcmp(a, "--torch")) torch_script = v;
+        else if (!strcmp(a, "--peak-f32")) given_f32 = atof(v);
+        else if (!strcmp(a, "--peak-bf16")) given_bf16 = atof(v);
         else {
             fprintf(stderr, "usage: bench_step [--batch B] [--seq T] [--steps N] [--rounds K] "
-                            "[--precision f32|bf16] [--torch script.py]\n");
+                            "[--precision f32|bf16] [--torch script.py] [--peak-f32 GFLOPS] "
+                            "[--peak-bf16 GFLOPS]\n");
             return 2;
         }
         i++;
@@ -407,11 +428,11 @@ int main(int argc, char **argv)
         if (fscanf(la, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
         fclose(la);
     }
-    printf("bench_step: V=%d C=%d L=%d NH=%d, batch %dx%d (model seq_len %d), %s; "
+    printf("bench_step: V=%d C=%d L=%d NH=%d, batch %dx%d (model seq_len %d), %s; CPU %s; "
            "OpenBLAS %s (OPENBLAS_CORETYPE %s, OPENBLAS_THREAD_TIMEOUT %s), %d threads; "
            "load average %.2f\n",
            c.vocab, c.d_model, c.n_layer, c.n_head, B, T, c.seq_len,
-           bf16 ? "bf16 lm_head" : "float32", xsa_blas_corename(), ct ? ct : "unset",
+           bf16 ? "bf16 lm_head" : "float32", peak_cpu_model(), xsa_blas_corename(), ct ? ct : "unset",
            getenv("OPENBLAS_THREAD_TIMEOUT") ? getenv("OPENBLAS_THREAD_TIMEOUT") : "unset (28)",
            threads, load[0]);
     if (bf16) {
@@ -453,7 +474,25 @@ int main(int argc, char **argv)
             train_step(&rn[k], in, tg, B, T, 0);
             eval_step(&rn[k], in, tg, B, T, 0);
         }
+    /* the peaks, after every round: under the same load as the steps */
+    peak_result pf = {1, NULL, threads, 0, 0}, pb = pf, pf1 = pf, pb1 = pf;
+    samples pf_med = {0}, pb_med = {0};
     for (int r = 0; r < rounds; r++) {
+        peak_result q = peak_f32(threads, 20), q1 = peak_f32(1, 20);
+        if (!q.ok || !q1.ok) die("the float32 peak kernel's sums");
+        pf.isa = q.isa;
+        if (q.gflops > pf.gflops) pf.gflops = q.gflops;
+        if (q1.gflops > pf1.gflops) pf1.gflops = q1.gflops;
+        add(&pf_med, q.median);
+        if (bf16) {
+            q = peak_bf16(threads, 20);
+            q1 = peak_bf16(1, 20);
+            if (!q.isa || !q.ok || !q1.ok) die("the bf16 peak kernel");
+            pb.isa = q.isa;
+            if (q.gflops > pb.gflops) pb.gflops = q.gflops;
+            if (q1.gflops > pb1.gflops) pb1.gflops = q1.gflops;
+            add(&pb_med, q.median);
+        }
         for (int s = 0; s < steps; s++)
             for (int k = 0; k < 2; k++) train_step(&rn[k], in, tg, B, T, 1);
         for (int s = 0; s < steps; s++)
@@ -484,6 +523,48 @@ int main(int argc, char **argv)
     printf("GEMMs of a train step alone: %.1f ms = %.0f%% of the SA step, step / GEMMs %.2f "
            "(lm_head's three, in chunks of %d rows x blocks of %d: %.1f ms)\n",
            gm, 100 * gm / sa_st, sa_st / gm, R, xsa_nn_lmhead_vblock(R, c.vocab), lm);
+    /* the limits: the better of bench_peak's peak and this run's */
+    int up32 = 0, up16 = 0;
+    double r32 = peak_limit(pf1, pf, &up32), r16 = bf16 ? peak_limit(pb1, pb, &up16) : 0;
+    double p32 = r32 > given_f32 ? r32 : given_f32;
+    double p16 = r16 > given_bf16 ? r16 : given_bf16;
+    double lm_t = lmhead_flops(B, T, c.d_model, c.vocab, 1), lm_e = lmhead_flops(B, T, c.d_model, c.vocab, 0);
+    double lim_t = ftrain / p32 * 1e-6, lim_e = feval / p32 * 1e-6; /* ms */
+    printf("float32 FMA peak (%s, %d threads): %.1f GFLOP/s (bench_peak %.1f; this run's rounds: %.1f%s, best %.1f, "
+           "median %.1f)\n", pf.isa, threads, p32, given_f32, r32, up32 ? " = threads x 1 thread's" : "", pf.gflops,
+           median(pf_med.v, pf_med.n));
+    printf("limit, float32: a train step's %.1f GFLOP (the lm_head's three products %.1f) / the peak = %.1f ms; "
+           "an eval step's %.1f GFLOP = %.1f ms\n", ftrain / 1e9, lm_t / 1e9, lim_t, feval / 1e9, lim_e);
+    double lim16_t = 0, lim16_e = 0;
+    if (bf16) {
+        lim16_t = (lm_t / p16 + (ftrain - lm_t) / p32) * 1e-6;
+        lim16_e = (lm_e / p16 + (feval - lm_e) / p32) * 1e-6;
+        printf("bf16 dot-product peak (%s, %d threads): %.1f GFLOP/s (bench_peak %.1f; this run's rounds: %.1f%s, best "
+               "%.1f, median %.1f)\n", pb.isa, threads, p16, given_bf16, r16, up16 ? " = threads x 1 thread's" : "",
+               pb.gflops, median(pb_med.v, pb_med.n));
+        printf("limit, bf16 (the lm_head at the bf16 peak, the rest at float32's): train %.1f ms, eval %.1f ms\n",
+               lim16_t, lim16_e);
+    }
+    for (int k = 0; k < 2; k++) {
+        double st = median(rn[k].train.v, rn[k].train.n), ev = median(rn[k].eval.v, rn[k].eval.n);
+        printf("%-3s against the limit: train step %.2fx", rn[k].name, st / lim_t);
+        if (bf16) printf(" the float32 limit, %.2fx its bf16 limit", st / lim16_t);
+        printf(" | its GEMMs alone %.2fx%s (%.0f%% of the step)", gm / (bf16 ? lim16_t : lim_t),
+               bf16 ? " its bf16 limit" : "", 100 * gm / st);
+        printf(" | eval step %.2fx", ev / lim_e);
+        if (bf16) printf(" (%.2fx its bf16 limit)", ev / lim16_e);
+        printf(" | eval/train %.2f\n", ev / st);
+        /* on a loaded machine the step and the peak kernel lose alike: the
+         * train step against the median peak of this run's rounds */
+        double pm = median(pf_med.v, pf_med.n), pm16 = bf16 ? median(pb_med.v, pb_med.n) : 0;
+        if (!bf16 && pm > 0)
+            printf("%-3s against this run's median float32 peak (%.1f GFLOP/s, the load's share): train step %.2fx, "
+                   "eval step %.2fx\n", rn[k].name, pm, st / (ftrain / pm * 1e-6), ev / (feval / pm * 1e-6));
+        if (bf16 && pm > 0 && pm16 > 0)
+            printf("%-3s against this run's median peaks (float32 %.1f, bf16 %.1f GFLOP/s, the load's share): "
+                   "train step %.2fx, eval step %.2fx its bf16 limit\n", rn[k].name, pm, pm16,
+                   st / ((lm_t / pm16 + (ftrain - lm_t) / pm) * 1e-6), ev / ((lm_e / pm16 + (feval - lm_e) / pm) * 1e-6));
+    }
     printf("peak RSS: %.0f MB (two models, two AdamW, train and eval steps)\n", rss / 1024.0);
     printf("XSA overhead: train %+.1f%%, eval %+.1f%%\n",
            100 * (median(rn[1].train.v, rn[1].train.n) / sa_st - 1),
@@ -492,9 +573,9 @@ int main(int argc, char **argv)
         for (int k = 0; k < 2; k++) {
             double pt = median(tr.train[k].v, tr.train[k].n), pe = median(tr.eval[k].v, tr.eval[k].n);
             double xt = median(rn[k].train.v, rn[k].train.n), xe = median(rn[k].eval.v, rn[k].eval.n);
-            printf("PyTorch %s %-3s train step %7.1f ms, eval step %6.1f ms | PyTorch/xsa: "
-                   "train %.2fx, eval %.2fx\n",
-                   tr.version, rn[k].name, pt, pe, pt / xt, pe / xe);
+            printf("PyTorch %s %-3s train step %7.1f ms (%.2fx the float32 limit), eval step %6.1f ms "
+                   "(%.2fx) | PyTorch/xsa: train %.2fx, eval %.2fx\n",
+                   tr.version, rn[k].name, pt, pt / lim_t, pe, pe / lim_e, pt / xt, pe / xe);
         }
     } else if (torch_script) {
         printf("PyTorch: not measured (the reference failed)\n");
@@ -511,6 +592,8 @@ int main(int argc, char **argv)
         free(rn[k].opt.v);
         for (int j = 0; j < 2 && k == 0; j++) { free(tr.train[j].v); free(tr.eval[j].v); }
     }
+    free(pf_med.v);
+    free(pb_med.v);
     xsa_gpt_free(sa);
     xsa_gpt_free(xs);
     free(in);

@@ -140,7 +140,7 @@ end)
 
 T.case("results of another experiment: missing, with the command to run", function()
   local ex = new({"--out", TMP .. "/empty", "--plots", TMP .. "/plots", "--quick", "--seed", "3"})
-  local r, msg = experiment.results("part3", ex.opts, {by = "mine"})
+  local r, msg = experiment.results("part3", ex.opts, {by = "mine", script = "scripts/part3_train.lua"})
   T.eq(r, nil)
   T.ok(msg:find("mine: no finished part-3 run for this configuration (part3-10steps-seed3: missing)", 1, true), msg)
   T.ok(msg:find("Run part 3 first with the same flags:\n  xsa scripts/part3_train.lua --seed 3 --out " ..

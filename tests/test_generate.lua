@@ -218,15 +218,15 @@ T.case("scripts/sample.lua: two checkpoints side by side under their names, repr
   local usage = p:read("a")
   T.ok(not p:close() and usage:find("give one or two checkpoints", 1, true), usage)
   -- the report's samples come from part 3's summary
-  local res = xsa.samples.part3({result = {checkpoints = {sa = dir .. "/sa.safetensors", xsa = dir .. "/xsa.safetensors"}}}, dir)
+  local res = xsa.samples.pair({result = {checkpoints = {sa = dir .. "/sa.safetensors", xsa = dir .. "/xsa.safetensors"}}}, dir)
   T.eq(#res.prompts, 3)
   T.eq(res.models[2].name, "XSA (λ = 0.5)")
-  local html = xsa.samples.part3_html({result = {checkpoints = {sa = dir .. "/sa.safetensors", xsa = dir .. "/xsa.safetensors"}}}, dir)
+  local html = xsa.samples.pair_html({result = {checkpoints = {sa = dir .. "/sa.safetensors", xsa = dir .. "/xsa.safetensors"}}}, dir)
   T.ok(html:find('<table class="samples">', 1, true) and html:find("<b>Once upon a time</b>", 1, true), html)
-  T.ok(xsa.samples.part3_html({result = {}}):find("No text samples", 1, true))
+  T.ok(xsa.samples.pair_html({result = {}}):find("No text samples", 1, true))
   -- a summary is data: checkpoints elsewhere than its folder are refused, not loaded
   for _, bad in ipairs{"/etc/passwd", dir .. "/../" .. dir:match("[^/]+$") .. "/sa.safetensors", dir .. "/sub/sa.safetensors", 42} do
-    local none, why = xsa.samples.part3({result = {checkpoints = {sa = bad, xsa = dir .. "/xsa.safetensors"}}}, dir)
+    local none, why = xsa.samples.pair({result = {checkpoints = {sa = bad, xsa = dir .. "/xsa.safetensors"}}}, dir)
     T.ok(none == nil and why:find("refused", 1, true), tostring(bad) .. ": " .. tostring(why))
   end
   os.execute("rm -rf '" .. dir .. "'")

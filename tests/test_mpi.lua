@@ -345,15 +345,14 @@ T.case("a failing rank ends the job, naming the rank, the run and the error", fu
 local ex = xsa.experiment{name = "failing", script = "fail.lua", ranks = true,
   options = xsa.study.options({}), argv = {"--out", arg[1], "--plots", arg[1] .. "/plots"}}
 ex:main(function()
-  ex:spread({{label = "fine"}, {label = "broken"}}, function(u)
-    if u.label == "broken" then
+  local res = ex:run({{key = "fine", run = function()
+      return ex:cached(function() return {value = 42} end, {name = "failing-fine", config = {run = "fine"}})
+    end},
+    {key = "broken", run = function()
       os.execute("sleep 1") -- the other rank's run finishes first
-      error("deliberate failure in " .. u.label)
-    end
-    ex:cached(function() return {value = 42} end, {name = "failing-fine", config = {run = "fine"}})
-  end)
-  ex:share_done()
-  print("rank 0 went on")
+      error("deliberate failure in broken")
+    end}})
+  if res then print("rank 0 went on") end
 end)
 ]])
   local t0 = os.time()

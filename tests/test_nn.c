@@ -1,5 +1,6 @@
 /*
- * test_nn.c: finite-difference gradient checks of every kernel in core/nn.c.
+ * test_nn.c: finite-difference gradient checks of every kernel of nn.h
+ * (core/nn.c and core/lmhead.c).
  *
  * Method: a scalar L = sum(r * out) with fixed random r (computed in double)
  * is differentiated by central differences (step H, float inputs perturbed in

@@ -527,13 +527,13 @@ end)
 -- Script flags: a typo of every flag of every script, and out-of-range values
 -- of the shared ones, fail with status 2 before any folder is made.
 local SCRIPTS = {"part1_bias.lua", "part2_geometry.lua", "part3_train.lua", "part4_seqlen.lua",
-  "part5_bias_trained.lua", "part6_lambda_sweep.lua", "report.lua", "run_all.lua", "sample.lua"}
+  "part5_bias_trained.lua", "part6_lambda_sweep.lua", "part7_recipe.lua", "report.lua", "run_all.lua", "sample.lua"}
 local BAD = {steps = "0", ["seq-len"] = "0", batch = "0", lr = "0", ["weight-decay"] = "-1", ["max-tokens"] = "0",
   ["val-frac"] = "1", ["eval-every"] = "0", ["eval-batches"] = "0", ["n-layer"] = "0", ["d-model"] = "0",
   ["n-head"] = "3", seed = "-1", ["data-seed"] = "-2", ["init-seed"] = "-3", threads = "-1", format = "gif",
   ["save-every"] = "-1", jobs = "0", lambda = "nan", lambdas = "0.5,inf", ["seq-lens"] = "64,1",
   ["probe-batches"] = "0", ["probe-tokens"] = "0", ["probe-batch"] = "0", frames = "1", delay = "-1", tokens = "0", temperature = "-1", ["top-k"] = "-1",
-  ["top-p"] = "0", samples = "0", width = "-1", skip = "part9", only = "part3,part7", v = "1", y = "1,2,3"}
+  ["top-p"] = "0", samples = "0", width = "-1", skip = "part9", only = "part3,part9", v = "1", y = "1,2,3"}
 
 local function run_script(script, flags)
   local out, code = sh("cd " .. q(tmp) .. " && " .. q(EXE) .. " " .. q(ROOT .. "/scripts/" .. script) .. " " .. flags)
@@ -569,7 +569,7 @@ T.case("class 6: script flags: typos suggest the flag, bad values stop before an
   T.ok(checked >= 60, "checked " .. checked)
   local out, code = run_script("run_all.lua", "--skip part9")
   T.eq(code, 2)
-  T.ok(out:find("unknown part 'part9' (the parts: part1, part2, part3, part4, part5, part6, report)", 1, true), out)
+  T.ok(out:find("unknown part 'part9' (the parts: part1, part2, part3, part4, part5, part6, part7, report)", 1, true), out)
   out, code = run_script("run_all.lua", "--only part3 --skip part4")
   T.eq(code, 2)
   T.ok(out:find("not both", 1, true), out)

@@ -47,6 +47,7 @@ local args = require "xsa.args"
 local cache = require "xsa.cache"
 local record = require "xsa.record"
 local options = require "xsa.options"
+local schedule = require "xsa.schedule"
 
 local M = {}
 
@@ -77,11 +78,6 @@ function M.pair_quick(extra)
   for k, v in pairs(extra or {}) do q[k] = v end
   return q
 end
-
--- The scripts of the study by experiment name (results() runs them).
-M.scripts = {part1 = "part1_bias.lua", part2 = "part2_geometry.lua", part3 = "part3_train.lua",
-  part4 = "part4_seqlen.lua", part5 = "part5_bias_trained.lua", part6 = "part6_lambda_sweep.lua",
-  part7 = "part7_recipe.lua"}
 
 -- The configuration of a paired run of experiment `name` given the flags:
 -- what defines the data, the initial weights and the training (the cache
@@ -183,8 +179,8 @@ end
 -- The finished paired run of experiment `name` for the flags `opts` (its
 -- training flags select it; o.seed one of the seeds, default the first),
 -- with its checkpoints: from the cache, or, with o.train, computed first by
--- running its script (scripts/M.scripts[name] or o.script) with the same
--- flags (all the seeds). Returns result, config; or nil and a message
+-- running its script (o.script, relative to the checkout; default
+-- NAME.lua) with the same flags (all the seeds). Returns result, config; or nil and a message
 -- naming the command to run. o.by names the asking script.
 function M.results(name, opts, o)
   o = options.check("experiment.results", o, {"seed", "train", "script", "by"})
@@ -193,7 +189,7 @@ function M.results(name, opts, o)
   local check = pair_check(checkpoint_kinds(true))
   local r, why = cache.load(opts.out, cname, M.cache_config(config), check)
   if r then return r, config end
-  local script = o.script or M.scripts[name] or (name .. ".lua")
+  local script = o.script or (name .. ".lua")
   local given = {}
   for k, v in pairs(opts.given or {}) do given[k] = v end
   -- the entry (with its checkpoints) is missing: train this one seed, past
@@ -205,12 +201,12 @@ function M.results(name, opts, o)
   local by = o.by and (o.by .. ": ") or ""
   if not o.train then
     return nil, string.format("%sno finished %s run for this configuration (%s: %s).\n" ..
-      "Run %s first with the same flags:\n  xsa scripts/%s %s\nor add --train to this command.\n",
+      "Run %s first with the same flags:\n  xsa %s %s\nor add --train to this command.\n",
       by, (words:gsub(" ", "-")), cname, why, words, script, table.concat(argv, " "))
   end
   print(string.format("%s%s has not been run with this configuration; running it now (--train)", by, words))
   io.stdout:flush()
-  local cmd = {sys.shell_quote(M.exe()), sys.shell_quote(sys.root() .. "/scripts/" .. script)}
+  local cmd = {sys.shell_quote(M.exe()), sys.shell_quote(sys.root() .. "/" .. script)}
   for _, a in ipairs(argv) do cmd[#cmd + 1] = sys.shell_quote(a) end
   local ok, how, code = os.execute(table.concat(cmd, " "))
   if not ok then
@@ -266,6 +262,43 @@ function M.new(spec)
 end
 
 setmetatable(M, {__call = function(_, spec) return M.new(spec) end})
+
+-- A part of a study, declared in one table and run by the study's tools.
+-- decl: what M.new takes (name, title, options, quick, config, ranks, ...),
+-- plus units(ex) -> the runs (xsa.schedule units; Ex:run computes them,
+-- serially, with --jobs or over the ranks) and main(ex, results, by_key)
+-- -> the outputs (figure, table, summary), which runs on rank 0 alone with
+-- the results in unit order; without units, main(ex). Any other field
+-- (report, publish, run_all, ...) is the study's own, kept for its
+-- registry. The script's last line is `return xsa.experiment.part(decl, ...)`:
+-- run as a script, the part runs; loaded by M.declaration, it only
+-- returns decl.
+local DECLARE = setmetatable({}, {__tostring = function() return "xsa.experiment.declaration" end})
+local SPEC = {"name", "script", "title", "summary", "description", "epilog", "options", "quick", "argv", "ranks", "config"}
+
+function M.part(decl, ...)
+  if select("#", ...) > 0 and (...) == DECLARE then return decl end
+  local spec = {}
+  for _, k in ipairs(SPEC) do spec[k] = decl[k] end
+  local ex = M.new(spec)
+  ex:main(function()
+    if not decl.units then return decl.main(ex) end
+    local results, by = ex:run(decl.units(ex))
+    if results then decl.main(ex, results, by) end
+  end)
+  return decl
+end
+
+-- The declaration of the part in the script at `path` (M.part), without running it.
+function M.declaration(path)
+  local chunk, err = loadfile(path)
+  if not chunk then error(err, 0) end
+  local decl = chunk(DECLARE)
+  if type(decl) ~= "table" or type(decl.name) ~= "string" then
+    error(path .. " declares no part (its last line: return xsa.experiment.part(decl, ...))", 0)
+  end
+  return decl
+end
 
 -- Runs fn(ex): Ctrl-C (or SIGTERM) ends with status 130, a diverging loss
 -- with status 1, both without a traceback (xsa.study.main).
@@ -550,124 +583,150 @@ local function with_checkpoints(r, kinds, f)
   return copy
 end
 
+-- What one paired run needs along the way: its configuration, cache name,
+-- files, the checkpoints to keep, labels.
+local function pair_run(self, o)
+  local config = o.config or (o.seed == nil and self.config) or self:pair_config{seed = o.seed}
+  local name = o.name or M.pair_name(self.name, config)
+  local keyed = M.cache_config(config)
+  local p = {o = o, config = config, name = name, keyed = keyed, f = files_of(self.opts.out, name, keyed),
+    kinds = checkpoint_kinds(o.checkpoints), keep = {}, label = o.label or self.name}
+  for _, k in ipairs(p.kinds) do p.keep[k] = true end
+  p.what = o.what or p.label
+  p.say = function(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
+  return p
+end
+
+-- After training, on every path that trained: checkpoint paths, the
+-- caller's after(), the models freed.
+local function finish(p, r, sa_model, xsa_model, tl, vl)
+  if #p.kinds > 0 then
+    r.checkpoints = {}
+    for _, k in ipairs(p.kinds) do r.checkpoints[k] = p.f.checkpoints[k] end
+  end
+  if p.o.after then p.o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
+  r.provenance = record.provenance()
+  sa_model:free()
+  xsa_model:free()
+end
+
+-- --data-parallel under mpirun: every rank trains this pair together and
+-- rank 0 decides hit or miss for all. On the other ranks: what rank 0 has,
+-- or the training without writing anything (result, status, entry); on
+-- rank 0 nil (it goes on as one process would).
+local function data_parallel_share(self, p, no_cache)
+  local xsa, opts, rank = xsa_lib(), self.opts, select(2, ranks())
+  local flag = xsa.tensor{0}
+  if rank == 0 and not no_cache and cache.load(opts.out, p.name, p.keyed, pair_check(p.kinds, p.o.check)) then
+    flag = xsa.tensor{1}
+  end
+  xsa.mpi.bcast(flag, 0)
+  local hit = flag:item() == 1
+  flag:free()
+  if rank == 0 then return nil end
+  if hit then return cache.load(opts.out, p.name, p.keyed), "hit", p.f.entry end
+  local tl, vl = study.loaders(p.config.data)
+  local sa_model, xsa_model = study.new_pair(p.config.model, p.config.lambda)
+  if p.o.on_start then p.o.on_start(sa_model, tl, vl) end
+  local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(p.config.train, {
+    label = p.label, baseline = p.o.baseline, on_point = p.o.on_point, data_parallel = true}))
+  finish(p, r, sa_model, xsa_model, tl, vl)
+  return r, "miss", p.f.entry
+end
+
+-- The saved state to continue from (nil: start over), said so; --no-resume
+-- discards it.
+local function resume_state(self, p, dp)
+  local f, opts, say = p.f, self.opts, p.say
+  if dp then
+    if sys.exists(f.state) then say("resume: --data-parallel does not resume; starting %s over", p.what) end
+  elseif opts.resume ~= false then
+    local saved, why = load_state(f, p.keyed, say)
+    if saved then
+      say("resume: %s from step %d of %d (%s; --no-resume starts over)", p.what, saved.resume.completed_steps,
+        p.config.train.steps, f.state)
+    elseif why == "none" and opts.given and opts.given.resume then
+      say("resume: no saved state for %s (%s); starting from step 0", p.what, f.state)
+    end
+    return saved
+  elseif sys.exists(f.state) then
+    say("resume: --no-resume, starting %s over (discarding %s)", p.what, f.state)
+    remove_state(f)
+  end
+end
+
+-- xsa.train.pair's save hook: saved states, partial saves, the checkpoints.
+local function save_hook(p)
+  local f = p.f
+  return function(res, st, ctx)
+    if st == "checkpoint" or st == "interrupted" then return write_state(f, p.keyed, ctx) end
+    if st == "nan" then remove_state(f) end -- resuming would diverge again
+    if st ~= "done" then return partial_save(f, p.config, res, ctx) end
+    local written = {}
+    for _, k in ipairs{"sa", "xsa"} do
+      if p.keep[k] then
+        ctx[k]:save(f.checkpoints[k], p.o.optimizer ~= false and {optimizer = ctx[k .. "_opt"]} or nil)
+        written[#written + 1] = f.checkpoints[k]
+      end
+    end
+    return #written > 0 and table.concat(written, ", ") or nil
+  end
+end
+
+-- Trains the pair (continuing a saved state when there is one): the result.
+local function train_pair(self, p, dp)
+  local xsa, config, o = xsa_lib(), p.config, p.o
+  local tl, vl = study.loaders(config.data)
+  local saved = resume_state(self, p, dp)
+  local sa_model, xsa_model
+  if saved then
+    sa_model, xsa_model = saved.sa, saved.xsa
+  else
+    sa_model, xsa_model = study.new_pair(config.model, config.lambda)
+  end
+  if p.keep.init and not (saved and sys.exists(p.f.checkpoints.init)) then
+    (saved and study.new_model(config.model) or sa_model):save(p.f.checkpoints.init)
+  end
+  if o.on_start then o.on_start(sa_model, tl, vl) end
+  local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
+    label = p.label, baseline = o.baseline, save_every = self.opts.save_every or 0, on_point = o.on_point,
+    data_parallel = dp or nil, resume = saved and saved.resume, optimizers = saved and {saved.sa_opt, saved.xsa_opt},
+    save = save_hook(p)}))
+  finish(p, r, sa_model, xsa_model, tl, vl)
+  return r
+end
+
 function Ex:pair(o)
   o = options.check("ex:pair", o, {"name", "config", "label", "what", "seed", "checkpoints", "optimizer", "baseline",
     "on_start", "on_point", "after", "check"})
-  local xsa = xsa_lib()
-  local config = o.config or (o.seed == nil and self.config) or self:pair_config{seed = o.seed}
-  local name = o.name or M.pair_name(self.name, config)
-  local opts = self.opts
-  local keyed = M.cache_config(config)
-  local f = files_of(opts.out, name, keyed)
-  local kinds = checkpoint_kinds(o.checkpoints)
-  local keep = {}
-  for _, k in ipairs(kinds) do keep[k] = true end
-  local label = o.label or self.name
-  local what = o.what or label
-  local function say(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
-  -- after training, on every path that trained: checkpoint paths, the
-  -- caller's after(), the models freed
-  local function finish(r, sa_model, xsa_model, tl, vl)
-    if #kinds > 0 then
-      r.checkpoints = {}
-      for _, k in ipairs(kinds) do r.checkpoints[k] = f.checkpoints[k] end
-    end
-    if o.after then o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
-    r.provenance = record.provenance()
-    sa_model:free()
-    xsa_model:free()
-  end
-  local rec = self:recorded(name, config, pair_check(nil, o.check), what)
-  if rec then return with_checkpoints(rec.result, kinds, f), "record", rec.path end
-  local size, rank = ranks()
-  local no_cache = self:refresh(name, config)
-  local dp = opts.data_parallel and size > 1 and self.spread_ranks
+  local p = pair_run(self, o)
+  local rec = self:recorded(p.name, p.config, pair_check(nil, o.check), p.what)
+  if rec then return with_checkpoints(rec.result, p.kinds, p.f), "record", rec.path end
+  local no_cache = self:refresh(p.name, p.config)
+  local dp = self.opts.data_parallel and ranks() > 1 and self.spread_ranks
   if dp then
-    -- every rank trains this pair together: rank 0 decides hit or miss for all
-    local flag = xsa.tensor{0}
-    if rank == 0 and not no_cache and cache.load(opts.out, name, keyed, pair_check(kinds, o.check)) then
-      flag = xsa.tensor{1}
-    end
-    xsa.mpi.bcast(flag, 0)
-    local hit = flag:item() == 1
-    flag:free()
-    if rank ~= 0 then
-      -- the others read what rank 0 has, or train without writing anything
-      if hit then
-        local r = cache.load(opts.out, name, keyed)
-        return r, "hit", f.entry
-      end
-      local tl, vl = study.loaders(config.data)
-      local sa_model, xsa_model = study.new_pair(config.model, config.lambda)
-      if o.on_start then o.on_start(sa_model, tl, vl) end
-      local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
-        label = label, baseline = o.baseline, on_point = o.on_point, data_parallel = true}))
-      finish(r, sa_model, xsa_model, tl, vl)
-      return r, "miss", f.entry
-    end
+    local r, status, entry = data_parallel_share(self, p, no_cache)
+    if r then return r, status, entry end
   end
-  local result, status, entry = cache.fetch(opts.out, name, keyed, function()
-    local tl, vl = study.loaders(config.data)
-    local saved, why
-    if dp then
-      if sys.exists(f.state) then say("resume: --data-parallel does not resume; starting %s over", what) end
-    elseif opts.resume ~= false then
-      saved, why = load_state(f, keyed, say)
-      if saved then
-        say("resume: %s from step %d of %d (%s; --no-resume starts over)", what, saved.resume.completed_steps,
-          config.train.steps, f.state)
-      elseif why == "none" and opts.given and opts.given.resume then
-        say("resume: no saved state for %s (%s); starting from step 0", what, f.state)
-      end
-    elseif sys.exists(f.state) then
-      say("resume: --no-resume, starting %s over (discarding %s)", what, f.state)
-      remove_state(f)
-    end
-    local sa_model, xsa_model
-    if saved then
-      sa_model, xsa_model = saved.sa, saved.xsa
-    else
-      sa_model, xsa_model = study.new_pair(config.model, config.lambda)
-    end
-    if keep.init and not (saved and sys.exists(f.checkpoints.init)) then
-      (saved and study.new_model(config.model) or sa_model):save(f.checkpoints.init)
-    end
-    if o.on_start then o.on_start(sa_model, tl, vl) end
-    local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
-      label = label, baseline = o.baseline, save_every = opts.save_every or 0, on_point = o.on_point,
-      data_parallel = dp or nil,
-      resume = saved and saved.resume, optimizers = saved and {saved.sa_opt, saved.xsa_opt},
-      save = function(res, st, ctx)
-        if st == "checkpoint" or st == "interrupted" then return write_state(f, keyed, ctx) end
-        if st == "nan" then remove_state(f) end -- resuming would diverge again
-        if st ~= "done" then return partial_save(f, config, res, ctx) end
-        local written = {}
-        for _, k in ipairs{"sa", "xsa"} do
-          if keep[k] then
-            ctx[k]:save(f.checkpoints[k], o.optimizer ~= false and {optimizer = ctx[k .. "_opt"]} or nil)
-            written[#written + 1] = f.checkpoints[k]
-          end
-        end
-        return #written > 0 and table.concat(written, ", ") or nil
-      end,
-    }))
-    finish(r, sa_model, xsa_model, tl, vl)
-    return r
-  end, {no_cache = no_cache, check = pair_check(kinds, o.check), label = what})
-  remove_state(f) -- the finished entry replaces any saved state
-  self:record(name, config, result, status)
+  local result, status, entry = cache.fetch(self.opts.out, p.name, p.keyed, function() return train_pair(self, p, dp) end,
+    {no_cache = no_cache, check = pair_check(p.kinds, o.check), label = p.what})
+  remove_state(p.f) -- the finished entry replaces any saved state
+  self:record(p.name, p.config, result, status)
   return result, status, entry
 end
 
 ----------------------------------------------------------------------------
--- seeds: one after the other, or side by side in child processes (--jobs)
+-- units: the runs of an experiment, one after the other, side by side in
+-- child processes (--jobs), or over the ranks of an MPI job (xsa.schedule)
 
 -- The flags of this run as an argv list for a child process: those given,
--- minus the seed selection and --jobs.
-local function child_argv(self)
+-- minus --jobs (and the seed selection when the child gets its own), plus
+-- --threads 1 unless given.
+local function child_argv(self, own_seed)
   local given = {}
   for k, v in pairs(self.opts.given or {}) do given[k] = v end
-  given.seeds, given.seed, given.jobs, given.worker = nil, nil, nil, nil
+  given.jobs, given.worker, given.unit = nil, nil, nil
+  if own_seed then given.seeds, given.seed = nil, nil end
   local argv = args.to_argv(setmetatable({given = given}, {__index = self.opts}), self.spec, true)
   if not (self.opts.given and self.opts.given.threads) then
     argv[#argv + 1] = "--threads"
@@ -676,43 +735,75 @@ local function child_argv(self)
   return argv
 end
 
--- Runs every seed of ex.seeds as `--seeds S --worker` children of this
--- script, --jobs at a time (xargs -P), and waits. A child fills its seed's
--- cache entries; its progress lines (XSA_PROGRESS=log unless set) name the
--- seed. A child stopped by Ctrl-C ends the run as interrupted; one that
--- failed is reported with its status.
-function Ex:run_workers()
-  local opts = self.opts
-  local jobs = math.min(opts.jobs, #self.seeds)
-  local script = sys.abspath(arg and arg[0] or (sys.root() .. "/scripts/" .. self.spec.name))
-  local cmd = {sys.shell_quote(M.exe()), sys.shell_quote(script)}
-  for _, a in ipairs(child_argv(self)) do cmd[#cmd + 1] = sys.shell_quote(a) end
+-- What the units are, for messages: "seeds 0,1" when each unit is one seed,
+-- else "N runs of seeds 0,1".
+local function units_words(units)
+  local seeds, seen = {}, {}
+  for _, u in ipairs(units) do
+    local s = tostring(u.seed)
+    if not seen[s] then seen[s], seeds[#seeds + 1] = true, s end
+  end
+  local list = "seeds " .. table.concat(seeds, ",")
+  return #seeds == #units and list or string.format("%d runs of %s", #units, list)
+end
+
+-- How a child finds unit i: "S:J" when every unit has a seed (the child
+-- runs with --seeds S, and J is the unit's place among that seed's units,
+-- which are the units the child makes), else ":I" (the child has every
+-- seed and I is the place in the whole list).
+local function worker_tokens(units, wave)
+  local by_seed, place, tokens = true, {}, {}
+  for _, u in ipairs(units) do by_seed = by_seed and u.seed ~= nil end
+  for i, u in ipairs(units) do
+    if by_seed then
+      local s = tostring(u.seed)
+      place[s] = (place[s] or 0) + 1
+      place[i] = s .. ":" .. place[s]
+    else
+      place[i] = ":" .. i
+    end
+  end
+  for j, i in ipairs(wave) do tokens[j] = place[i] end
+  return tokens, by_seed
+end
+
+-- Runs the units of one wave (indices into `units`) as `--worker --unit J`
+-- children of this script (with --seeds S, when the units have seeds),
+-- --jobs at a time (xargs -P), and waits. A child runs its unit (the units
+-- it needs are stored already: reads); its progress lines
+-- (XSA_PROGRESS=log unless set) name the run. A child stopped by Ctrl-C
+-- ends the run as interrupted; one that failed is reported with its status.
+function Ex:run_workers(units, wave)
+  local jobs = math.min(self.opts.jobs, #wave)
+  local tokens, by_seed = worker_tokens(units, wave)
+  local cmd = {sys.shell_quote(M.exe()), sys.shell_quote(sys.abspath(arg and arg[0] or self.spec.name))}
+  for _, a in ipairs(child_argv(self, by_seed)) do cmd[#cmd + 1] = sys.shell_quote(a) end
   local dir = os.tmpname()
   os.remove(dir)
   sys.mkdir(dir)
-  local seeds = {}
-  for i, s in ipairs(self.seeds) do seeds[i] = tostring(s) end
-  io.stdout:write(string.format("jobs: seeds %s in %d processes side by side (%s each)\n", table.concat(seeds, ","), jobs,
-    opts.given and opts.given.threads and ("--threads " .. opts.threads) or "1 BLAS thread"))
+  local mine = {}
+  for j, i in ipairs(wave) do mine[j] = units[i] end
+  io.stdout:write(string.format("jobs: %s in %d processes side by side (%s each)\n", units_words(mine), jobs,
+    self.opts.given and self.opts.given.threads and ("--threads " .. self.opts.threads) or "1 BLAS thread"))
   io.stdout:flush()
-  local child = table.concat(cmd, " ") .. ' --seeds "$1," --worker; echo $? >' .. sys.shell_quote(dir) .. '/"$1"'
-  local sh = string.format("printf '%%s\\n' %s | XSA_PROGRESS=${XSA_PROGRESS:-log} xargs -P %d -I{} sh -c %s sh {}",
-    table.concat(seeds, " "), jobs, sys.shell_quote(child))
-  os.execute(sh)
+  local child = 't=$1; s=${t%%:*}; u=${t##*:}; if [ -n "$s" ]; then set -- --seeds "$s,"; else set --; fi; ' ..
+    table.concat(cmd, " ") .. ' "$@" --worker --unit "$u"; echo $? >' .. sys.shell_quote(dir) .. '/"$t"'
+  os.execute(string.format("printf '%%s\\n' %s | XSA_PROGRESS=${XSA_PROGRESS:-log} xargs -P %d -I{} sh -c %s sh {}",
+    table.concat(tokens, " "), jobs, sys.shell_quote(child)))
   local failed, interrupted = {}, false
-  for _, s in ipairs(seeds) do
-    local f = io.open(dir .. "/" .. s)
+  for j, i in ipairs(wave) do
+    local f = io.open(dir .. "/" .. tokens[j])
     local code = f and tonumber(f:read("a"))
     if f then f:close() end
-    os.remove(dir .. "/" .. s)
+    os.remove(dir .. "/" .. tokens[j])
     local kind, why = M.worker_status(code)
     if kind == "interrupted" then interrupted = true
-    elseif kind ~= "ok" then failed[#failed + 1] = string.format("seed %s %s", s, why) end
+    elseif kind ~= "ok" then failed[#failed + 1] = string.format("%s %s", units[i].key, why) end
   end
   os.remove(dir)
   self.shared_out = true -- the workers computed the runs: the read-back is a hit (Ex:refresh)
   if #failed > 0 then
-    error(string.format("%s: the worker of %s; its messages are above, and the other seeds' finished runs are kept",
+    error(string.format("%s: the worker of %s; its messages are above, and the other finished runs are kept",
       self.name, table.concat(failed, ", and of ")), 0)
   end
   if interrupted then error("interrupted!", 0) end
@@ -736,104 +827,81 @@ function M.worker_status(code)
   return "failed", string.format("failed (exit status %d)", code)
 end
 
--- What a unit of ex:spread is called in messages: its `label`, else its
--- fields (seed=3 lambda=0.5).
-local function unit_label(u)
-  if type(u) ~= "table" then return tostring(u) end
-  if u.label then return tostring(u.label) end
-  local keys, parts = {}, {}
-  for k in pairs(u) do keys[#keys + 1] = tostring(k) end
-  table.sort(keys)
-  for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(u[k]) end
-  return table.concat(parts, " ")
-end
-
--- Under mpirun with K > 1 ranks: fn(unit) for this rank's share of `units`
--- (the i-th goes to rank (i-1) % K), then a barrier, so every unit is done
--- (its cache entries written) when any rank returns. A run already cached is
--- a hit inside fn and costs nothing. An error in fn ends the job naming the
--- rank, the unit and the error; Ctrl-C is passed on. One process: does
--- nothing (the script's own loop computes every run). Call it the same
--- number of times on every rank: phases that need an earlier phase's results
--- (part 6's baseline) are consecutive calls.
-function Ex:spread(units, fn)
-  local size, rank = ranks()
-  if size < 2 or self.opts.data_parallel then return false end -- data-parallel: all ranks take every run
-  assert(self.spread_ranks, "xsa.experiment: ex:spread under mpirun needs the experiment made with ranks = true")
+-- Under mpirun: every unit once on some rank, wave by wave (xsa.schedule.ranks);
+-- an error ends the job naming the rank, the run and the error; Ctrl-C is
+-- passed on. After each wave the ranks share which entries they computed
+-- (--no-cache: computed once per command, Ex:refresh).
+function Ex:spread(units)
   local m = xsa_lib().mpi
-  local mine = 0
-  for i, u in ipairs(units) do
-    if (i - 1) % size == rank then
-      mine = mine + 1
-      local ok, err = xpcall(fn, sys.traceback_unless_interrupted, u)
-      if not ok then
-        if sys.interrupted(err) then error(err, 0) end
-        m.abort(string.format("%s: run %s failed: %s", self.name, unit_label(u), tostring(err)))
+  schedule.ranks(units, m, {handler = sys.traceback_unless_interrupted,
+    fail = function(i, err)
+      if sys.interrupted(err) then error(err, 0) end
+      m.abort(string.format("%s: run %s failed: %s", self.name, units[i].key, tostring(err)))
+    end,
+    after_wave = function()
+      local mine = {}
+      for p in pairs(self.computed or {}) do mine[#mine + 1] = p end
+      self.computed = self.computed or {}
+      for _, list in ipairs(m.allgather(mine)) do
+        for _, p in ipairs(list) do self.computed[p] = true end
       end
-    end
-  end
-  io.stdout:flush()
-  -- the entries every rank computed, known to all (--no-cache: computed once)
-  local mine_list = {}
-  for p in pairs(self.computed or {}) do mine_list[#mine_list + 1] = p end
-  self.computed = self.computed or {}
-  for _, list in ipairs(m.allgather(mine_list)) do
-    for _, p in ipairs(list) do self.computed[p] = true end
-  end
-  m.barrier()
-  self.spread_done = true
-  return true
+    end})
 end
 
--- After the last ex:spread: ranks other than 0 stop here (Ex:main ends them
--- quietly); rank 0 goes on to read the runs back and write the outputs.
-function Ex:share_done()
-  local size, rank = ranks()
-  if size > 1 and rank ~= 0 then error(SHARE_DONE, 0) end
-end
-
--- fn(seed, i) for every seed of ex.seeds, in order; returns the results as
--- a list. With --jobs J > 1 and several seeds, the seeds first train in J
--- child processes at a time (Ex:run_workers), each filling its own cache
--- entries, and fn then reads them here (cache hits). In a child (--worker)
--- fn runs for its one seed and the process ends: the figure, the table and
--- the summary are the parent's. Under mpirun (K > 1 ranks) the seeds are
--- spread over the ranks first (Ex:spread; or the finer units the script
--- spread itself), then rank 0 alone runs fn for every seed (cache hits).
-function Ex:each_seed(fn)
-  local opts = self.opts
-  if ranks() > 1 and opts.data_parallel then
-    -- every rank trains every pair (its rows of each batch); rank 0 goes on
-    local out = {}
-    for i, s in ipairs(self.seeds) do out[i] = fn(s, i) end
-    self:share_done()
-    return out
-  elseif ranks() > 1 then
-    -- the seeds over the ranks, unless the script spread finer units already
-    if not self.spread_done then
-      local units = {}
-      for i, s in ipairs(self.seeds) do units[i] = {seed = s, i = i, label = "seed " .. s} end
-      self:spread(units, function(u) fn(u.seed, u.i) end)
-    end
-    self:share_done()
-  end
+-- The results of `units` (xsa.schedule: {key=, seed=, after=, run=}), in
+-- unit order, each unit computed once: in this process; with --jobs J, wave
+-- by wave in J child processes first (each stores its run), then read back
+-- here; under mpirun over the ranks first, then rank 0 reads them back and
+-- the other ranks get nil (the outputs are rank 0's); --data-parallel: every
+-- rank takes every unit together. A --worker child runs its --unit and
+-- exits. --from-records: a unit without a record leaves its seed out (every
+-- unit of that seed; said so, Ex:left_out). Returns the list of results and
+-- a table of them by key.
+function Ex:run(units)
+  local opts, size, rank = self.opts, ranks()
+  local skip = {handler = function(e) return e == NO_RECORD and e or sys.traceback_unless_interrupted(e) end,
+    skip = function(_, e) return e == NO_RECORD end}
   if opts.worker then
-    fn(self.seeds[1], 1)
+    schedule.one(units, assert(opts.unit, "--worker needs --unit"), {handler = skip.handler})
     io.stdout:flush()
     os.exit(0)
   end
-  if (opts.jobs or 1) > 1 and #self.seeds > 1 and not opts.from_records then self:run_workers() end
-  local out, kept = {}, {}
-  for _, s in ipairs(self.seeds) do
-    local ok, r = xpcall(fn, function(e) return e == NO_RECORD and e or sys.traceback_unless_interrupted(e) end, s, #kept + 1)
-    if ok then
-      out[#kept + 1] = r
-      kept[#kept + 1] = s
-    elseif r ~= NO_RECORD then
-      error(r, 0)
-    end
+  if size > 1 and not opts.data_parallel then
+    self:spread(units)
+  elseif (opts.jobs or 1) > 1 and #units > 1 and not opts.from_records then
+    schedule.processes(units, function(wave) self:run_workers(units, wave) end)
   end
-  if #kept < #self.seeds then self:left_out(kept) end
+  local res, gone = schedule.serial(units, skip)
+  if size > 1 and rank ~= 0 then return nil end
+  local out, by, drop = {}, {}, {}
+  for _, i in ipairs(gone) do drop[tostring(units[i].seed)] = true end
+  for i, u in ipairs(units) do
+    if not drop[tostring(u.seed)] then out[#out + 1], by[u.key] = res[i], res[i] end
+  end
+  if next(drop) then
+    local kept = {}
+    for _, s in ipairs(self.seeds) do if not drop[tostring(s)] then kept[#kept + 1] = s end end
+    self:left_out(kept)
+  end
+  return out, by
+end
+
+-- One unit per seed of ex.seeds (Ex:run): fn(seed, i) is its run.
+function Ex:seed_units(fn)
+  local units = {}
+  for i, s in ipairs(self.seeds) do
+    units[i] = {key = "seed " .. s, seed = s, run = function() return fn(s, i) end}
+  end
+  return units
+end
+
+-- fn(seed, i) for every seed of ex.seeds, in order, as units of Ex:run;
+-- returns the results as a list. For scripts that are not parts
+-- (xsa.experiment.part): under mpirun, ranks other than 0 end here (Ex:main
+-- ends them quietly), so what follows is rank 0's alone.
+function Ex:each_seed(fn)
+  local out = self:run(self:seed_units(fn))
+  if not out then error(SHARE_DONE, 0) end
   return out
 end
 

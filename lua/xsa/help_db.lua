@@ -16,7 +16,7 @@ end
 D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.mpi", "xsa.tokenizer",
   "xsa.data", "xsa.train", "xsa.checkpoint", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
-  "xsa.geometry", "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text", "xsa.notebook"}
+  "xsa.geometry", "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text", "xsa.notebook", "xsa.schedule"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -171,6 +171,26 @@ add("xsa.experiment.cache_config", "xsa.experiment.cache_config(config) -> table
 add("xsa.experiment.worker_status", "xsa.experiment.worker_status(code) -> kind [, words]",
   "What a --jobs worker's exit status means: \"ok\", \"interrupted\" (130 or none), \"crashed\" (a signal), \"failed\".",
   "print(xsa.experiment.worker_status(137))")
+group("xsa.schedule", "units of work with dependencies: serially, in child processes or over MPI ranks",
+  "A unit is {key=, after = {keys it needs}, run = function(deps) -> result}; the results come back in unit order, each unit computed once.",
+  "local r = xsa.schedule.serial({{key = \"a\", run = function() return 1 end}, {key = \"b\", after = {\"a\"}, run = function(d) return d.a + 1 end}})")
+add("xsa.schedule.check", "xsa.schedule.check(units) -> {key = index}",
+  "Checks the units (unique keys, a run function, dependencies listed earlier); the index of each key.",
+  "local index = xsa.schedule.check(units)")
+add("xsa.schedule.levels", "xsa.schedule.levels(units) -> {{indices}}",
+  "The waves: a unit's wave is one past its latest dependency's; the units of a wave can run at the same time.",
+  "print(#xsa.schedule.levels(units))")
+add("xsa.schedule.one", "xsa.schedule.one(units, i [, {handler=, skip=}]) -> result",
+  "Unit i, after the units it needs, in this process (a worker's share).", "local r = xsa.schedule.one(units, 2)")
+add("xsa.schedule.serial", "xsa.schedule.serial(units [, {handler=, skip=}]) -> results, left_out",
+  "Every unit in order in this process; skip(i, err) true leaves unit i and the units that need it out.",
+  "local results = xsa.schedule.serial(units)")
+add("xsa.schedule.ranks", "xsa.schedule.ranks(units, comm, {fail=, after_wave=, handler=})",
+  "Wave by wave over the ranks of an MPI job (round-robin), a barrier after each wave.",
+  "xsa.schedule.ranks(units, xsa.mpi, {fail = function(i, err) xsa.mpi.abort(tostring(err)) end})")
+add("xsa.schedule.processes", "xsa.schedule.processes(units, start)",
+  "Wave by wave: start(wave) runs the units of one wave (indices) in child processes and returns when they are done.",
+  "xsa.schedule.processes(units, function(wave) --[[ start children ]] end)")
 add("xsa.report.own_figure", "xsa.report.own_figure(entry, plots) -> figure | nil, why",
   "A summary's figure entry, accepted only when it names PLOTS/NAME.gp and PLOTS/NAME.png|svg with a plain NAME.",
   "local f = xsa.report.own_figure({name = \"x\", gp = \"/p/x.gp\", path = \"/p/x.png\"}, \"/p\")")
@@ -661,9 +681,9 @@ add("xsa.samples.side_by_side", "xsa.samples.side_by_side(cols, width) -> string
 add("xsa.samples.wrap", "xsa.samples.wrap(text, width) -> {lines}", "Word-wraps text (newlines kept).", "print(#xsa.samples.wrap(\"a b c\", 3))")
 add("xsa.samples.terminal_width", "xsa.samples.terminal_width() -> integer", "$COLUMNS, else the terminal's width, else 100.",
   "print(xsa.samples.terminal_width())")
-add("xsa.samples.part3", "xsa.samples.part3(summary, out) -> result | nil, why", "The report's fixed prompts continued by part 3's SA and XSA checkpoints (only files directly inside out).",
-  "local r = xsa.samples.part3(xsa.json.read_file(\"/abs/cache/summary/part3.json\"), \"/abs/cache\")")
-add("xsa.samples.part3_html", "xsa.samples.part3_html(summary, out) -> html", "The report's text-samples section.", "-- used by xsa.report")
+add("xsa.samples.pair", "xsa.samples.pair(summary, out) -> result | nil, why", "The report's fixed prompts continued by the SA and XSA checkpoints a summary's result names (only files directly inside out).",
+  "local r = xsa.samples.pair(xsa.json.read_file(\"/abs/cache/summary/part3.json\"), \"/abs/cache\")")
+add("xsa.samples.pair_html", "xsa.samples.pair_html(summary, out) -> html", "The report's text-samples HTML of xsa.samples.pair.", "-- a report section's html hook")
 add("xsa.help.help", "xsa.help.help([x])", "Prints the help of x (the global help(x) at the REPL).", "xsa.help.help(\"adamw\")")
 add("xsa.help.text", "xsa.help.text([x]) -> string", "The text help(x) prints.", "print(#xsa.help.text(xsa.zeros))")
 add("xsa.help.complete", "xsa.help.complete(word) -> {candidates}",
@@ -743,6 +763,14 @@ add("xsa.study.seed_improvement_panel", "xsa.study.seed_improvement_panel(fig, s
   "xsa.study.seed_improvement_panel(fig, xsa.study.paired_stats(sa, xs, seeds))")
 add("xsa.study.mean_ci", "xsa.study.mean_ci(values [, level]) -> {n=, mean=, sd=, lo=, hi=}",
   "The mean of the finite values with its 95% t interval (lo, hi nil for one value).", "print(xsa.study.mean_ci({1, 2, 3}).hi)")
+add("xsa.study.paired_groups", "xsa.study.paired_groups(runs, n, group_of, seeds) -> groups",
+  "The runs of a sweep in n groups (group_of(run, j) -> 1..n): per group its runs, their SA and XSA values (sa_val, xsa_val), means and paired statistics.",
+  "local g = xsa.study.paired_groups(runs, 2, function(x) return x.seq_len == 64 and 1 or 2 end, {0, 1})")
+add("xsa.study.interval_text", "xsa.study.interval_text(stats) -> string", "\"+0.12 to +3.40\": the t interval of paired statistics, or \"n/a\".",
+  "print(xsa.study.interval_text(xsa.study.paired_stats({4, 4.2}, {3.9, 4.1}, {0, 1})))")
+add("xsa.study.ci_text", "xsa.study.ci_text(ci, format) -> string",
+  "A mean_ci result as text: \"0.6410 (0.6300 to 0.6520)\", the mean alone without an interval, \"n/a\" without a mean.",
+  "print(xsa.study.ci_text(xsa.study.mean_ci({1, 2, 3}), \"%.2f\"))")
 add("xsa.study.curve_band", "xsa.study.curve_band(results, model, kind) -> steps, mean, lo, hi",
   "A curve over seeds: per evaluation point the mean of results[i][model][kind] and its 95% t interval.",
   "local steps, m, lo, hi = xsa.study.curve_band(results, \"sa\", \"val\")")
@@ -776,6 +804,16 @@ add("xsa.report.build", "xsa.report.build{out=, plots=, folder_flags=} -> html, 
 add("xsa.report.write", "xsa.report.write{out=, plots=, output=} -> path, info", "Builds and writes the report atomically.",
   "xsa.report.write{out = \"cache\", plots = \"plots\", output = \"plots/report.html\"}")
 add("xsa.report.base64", "xsa.report.base64(s) -> string", "Base64 of s (for inline images).", "print(xsa.report.base64(\"hi\"))")
+add("xsa.report.f4", "xsa.report.f4(x) -> string", "x with four decimals, or \"n/a\" when it is not a finite number (for a section's sentences).",
+  "print(xsa.report.f4(1 / 3))")
+add("xsa.report.stats_words", "xsa.report.stats_words(stats, what, out) -> out",
+  "Appends the statement of a paired comparison over seeds (xsa.study.stats_lines) to out as sentences.",
+  "local words = xsa.report.stats_words(summary.stats, \"final val loss\", {})")
+add("xsa.report.sweep_verdicts", "xsa.report.sweep_verdicts(label) -> function(summary, row) -> rows",
+  "A report section's published verdicts for a sweep: one row per run of summary.result.runs, named label(run).",
+  "local verdicts = xsa.report.sweep_verdicts(function(r) return \"lambda \" .. r.lambda end)")
+add("xsa.report.ci", "xsa.report.ci(pair, format) -> string", "\" (95% t interval a to b)\" of {a, b}, or \"\" without one.",
+  "print(xsa.report.ci({0.1, 0.3}, \"%.2f\"))")
 add("xsa.progress.new", "xsa.progress.new{label=, total=, stream=io.stderr, mode=, width=24} -> bar", "A progress bar.",
   "local bar = xsa.progress.new{label = \"train\", total = 10}")
 add("xsa.progress.now", "xsa.progress.now() -> seconds", "A wall clock (~10 ms resolution on Linux).", "local t0 = xsa.progress.now()")
@@ -847,11 +885,17 @@ add("xsa.experiment.files", "xsa.experiment.files(dir, name, config) -> table",
   "The files of a cached paired run: entry, checkpoints (init, sa, xsa), the resume state and its model slots.",
   "local f = xsa.experiment.files(\"cache\", \"part3-300steps\", c)")
 add("xsa.experiment.ranks", "xsa.experiment.ranks() -> size, rank",
-  "The ranks of an mpirun job (1, 0 otherwise), as ex:spread divides runs.", "print(xsa.experiment.ranks())")
+  "The ranks of an mpirun job (1, 0 otherwise), as ex:run divides runs.", "print(xsa.experiment.ranks())")
 add("xsa.experiment.run_script", "xsa.experiment.run_script(path, argv)",
   "Runs a script in this process with argv as its arg, as a child `xsa path argv...` would (run_all under " ..
   "mpirun, where a rank's child process is not part of the job).",
   "xsa.experiment.run_script(\"scripts/part3_train.lua\", {\"--quick\"})")
+add("xsa.experiment.part", "xsa.experiment.part(decl, ...) -> decl",
+  "A part of a study in one declaration: the experiment's spec plus units(ex) and main(ex, results); run as a script it runs (the units through ex:run), loaded by xsa.experiment.declaration it only returns decl.",
+  "return xsa.experiment.part({name = \"mine\", units = function(ex) return ex:seed_units(function(s) return (ex:pair{seed = s}) end) end, main = function(ex, results) print(#results) end}, ...)")
+add("xsa.experiment.declaration", "xsa.experiment.declaration(path) -> decl",
+  "The declaration of the part in the script at path (xsa.experiment.part), without running it (a study's registry).",
+  "local d = xsa.experiment.declaration(\"scripts/part3_train.lua\")")
 add("xsa.experiment.exe", "xsa.experiment.exe() -> path",
   "The xsa executable running this script (to start another part as a child process).", "print(xsa.experiment.exe())")
 

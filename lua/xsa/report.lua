@@ -1,9 +1,12 @@
--- xsa.report: the study's results as one self-contained HTML page.
+-- xsa.report: a study's results as one self-contained HTML page.
 --
---   local html, info = xsa.report.build{out = "cache", plots = "plots"}
---   xsa.report.write{out = "cache", plots = "plots", output = "plots/report.html"}
+--   local sections = {{key = "mine", title = "My experiment", command = "xsa mine.lua",
+--     words = function(summary) return {"..."} end}}
+--   local html, info = xsa.report.build{out = "cache", plots = "plots", sections = sections}
+--   xsa.report.write{out = "cache", plots = "plots", output = "plots/report.html", sections = sections}
 --
--- Reads the summaries the part scripts write (OUT/summary/partN.json),
+-- Reads the summaries a study's scripts write (OUT/summary/KEY.json, one
+-- per section the caller lists: the library knows no study),
 -- re-renders each figure's gnuplot script as SVG and inlines it (PNG as a
 -- data: URI when gnuplot cannot), and writes per part: what was measured,
 -- sentences built from the numbers of that run (never a conclusion fixed in
@@ -197,270 +200,33 @@ local function config_html(s, published)
 end
 
 ----------------------------------------------------------------------------
--- per-part texts: what was measured, then what this run's numbers say
+-- for the sections' sentences (a study's sections are its own: M.build)
 
-local parts = {}
+M.f4 = f4
 
 -- The statement of a paired comparison over seeds (study.stats_lines) as
--- sentences, or nil without stats.
-local function stats_words(st, what, out)
+-- sentences appended to `out`.
+function M.stats_words(st, what, out)
   if type(st) ~= "table" or not st.verdict then return out end
   for _, l in ipairs(study.stats_lines(st, what, true)) do out[#out + 1] = l .. "." end
   return out
 end
 
-local function ci(c, f)
+-- A section's published verdicts (make results) for a sweep: one row per
+-- run of the summary's result.runs, named label(run).
+function M.sweep_verdicts(label)
+  return function(s, row)
+    local rows = {}
+    for _, r in ipairs(s.result.runs or {}) do rows[#rows + 1] = row(label(r), r.stats) end
+    return rows
+  end
+end
+
+-- " (95% t interval a to b)" of a pair {a, b} in format f, or "".
+function M.ci(c, f)
   if type(c) ~= "table" or not finite(c[1]) then return "" end
   return string.format(" (95%% t interval " .. f .. " to " .. f .. ")", c[1], c[2])
 end
-
-parts.part1 = {
-  title = "Part 1: self-value bias of an untrained model",
-  command = "xsa scripts/part1_bias.lua",
-  paper = "the diagnostic of the paper's Figure 1 (attention similarity bias), at toy scale on an untrained 2-layer model",
-  about = "A freshly initialised model (standard attention) reads the validation batches of the first 80,000 " ..
-    "tokens of TinyStories. For every layer the probe averages three quantities over heads, tokens and batches: " ..
-    "how similar the value vectors of different tokens are (mean cos(v_i, v_j), i ≠ j), how much attention a " ..
-    "token pays to itself (mean a_ii), and how closely a token's attention output y_i = Σ_j a_ij v_j points " ..
-    "along its own value vector (mean cos(y_i, v_i)). The last one is the self-value component that XSA removes.",
-  explain = {"Why it matters: every block adds the attention output to the residual stream, and that stream " ..
-    "already carries the token's own representation on to the MLP and the next layer. When the attention output " ..
-    "leans towards the token's own value, attention partly repeats what the residual path delivers anyway, and " ..
-    "that share of its output adds nothing new. Two ingredients produce the lean, and the probe shows both: values " ..
-    "within a sequence point in similar directions, and every token keeps some attention weight on itself."},
-  words = function(s)
-    local r = s.result or {}
-    local out = {}
-    for l, m in ipairs(r.layers or {}) do
-      out[#out + 1] = string.format("Layer %d: mean cos(v_i,v_j) = %s, mean a_ii = %s, mean cos(y_i,v_i) = %s at positions ≥ 1 (%s over all positions).",
-        l, f4(m.value_cos), f4(m.self_attn), f4(m.pre_cos_pos1), f4(m.pre_cos))
-    end
-    if r.probe_batches then
-      out[#out + 1] = string.format("Measured on %d %s batches (%d tokens).", r.probe_batches,
-        r.split == "val" and "validation" or "training", r.tokens or 0)
-    end
-    return out
-  end,
-}
-
-parts.part2 = {
-  title = "Part 2: the geometry of the projection",
-  command = "xsa scripts/part2_geometry.lua --animate",
-  paper = "the change itself, the paper's Algorithm 1",
-  about = "XSA takes each token's attention output Y, finds its component along the token's own value " ..
-    "vector V (α = Y·V/|V|) and subtracts λ times it: Z = Y − λ α V/|V|. With λ = 0 this is standard " ..
-    "attention (Z = Y); with λ = 1 nothing of Z points along V (Z ⟂ V). The picture draws one such token " ..
-    "in two dimensions.",
-  explain = {"The change to the code is two lines between the attention and the output projection, per head:",
-    {code = "Y  = attention(Q, K, V)            -- as in SA\n" ..
-      "Vn = V / |V|                       -- line 1: each token's own value, unit length\n" ..
-      "Z  = Y - lambda * (Y . Vn) * Vn    -- line 2: drop Y's component along it\n" ..
-      "out = Z W_o                        -- SA projects Y instead"},
-    "At λ = 1, Z is orthogonal to V for every token and head exactly, by construction, not approximately; " ..
-    "a λ between 0 and 1 removes that fraction of the component. The token's own information is not lost: the " ..
-    "residual connection still carries it forward; only the attention output stops repeating it. XSA adds no " ..
-    "parameter, and its cost is one dot product and one subtraction per token and head."},
-  words = function(s)
-    local r = s.result or {}
-    return {string.format("For the vectors drawn, cos(Y, V) = %s; at λ = %s, cos(Z, V) = %s.", f4(r.cos_yv),
-      tostring(r.lambda), f4(r.cos_zv))}
-  end,
-}
-
-parts.part3 = {
-  title = "Part 3: paired training of SA and XSA",
-  command = "xsa scripts/part3_train.lua",
-  paper = "the training comparison of the paper's Figure 3, at toy scale",
-  about = "Two models start from the same initial weights: one with standard attention (SA), one with XSA. " ..
-    "At every step both see the same batch and take an AdamW step, so a difference in loss comes from the " ..
-    "attention alone. The curves show the mean training loss since the previous evaluation point and the " ..
-    "validation loss on a fixed subset of validation batches; the last point of each validation curve is over " ..
-    "the whole validation set and is the final value of the table. With --seeds N the pair is trained N times " ..
-    "from independent initial weights and batch orders, and the improvement 100·(SA − XSA)/SA of each seed " ..
-    "gives the verdict with a 95% interval.",
-  words = function(s)
-    local r = s.result or {}
-    local out = {}
-    local runs = s.runs or {}
-    if #runs > 1 then
-      out[#out + 1] = string.format("%d seeds (%s), one paired run each.", #runs, table.concat(s.seeds or {}, ", "))
-      for _, x in ipairs(runs) do
-        out[#out + 1] = string.format("Seed %d: %s (improvement %s).", x.seed,
-          compare(x.sa_val, x.xsa_val, "final validation loss"), pct(x.improvement_pct))
-      end
-      stats_words(s.stats, "final val loss", out)
-      if finite(s.train_s) then out[#out + 1] = string.format("Training took %.0f s over the %d paired runs.", s.train_s, #runs) end
-      return out
-    end
-    if r.sa and r.xsa then
-      out[#out + 1] = "In this run " .. compare(r.sa.final_val, r.xsa.final_val, "final validation loss") ..
-        string.format(" (improvement %s; positive means XSA is lower).", pct(r.improvement_pct))
-      local n = #(r.steps or {})
-      if n > 0 then
-        out[#out + 1] = string.format("Over the last interval (to step %d) the mean training loss is %s for SA and %s for XSA.",
-          r.steps[n], f4(r.sa.train[n]), f4(r.xsa.train[n]))
-        -- how often each model was ahead on validation at the evaluation points
-        local ahead = 0
-        for i = 2, n do if r.xsa.val[i] < r.sa.val[i] then ahead = ahead + 1 end end
-        out[#out + 1] = string.format("XSA's validation loss was below SA's at %d of the %d evaluation points after step 0.",
-          ahead, n - 1)
-      end
-      if finite(r.elapsed_s) then
-        out[#out + 1] = string.format("Training took %.1f s (%.1f s of it evaluating), %.0f tokens/s over both models.",
-          r.elapsed_s, r.eval_s or 0, r.tokens_per_s or 0)
-      end
-      out[#out + 1] = "One seed cannot give an interval: a single run at this scale can favour either model. " ..
-        "Run with --seeds 5 for the verdict with a 95% interval."
-    end
-    return out
-  end,
-}
-
-parts.part4 = {
-  title = "Part 4: sequence length",
-  command = "xsa scripts/part4_seqlen.lua",
-  paper = "the question of the paper's Figure 5 (does the gain grow with the sequence length?), at toy scale",
-  about = "The paired training of part 3, repeated with a fresh pair of models for each sequence length " ..
-    "(the window of text the model sees) and each seed. The figure shows the final validation loss of both " ..
-    "models per length and XSA's improvement in percent (positive when XSA's loss is lower).",
-  explain = {"The reasoning behind the question: with a longer window each token attends over more positions, " ..
-    "so there is more room for the self-value lean to accumulate and more for XSA to remove. The paper reports " ..
-    "the gain growing with length at 1.3B parameters; a 2-layer model on a small corpus may or may not show the " ..
-    "same trend, and the intervals below say how much of any difference is beyond seed-to-seed noise."},
-  words = function(s)
-    local runs = (s.result or {}).runs or {}
-    local out, better, clear = {}, 0, 0
-    for _, r in ipairs(runs) do
-      local st = r.stats
-      if st and st.n and st.n > 1 then
-        out[#out + 1] = string.format("seq_len %d: %s; XSA lower in %d of %d seeds.", r.seq_len, st.verdict,
-          st.k_xsa_lower, st.n)
-        if st.t_lo and (st.t_lo > 0 or st.t_hi < 0) then clear = clear + 1 end
-      else
-        out[#out + 1] = string.format("seq_len %d: %s.", r.seq_len, compare(r.sa_val, r.xsa_val, "final validation loss"))
-      end
-      if finite(r.xsa_val) and finite(r.sa_val) and r.xsa_val < r.sa_val then better = better + 1 end
-    end
-    if #runs > 0 then
-      local st = runs[1].stats
-      if st and st.n and st.n > 1 then
-        out[#out + 1] = string.format("The 95%% interval of the mean improvement excludes 0 at %d of the %d lengths.",
-          clear, #runs)
-      else
-        out[#out + 1] = string.format("XSA's loss is lower at %d of the %d lengths in this run (one seed: no interval).",
-          better, #runs)
-      end
-    end
-    return out
-  end,
-}
-
-parts.part5 = {
-  title = "Part 5: the bias after training",
-  command = "xsa scripts/part5_bias_trained.lua --train",
-  paper = "the diagnostic of the paper's Figure 1 again, now after training",
-  about = "The probe of part 1 applied to the trained models of part 3 (every seed) and to their shared initial " ..
-    "weights, on the validation batches of the first 80,000 tokens. A fourth metric, the mean cos(z_i, v_i) " ..
-    "after the projection, shows what is left of the self-value component in what each layer passes on " ..
-    "(for SA, z = y). \"Bias removed\" is 100·(|pre| − |post|)/|pre|. Both cosines are averaged over positions " ..
-    "≥ 1: at position 0 a token attends only to itself, so y_0 = v_0 (cosine 1) and z_0 is rounding residue; " ..
-    "including it would raise the pre-projection mean by about 1/64 of the gap to 1 and make \"bias removed\" " ..
-    "partly float noise.",
-  explain = {"What to look for: the projection does not stop the alignment from forming inside the raw attention " ..
-    "output Y (a trained XSA model can even align Y with v more strongly than SA does, since whatever forms there " ..
-    "is removed before it leaves the layer); it removes it from Z, the output the rest of the network sees."},
-  words = function(s)
-    local out = {}
-    local names = {untrained = "the untrained model", sa = "trained SA", xsa = "trained XSA"}
-    local by = {}
-    local n = #(s.runs or {})
-    for _, m in ipairs(s.means or {}) do
-      by[m.model] = m
-      out[#out + 1] = string.format("For %s, averaged over layers (positions ≥ 1%s), cos(y_i,v_i) before the projection is %s%s and cos(z_i,v_i) after it is %s%s (%s of the bias removed); over all positions %s and %s.",
-        names[m.model] or m.model, n > 1 and string.format(", mean over %d seeds", n) or "", f4(m.pre), ci(m.pre_ci, "%.4f"),
-        f4(m.post), ci(m.post_ci, "%.4f"), finite(m.removed_pct) and string.format("%.1f%%", m.removed_pct) or "n/a",
-        f4(m.pre_all), f4(m.post_all))
-    end
-    if by.sa and by.xsa and finite(by.sa.pre) and finite(by.xsa.pre) then
-      out[#out + 1] = string.format("Before the projection, trained XSA's mean cos(y_i,v_i) is %s trained SA's (%s vs %s).",
-        by.xsa.pre > by.sa.pre and "higher than" or (by.xsa.pre < by.sa.pre and "lower than" or "equal to"),
-        f4(by.xsa.pre), f4(by.sa.pre))
-    end
-    return out
-  end,
-}
-
-parts.part6 = {
-  title = "Part 6: how much projection (λ sweep)",
-  command = "xsa scripts/part6_lambda_sweep.lua",
-  paper = "not in the paper: an extension (partial XSA, 0 < λ < 1)",
-  about = "One initialisation per seed for every λ; each XSA(λ) model is trained against its own SA baseline " ..
-    "cloned from that initialisation, on the same batches. The left panel is the paired improvement in percent " ..
-    "of the final validation loss; the right panel the remaining self-value bias (mean cos(z_i, v_i) over " ..
-    "layers and positions ≥ 1, on 3 validation batches of the first 80,000 tokens) of the trained models. " ..
-    "Each λ's trained XSA model and the seed's SA baseline are kept as checkpoints.",
-  explain = {"The question: is removing the whole component (λ = 1) best, or does keeping part of it help? " ..
-    "Any λ lowers the post-projection alignment roughly in proportion; whether the loss follows is what the " ..
-    "left panel measures."},
-  words = function(s)
-    local runs = (s.result or {}).runs or {}
-    local out = {}
-    local best
-    for _, r in ipairs(runs) do
-      local st = r.stats
-      if st and st.n and st.n > 1 then
-        out[#out + 1] = string.format("λ = %g: %s; XSA lower in %d of %d seeds; XSA mean cos(z,v) %s%s (SA baseline %s).",
-          r.lambda, st.verdict, st.k_xsa_lower, st.n, f4(r.xsa_post_cos), ci(r.xsa_post_cos_ci, "%.4f"), f4(r.sa_post_cos))
-      else
-        out[#out + 1] = string.format("λ = %g: improvement %s, XSA mean cos(z,v) %s (SA baseline %s).", r.lambda,
-          pct(r.improvement_pct), f4(r.xsa_post_cos), f4(r.sa_post_cos))
-      end
-      if finite(r.improvement_pct) and (not best or r.improvement_pct > best.improvement_pct) then best = r end
-    end
-    if best then
-      local st = best.stats
-      out[#out + 1] = string.format("The largest %s paired improvement in this sweep is %s at λ = %g%s.",
-        st and st.n and st.n > 1 and "mean" or "", pct(best.improvement_pct), best.lambda,
-        st and st.t_lo and string.format(" (95%% t interval %+.2f to %+.2f)", st.t_lo, st.t_hi) or " (one seed: no interval)")
-    end
-    return out
-  end,
-}
-
-parts.part7 = {
-  title = "Part 7: does the verdict survive a standard training recipe?",
-  command = "xsa scripts/part7_recipe.lua",
-  paper = "not in the notebook: the same pair under the recipe small GPTs are usually trained with",
-  about = "Part 3's pair (same model, data and 300 steps) under the notebook's constant learning rate and under " ..
-    "a linear warmup followed by cosine decay to a tenth of the peak. The constant-rate runs are part 3's own. " ..
-    "Every endpoint of doc/study.md (final and mean validation loss, the steps at which fixed losses are " ..
-    "reached, the plateau-escape step) is compared per recipe, paired by seed.",
-  explain = {"Why ask: at this scale standard attention sits on a loss plateau near the unigram entropy and " ..
-    "leaves it at a step that depends on small differences. A warmup changes the first steps of Adam; if the " ..
-    "plateau and its seed-to-seed spread shrink under it, the notebook's verdict may be a property of its recipe."},
-  words = function(s)
-    local out = {}
-    for _, key in ipairs{"constant", "cosine"} do
-      local r = (s.recipes or {})[key]
-      for _, e in ipairs(r and r.endpoints or {}) do
-        if e.stats and e.stats.verdict then out[#out + 1] = string.format("%s, %s: %s.", r.label, e.label, e.stats.verdict) end
-      end
-    end
-    return out
-  end,
-}
-
--- Why XSA could help, in a few sentences (the report's closing section).
-M.why = {"Why it could work: the residual connection already hands each token's own representation to the MLP " ..
-  "and the next layer. Restricting the attention output to what is orthogonal to the token's own value makes " ..
-  "attention contribute only what the residual path does not already carry: context from other tokens. The split " ..
-  "is a division of labour (attention for context, the MLP for the token itself) obtained by removing a redundant " ..
-  "direction, not by adding capacity, which is why it costs no parameter.",
-  "Whether that shows up as a lower loss in models this small is an empirical question: the verdicts above, with " ..
-  "their intervals over seeds, are the answer this study gives."}
-
-M.parts = parts
-M.order = {"part1", "part2", "part3", "part4", "part5", "part6", "part7"}
 
 local css = [[
 body{font-family:"DejaVu Sans",Helvetica,Arial,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
@@ -472,57 +238,40 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}table.cfg td
 .numbers li{margin:.2em 0}.paper{color:#555;font-style:italic}.explain{background:#f7f9fb;border-left:3px solid #2471A3;padding:.3em .7em}.cap{color:#333;font-size:1.1em}pre{background:#f4f4f4;padding:.5em;overflow-x:auto}table.samples td{text-align:left;vertical-align:top;max-width:30em}code{background:#f4f4f4;padding:0 .2em}details{margin:.6em 0}
 ]]
 
--- Builds the HTML. o: {out = results folder, plots = figures folder,
--- folder_flags = text added to the commands of missing parts (optional),
--- claims = {lines = {...}, table = markdown} (optional, before the closing)}.
--- Returns html, {present = {...}, missing = {...}, warnings = {...}}.
-function M.build(o)
-  local xsa = xsa_lib()
-  local info = {present = {}, missing = {}, warnings = {}}
-  local body = {}
-  for _, key in ipairs(M.order) do
-    local part = parts[key]
-    local path = o.out .. "/summary/" .. key .. ".json"
-    local s, err = xsa.json.read_file(path)
-    if not s then
-      info.missing[#info.missing + 1] = key
-      if err and not tostring(err):find("No such file", 1, true) and not tostring(err):find("cannot open", 1, true) then
-        info.warnings[#info.warnings + 1] = key .. ": " .. tostring(err)
-      end
-    else
-      info.present[#info.present + 1] = key
-      body[#body + 1] = string.format('<h2 id="%s">%s</h2>', key, esc(part.title))
-      if part.paper then body[#body + 1] = '<p class="paper">Reproduces: ' .. esc(part.paper) .. ".</p>" end
-      body[#body + 1] = "<p>" .. esc(part.about) .. "</p>"
-      for _, e in ipairs(part.explain or {}) do
-        if type(e) == "table" then
-          body[#body + 1] = "<pre><code>" .. esc(e.code) .. "</code></pre>"
-        else
-          body[#body + 1] = '<p class="explain">' .. esc(e) .. "</p>"
-        end
-      end
-      local ok, words = pcall(part.words, s)
-      if ok and #words > 0 then
-        local li = {}
-        for i, w in ipairs(words) do li[i] = "<li>" .. esc(w) .. "</li>" end
-        body[#body + 1] = '<ul class="numbers">' .. table.concat(li) .. "</ul>"
-      elseif not ok then
-        info.warnings[#info.warnings + 1] = key .. ": " .. tostring(words)
-      end
-      for _, f in ipairs(type(s.figures) == "table" and s.figures or {}) do
-        local mine, why = own_figure(f, o.plots)
-        if mine then
-          body[#body + 1] = figure_html(mine, info.warnings, o.published)
-        else
-          info.warnings[#info.warnings + 1] = key .. ": " .. why .. " (refused)"
-        end
-      end
-      body[#body + 1] = md_table_html(s.table)
-      -- part 3's checkpoints continue three fixed prompts (lua/xsa/samples.lua)
-      if key == "part3" and not o.published then body[#body + 1] = require("xsa.samples").part3_html(s, o.out) end
-      body[#body + 1] = config_html(s, o.published)
-    end
+-- One present section: its heading, texts, sentences from the summary s,
+-- figures, table, extra HTML (section.html(s, out) unless published) and
+-- the configuration.
+local function section_html(sec, s, o, info)
+  local key, body = sec.key, {}
+  body[#body + 1] = string.format('<h2 id="%s">%s</h2>', key, esc(sec.title))
+  if sec.paper then body[#body + 1] = '<p class="paper">Reproduces: ' .. esc(sec.paper) .. ".</p>" end
+  if sec.about then body[#body + 1] = "<p>" .. esc(sec.about) .. "</p>" end
+  for _, e in ipairs(sec.explain or {}) do
+    body[#body + 1] = type(e) == "table" and ("<pre><code>" .. esc(e.code) .. "</code></pre>") or
+      ('<p class="explain">' .. esc(e) .. "</p>")
   end
+  local ok, words = pcall(sec.words or function() return {} end, s)
+  if ok and #words > 0 then
+    local li = {}
+    for i, w in ipairs(words) do li[i] = "<li>" .. esc(w) .. "</li>" end
+    body[#body + 1] = '<ul class="numbers">' .. table.concat(li) .. "</ul>"
+  elseif not ok then
+    info.warnings[#info.warnings + 1] = key .. ": " .. tostring(words)
+  end
+  for _, f in ipairs(type(s.figures) == "table" and s.figures or {}) do
+    local mine, why = own_figure(f, o.plots)
+    if mine then body[#body + 1] = figure_html(mine, info.warnings, o.published)
+    else info.warnings[#info.warnings + 1] = key .. ": " .. why .. " (refused)" end
+  end
+  body[#body + 1] = md_table_html(s.table)
+  if sec.html and not o.published then body[#body + 1] = sec.html(s, o.out) end
+  body[#body + 1] = config_html(s, o.published)
+  return table.concat(body, "\n")
+end
+
+-- The page's head: title, the introduction, where it comes from, the
+-- sections not run yet with their commands.
+local function head_html(o, info, by_key)
   local head = {
     "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
     "<title>xsa: Exclusive Self Attention vs self attention</title>",
@@ -535,36 +284,65 @@ function M.build(o)
       "from those numbers (the shaded paragraphs explain the idea of each part). A verdict over seeds is decided " ..
       "by the 95% t interval of the mean improvement 100·(SA − XSA)/SA: \"inconclusive\" when it contains 0. " ..
       'Colours: <span class="sa">SA red</span>, <span class="xsa">XSA blue</span>.</p>',
-    o.published and ("<p>Generated by <code>make results</code> from the study's record (<code>results/</code>, " ..
-      "one file per finished run; <code>doc/results.md</code> lists them with their provenance). Text samples of " ..
-      "the trained models need checkpoints, which records do not hold: <code>xsa scripts/part3_train.lua</code> " ..
-      "trains them and its report shows them.</p>") or
+    type(o.published) == "string" and ("<p>" .. o.published .. "</p>") or
       string.format("<p>Generated %s from <code>%s</code>.</p>", os.date("!%Y-%m-%d %H:%M UTC"), esc(o.out)),
   }
   if #info.missing > 0 then
     local li = {}
     for _, key in ipairs(info.missing) do
-      local cmd = parts[key].command
+      local sec = by_key[key]
+      local cmd = sec.command
       if o.folder_flags and o.folder_flags ~= "" then cmd = cmd .. " " .. o.folder_flags end
-      li[#li + 1] = string.format("<li>%s: not run yet%s; produce it with <code>%s</code></li>", esc(parts[key].title),
-        key == "part3" and " (so there are no text samples of its SA and XSA models)" or "", esc(cmd))
+      li[#li + 1] = string.format("<li>%s: not run yet%s; produce it with <code>%s</code></li>", esc(sec.title),
+        sec.missing_note and (" " .. sec.missing_note) or "", esc(cmd))
     end
     head[#head + 1] = '<div class="missing"><p>Missing parts:</p><ul>' .. table.concat(li) .. "</ul></div>"
+  end
+  return head
+end
+
+-- Builds the HTML. o: {out = results folder, plots = figures folder,
+-- sections = the study's sections in order, each {key = the summary's name
+-- (OUT/summary/KEY.json), title, command (what produces it), paper, about,
+-- explain = {paragraph or {code =}}, words = function(summary) -> sentences,
+-- html = function(summary, out) -> extra HTML, missing_note}, closing =
+-- the closing section's paragraphs (optional), folder_flags = text added to
+-- the commands of missing sections (optional), published = the published
+-- page's note on where it comes from (HTML; no date, no folder, no samples),
+-- claims = {lines = {...}, table = markdown} (optional, before the closing)}.
+-- Returns html, {present = {...}, missing = {...}, warnings = {...}}.
+function M.build(o)
+  local xsa = xsa_lib()
+  local info, body, by_key = {present = {}, missing = {}, warnings = {}}, {}, {}
+  for _, sec in ipairs(o.sections or {}) do
+    by_key[sec.key] = sec
+    local s, err = xsa.json.read_file(o.out .. "/summary/" .. sec.key .. ".json")
+    if not s then
+      info.missing[#info.missing + 1] = sec.key
+      if err and not tostring(err):find("No such file", 1, true) and not tostring(err):find("cannot open", 1, true) then
+        info.warnings[#info.warnings + 1] = sec.key .. ": " .. tostring(err)
+      end
+    else
+      info.present[#info.present + 1] = sec.key
+      body[#body + 1] = section_html(sec, s, o, info)
+    end
   end
   if o.claims then -- published: the claims table (scripts/claims.lua), computed by the caller
     body[#body + 1] = '<h2 id="claims">The claims, tested</h2>'
     for _, l in ipairs(o.claims.lines or {}) do body[#body + 1] = "<p>" .. esc(l) .. "</p>" end
     body[#body + 1] = md_table_html(o.claims.table)
   end
-  body[#body + 1] = '<h2 id="why">Why it works, and what is measured here</h2>'
-  for _, w in ipairs(M.why) do body[#body + 1] = "<p>" .. esc(w) .. "</p>" end
-  local html = table.concat(head, "\n") .. "\n" .. table.concat(body, "\n") .. "\n</body></html>\n"
+  if o.closing then
+    body[#body + 1] = '<h2 id="why">' .. esc(o.closing.title) .. "</h2>"
+    for _, w in ipairs(o.closing) do body[#body + 1] = "<p>" .. esc(w) .. "</p>" end
+  end
+  local html = table.concat(head_html(o, info, by_key), "\n") .. "\n" .. table.concat(body, "\n") .. "\n</body></html>\n"
   return html, info
 end
 
 -- Builds and writes o.output atomically; returns the path and info.
 function M.write(o)
-  require("xsa.options").check("report.write", o, {"out", "plots", "output", "folder_flags"})
+  require("xsa.options").check("report.write", o, {"out", "plots", "output", "folder_flags", "sections", "closing"})
   local xsa = xsa_lib()
   local html, info = M.build(o)
   xsa.write_file_atomic(o.output, html)

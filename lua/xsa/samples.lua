@@ -1,5 +1,5 @@
 -- xsa.samples: continuations of prompts by trained checkpoints, side by side
--- (scripts/sample.lua prints them; the report shows part 3's).
+-- (the sample script prints them; a report section can show a paired run's).
 --
 --   local s = xsa.samples
 --   local runs = s.compare({"cache/a.safetensors", "cache/b.safetensors"}, {"Once upon a time"},
@@ -99,20 +99,21 @@ function M.compare(paths, prompts, opts)
   return res
 end
 
--- The SA and XSA checkpoints of part 3's summary (OUT/summary/part3.json), with
--- the report's fixed prompts; nil and a reason when they are missing. A
+-- The SA and XSA checkpoints a summary's result names (a paired run's, e.g.
+-- OUT/summary/NAME.json), continuing the report's fixed prompts; nil and a
+-- reason when they are missing. A
 -- summary is data (it may come from another machine): a checkpoint it names
 -- is loaded only when it is a plain file name directly inside `out` (the
 -- folder the summary was read from), never a path elsewhere.
-function M.part3(summary, out)
+function M.pair(summary, out)
   local ck = type(summary) == "table" and type(summary.result) == "table" and summary.result.checkpoints
-  if not (type(ck) == "table" and ck.sa and ck.xsa) then return nil, "the part 3 summary names no checkpoints" end
+  if not (type(ck) == "table" and ck.sa and ck.xsa) then return nil, "the summary names no checkpoints" end
   local sys = require "xsa.sys"
   for _, k in ipairs{"sa", "xsa"} do
     local p = ck[k]
     local dir, file = tostring(p):match("^(.*)/([%w_%.%-]+%.safetensors)$")
     if not (type(p) == "string" and file and out and dir == out) then
-      return nil, "the part 3 summary names a checkpoint outside " .. tostring(out) .. " (refused)"
+      return nil, "the summary names a checkpoint outside " .. tostring(out) .. " (refused)"
     end
     if not sys.exists(p) then return nil, "checkpoint " .. p .. " is missing" end
   end
@@ -125,10 +126,10 @@ local function esc(s)
   return (tostring(s):gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;"):gsub('"', "&quot;"))
 end
 
--- The report's section: the continuations of part 3's SA and XSA models, or
--- a sentence saying why there are none.
-function M.part3_html(summary, out)
-  local res, why = M.part3(summary, out)
+-- The report's HTML of M.pair: the continuations of the SA and XSA
+-- models, or a sentence saying why there are none.
+function M.pair_html(summary, out)
+  local res, why = M.pair(summary, out)
   local out = {"<h3>Text from the two trained models</h3>"}
   if not res then
     out[#out + 1] = '<p class="missing">No text samples: ' .. esc(why) .. ".</p>"

@@ -45,7 +45,8 @@ function M.options(d, extra, skip)
     {"init-seed", "int", nil, "hold the initial weights at this seed while the batch order follows each seed", min = 0},
     {"jobs", "int", 1, "seeds trained side by side, each in its own process with 1 BLAS thread (--seeds)",
       check = function(v) return v >= 1, "must be at least 1" end},
-    {"worker", "bool", false, "internal (--jobs): train the one seed of --seeds, then exit"},
+    {"worker", "bool", false, "internal (--jobs): run the one run of --unit, then exit"},
+    {"unit", "int", nil, "internal (--jobs, with --worker): the index of the run", min = 1},
     {"data-parallel", "bool", false, "under mpirun: every rank trains each pair on its rows of every batch " ..
       "(gradients averaged over the ranks), instead of taking runs of its own"},
     {"threads", "int", d.threads or 0, "BLAS/engine threads (0: leave as is)", min = 0, max = 1024},
@@ -399,6 +400,13 @@ function M.curve_band(runs, model, kind)
   return steps, mean, lo, hi
 end
 
+-- A mean with its interval (M.mean_ci) as text in format f: "0.6410
+-- (0.6300 to 0.6520)", "0.6410" without an interval, "n/a" without a mean.
+function M.ci_text(c, f)
+  if not c.mean then return "n/a" end
+  return string.format(f, c.mean) .. (c.lo and string.format(" (" .. f .. " to " .. f .. ")", c.lo, c.hi) or "")
+end
+
 -- The spread of a curve across seeds: per evaluation point the sd over
 -- seeds of runs[i][model][kind] (NaN for one seed).
 function M.curve_sd(runs, model, kind)
@@ -642,6 +650,32 @@ function M.points_ci(panel, xs, per_x, o)
     panel:points(px, mean, {color = o.color, label = o.label, pointsize = 1.2})
   end
   return mean, lo, hi
+end
+
+-- The runs of a sweep in groups, one per value of the swept setting (part
+-- of a study: a sequence length, a lambda), for its table and figure:
+-- group_of(x, j) places run x (j: its place in `runs`) in one of n groups;
+-- per group its runs in order, their SA and XSA values (x.sa_val,
+-- x.xsa_val) with their means, and the paired statistics over `seeds`.
+function M.paired_groups(runs, n, group_of, seeds)
+  local groups, mean = {}, stats_lib().mean
+  for i = 1, n do groups[i] = {runs = {}} end
+  for j, x in ipairs(runs) do
+    local g = groups[group_of(x, j)]
+    g.runs[#g.runs + 1] = x
+  end
+  for _, g in ipairs(groups) do
+    g.sa = M.collect(g.runs, function(r) return r.sa_val end)
+    g.xsa = M.collect(g.runs, function(r) return r.xsa_val end)
+    g.stats = M.paired_stats(g.sa, g.xsa, seeds)
+    g.sa_mean, g.xsa_mean = mean(g.sa), mean(g.xsa)
+  end
+  return groups
+end
+
+-- "+0.12 to +3.40": the t interval of paired statistics, or "n/a".
+function M.interval_text(s)
+  return s.t_lo and string.format("%+.2f to %+.2f", s.t_lo, s.t_hi) or "n/a"
 end
 
 -- Mean of a per-layer metric over layers.

@@ -18,6 +18,7 @@ engine never needs PyTorch.
       Every reply is one line ("ok", numbers, or "error: ...").
 """
 import math
+import re
 import statistics
 import sys
 import time
@@ -132,6 +133,13 @@ def serve():
         print(reply, flush=True)
 
 
+def build():
+    """The version and the BLAS it was built with: Debian's 1.13 has a generic
+    BLAS, so its times say little about PyTorch built with MKL or OpenBLAS."""
+    m = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+    return f"{torch.__version__} (BLAS_INFO={m.group(1) if m else 'unknown'})"
+
+
 def main():
     for B, T in ((16, 64), (8, 256)):
         pair = Pair(B, T)
@@ -142,7 +150,7 @@ def main():
         for which in ("sa", "xsa"):
             res["train", which] = statistics.median(pair.train(which, 20))
             res["eval", which] = statistics.median(pair.eval(which, 20))
-        print(f"pytorch {torch.__version__} ({torch.get_num_threads()} threads) {B}x{T}: "
+        print(f"pytorch {build()} ({torch.get_num_threads()} threads) {B}x{T}: "
               f"train SA {res['train', 'sa']:.1f} ms, XSA {res['train', 'xsa']:.1f} ms; "
               f"eval SA {res['eval', 'sa']:.1f} ms, XSA {res['eval', 'xsa']:.1f} ms (median of 20)")
 
@@ -151,7 +159,7 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if args and args[0] == "--serve":
         torch.set_num_threads(int(args[1]) if len(args) > 1 else 2)
-        print("ready " + torch.__version__, flush=True)
+        print("ready " + build(), flush=True)
         serve()
     else:
         torch.set_num_threads(int(args[0]) if args else 2)
