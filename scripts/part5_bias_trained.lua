@@ -14,12 +14,10 @@ local P = {name = "part5", title = "Bias probe after training", report = "report
   quick = xsa.experiment.pair_quick{probe_batches = 2, probe_tokens = 20000, probe_batch = 4}} -- part 3's quick run
 local models = {{key = "untrained", ckpt = "init", label = "untrained", color = plot.colors.untrained},
   {key = "sa", ckpt = "sa", label = "SA (trained)", color = plot.colors.sa}, {key = "xsa", ckpt = "xsa", label = "XSA (trained)", color = plot.colors.xsa}}
-local metrics = {{key = "value_cos", title = "mean cos(v_i, v_j), i ≠ j"}, {key = "self_attn", title = "mean a_{ii}"},
-  {key = "pre_cos_pos1", title = "pre-projection mean cos(y_i, v_i), positions ≥ 1"},
-  {key = "post_cos_pos1", title = "post-projection mean cos(z_i, v_i), positions ≥ 1"}}
-local function removed(pre, post) -- 100 (|pre| - |post|) / |pre|, or nil
-  return numbers.finite(pre) and numbers.finite(post) and pre ~= 0 and 100 * (math.abs(pre) - math.abs(post)) / math.abs(pre) or nil
-end
+local metrics = {{key = "value_cos", title = "mean cos(v_i, v_j), i ≠ j", y = "cosine of two values"},
+  {key = "self_attn", title = "mean a_{ii}", y = "attention to itself"},
+  {key = "pre_cos_pos1", title = "pre-projection mean cos(y_i, v_i), positions ≥ 1", y = "cosine of output and own value"},
+  {key = "post_cos_pos1", title = "post-projection mean cos(z_i, v_i), positions ≥ 1", y = "cosine of output and own value"}}
 
 function P.units(ex) -- per seed: the probes of part 3's three models of that seed
   local opts, probe_data = ex.opts, study.probe_data_config(ex.opts, ex.opts.seq_len)
@@ -52,7 +50,7 @@ function P.main(ex, per_seed)
       first.probe_batches, opts.probe_batch, opts.seq_len, opts.probe_tokens,
       N > 1 and string.format("%d seeds (mean, 95%% t interval, dots: seeds)", N) or string.format("seed %d", ex.seeds[1]))}
   for k, met in ipairs(metrics) do
-    local p = fig:panel{title = met.title, xlabel = "", ylabel = met.key:gsub("_", "\\_"), xtics = tics,
+    local p = fig:panel{title = met.title, xlabel = "", ylabel = met.y, xtics = tics,
       xrange = {0.5, L + 0.5}, zero = true, key = k == 1 and "top center horizontal" or false, headroom = 0.3}
     for j, m in ipairs(models) do
       local xs, per_x = {}, {}
@@ -66,27 +64,7 @@ function P.main(ex, per_seed)
   ex:save_figure(fig, "part5_bias_trained", "cos(y_i, v_i) and cos(z_i, v_i) are over positions ≥ 1: at position 0 a " ..
     "token attends only to itself (y_0 = v_0, cos 1) and z_0 is rounding residue; the JSON keeps the all-positions values." ..
     (N > 1 and string.format(" Bars: means over %d seeds; error bars: 95%% t intervals; dots: each seed.", N) or ""))
-  local rows, means = {}, {}
-  for _, m in ipairs(models) do
-    for l = 1, L + 1 do
-      local pre, post, rem = {}, {}, {}
-      for i, x in ipairs(per_seed) do
-        local probe = x.result.models[m.key]
-        pre[i] = l <= L and probe[l].pre_cos_pos1 or study.layer_mean(probe, "pre_cos_pos1")
-        post[i] = l <= L and probe[l].post_cos_pos1 or study.layer_mean(probe, "post_cos_pos1")
-        rem[i] = removed(pre[i], post[i])
-      end
-      local cp, cq, cr = study.mean_ci(pre), study.mean_ci(post), study.mean_ci(rem)
-      rows[#rows + 1] = {m.label, l <= L and tostring(l) or "mean", study.ci_text(cp, "%.4f"), study.ci_text(cq, "%.4f"), study.ci_text(cr, "%.1f")}
-      if l > L then
-        local all_pre = study.collect(per_seed, function(x) return study.layer_mean(x.result.models[m.key], "pre_cos") end)
-        local all_post = study.collect(per_seed, function(x) return study.layer_mean(x.result.models[m.key], "post_cos") end)
-        means[#means + 1] = {model = m.key, pre = cp.mean, post = cq.mean, removed_pct = cr.mean, pre_ci = {cp.lo, cp.hi},
-          post_ci = {cq.lo, cq.hi}, removed_ci = {cr.lo, cr.hi}, positions = ">= 1",
-          pre_all = xsa.stats.mean(all_pre), post_all = xsa.stats.mean(all_post)}
-      end
-    end
-  end
+  local rows, means = study.bias_rows(per_seed, models, L)
   local tbl = ex:table({"model", "layer", "pre cos(y_i,v_i), pos ≥ 1", "post cos(z_i,v_i), pos ≥ 1", "bias removed %"}, rows)
   print("cos: mean over heads, tokens at positions >= 1 and batches" .. (N > 1 and string.format("; mean over %d seeds (95%% t interval)", N) or ""))
   for _, x in ipairs(per_seed) do print(string.format("seed %d: %s", x.seed, x.entry)) end

@@ -80,7 +80,7 @@ function P.main(ex, runs)
   study.points_ci(q, lams, bias_s, {color = plot.colors.sa, label = "SA baseline (z = y)", line = true, dash = 2})
   local mx = study.points_ci(q, lams, bias_x, {color = plot.colors.xsa, label = "XSA(λ)", line = true})
   local vals = {}
-  for i, b in ipairs(mx) do vals[i] = string.format("%.3f", b) end
+  for i, b in ipairs(mx) do vals[i] = plot.number_text("%.3f", b) end
   q:labels(lams, mx, vals, {color = plot.colors.xsa, offset = {3.5, 0}})
   ex:save_figure(fig, "part6_lambda_sweep", "cos(z_i, v_i) is over positions ≥ 1 (at position 0 a token attends only " ..
     "to itself; the JSON keeps the all-positions values)." .. (N > 1 and string.format(" Over %d seeds: means, 95%% t " ..

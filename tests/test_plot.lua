@@ -172,4 +172,14 @@ T.case("report: missing parts listed with commands; present parts inline SVG", f
   os.execute("rm -rf '" .. d .. "'")
 end)
 
+T.case("value labels: a value that rounds to zero prints without a sign", function()
+  local nt = require("xsa.plot").number_text
+  T.eq(nt("%.3f", -1e-9), "0.000")
+  T.eq(nt("%.3f", -0.0), "0.000")
+  T.eq(nt("%.1f", -0.04), "0.0")
+  T.eq(nt("%.3f", -0.0006), "-0.001", "a value that does not round to zero keeps its sign")
+  T.eq(nt("%.3f", 0.25), "0.250")
+  T.eq(nt("%g", -2e-20), "-2e-20", "%g shows the value, not a zero")
+end)
+
 T.done()

@@ -768,6 +768,12 @@ add("xsa.study.paired_groups", "xsa.study.paired_groups(runs, n, group_of, seeds
   "local g = xsa.study.paired_groups(runs, 2, function(x) return x.seq_len == 64 and 1 or 2 end, {0, 1})")
 add("xsa.study.interval_text", "xsa.study.interval_text(stats) -> string", "\"+0.12 to +3.40\": the t interval of paired statistics, or \"n/a\".",
   "print(xsa.study.interval_text(xsa.study.paired_stats({4, 4.2}, {3.9, 4.1}, {0, 1})))")
+add("xsa.plot.number_text", "xsa.plot.number_text(format, x) -> string",
+  "string.format(format, x) without the minus sign of a value that rounds to zero (\"0.000\", never \"-0.000\"): value labels of bars and points.",
+  "print(xsa.plot.number_text(\"%.3f\", -1e-9))")
+add("xsa.study.bias_rows", "xsa.study.bias_rows(per_seed, models, L) -> rows, means",
+  "The pre- and post-projection table of probes over seeds (positions >= 1): per model and layer, and the mean over layers, cos(y_i, v_i), cos(z_i, v_i) and the bias removed, each a mean with its 95% t interval; means: per model, its means over layers.",
+  "local rows, means = xsa.study.bias_rows(per_seed, {{key = \"xsa\", label = \"XSA\"}}, 2)")
 add("xsa.study.ci_text", "xsa.study.ci_text(ci, format) -> string",
   "A mean_ci result as text: \"0.6410 (0.6300 to 0.6520)\", the mean alone without an interval, \"n/a\" without a mean.",
   "print(xsa.study.ci_text(xsa.study.mean_ci({1, 2, 3}), \"%.2f\"))")

@@ -112,6 +112,13 @@ local function opt_int(fn, what, v)
   return v and math.tointeger(v)
 end
 
+-- A number as a label: string.format(fmt, x), without the sign of a value
+-- that rounds to zero ("-0.000" reads as a negative value that is not there).
+function M.number_text(fmt, x)
+  local t = string.format(fmt, x)
+  return t:match("^%-0[%.0]*$") and t:sub(2) or t
+end
+
 -- Makes s print literally in enhanced text mode (no sub/superscripts).
 function M.escape(s)
   return (tostring(s):gsub("([_%^{}@&~])", "\\%1"))
@@ -270,7 +277,7 @@ function Panel:bars(xs, ys, o)
   if o.values then
     local f = type(o.values) == "string" and o.values or "%.3f"
     local texts = {}
-    for i = 1, #ys do texts[i] = (ys[i] == ys[i]) and string.format(f, ys[i]) or "n/a" end
+    for i = 1, #ys do texts[i] = (ys[i] == ys[i]) and M.number_text(f, ys[i]) or "n/a" end
     self:labels(xs, ys, texts, {color = o.value_color or "#222222", fontsize = o.fontsize})
   end
   return self

@@ -638,7 +638,7 @@ function M.points_ci(panel, xs, per_x, o)
       dy[#dy + 1] = v
       if numbers.finite(v) and v > top[i] then top[i] = v end
     end
-    texts[i] = o.values and numbers.finite(mean[i]) and string.format(o.values, mean[i]) or ""
+    texts[i] = o.values and numbers.finite(mean[i]) and require("xsa.plot").number_text(o.values, mean[i]) or ""
   end
   if o.values then panel:labels(px, top, texts, {offset = {0, 0.7}, fontsize = o.fontsize or 8}) end
   if o.line then panel:line(px, mean, {color = o.color, width = 1.5, dash = o.dash}) end
@@ -685,6 +685,45 @@ function M.layer_mean(probe, key)
     if numbers.finite(l[key]) then s = s + l[key]; n = n + 1 end
   end
   return n > 0 and s / n or nil
+end
+
+-- 100 (|pre| - |post|) / |pre|: how much of the self-value bias the
+-- projection removed, or nil.
+local function removed(pre, post)
+  if not (numbers.finite(pre) and numbers.finite(post) and pre ~= 0) then return nil end
+  return 100 * (math.abs(pre) - math.abs(post)) / math.abs(pre)
+end
+
+-- One model's rows of bias_rows: per layer, then the mean over layers.
+local function bias_model_rows(per_seed, m, L, rows)
+  for l = 1, L + 1 do
+    local pre, post, rem = {}, {}, {}
+    for i, x in ipairs(per_seed) do
+      local probe = x.result.models[m.key]
+      pre[i] = l <= L and probe[l].pre_cos_pos1 or M.layer_mean(probe, "pre_cos_pos1")
+      post[i] = l <= L and probe[l].post_cos_pos1 or M.layer_mean(probe, "post_cos_pos1")
+      rem[i] = removed(pre[i], post[i])
+    end
+    local cp, cq, cr = M.mean_ci(pre), M.mean_ci(post), M.mean_ci(rem)
+    rows[#rows + 1] = {m.label, l <= L and tostring(l) or "mean", M.ci_text(cp, "%.4f"), M.ci_text(cq, "%.4f"), M.ci_text(cr, "%.1f")}
+    if l > L then
+      local all = function(key) return M.collect(per_seed, function(x) return M.layer_mean(x.result.models[m.key], key) end) end
+      return {model = m.key, pre = cp.mean, post = cq.mean, removed_pct = cr.mean, pre_ci = {cp.lo, cp.hi},
+        post_ci = {cq.lo, cq.hi}, removed_ci = {cr.lo, cr.hi}, positions = ">= 1",
+        pre_all = stats_lib().mean(all("pre_cos")), post_all = stats_lib().mean(all("post_cos"))}
+    end
+  end
+end
+
+-- The pre- and post-projection table of probes over seeds (positions >= 1):
+-- per model ({key =, label =}) and layer, and the mean over layers, the mean
+-- and 95% t interval of cos(y_i, v_i), cos(z_i, v_i) and the bias removed.
+-- per_seed[i].result.models[key] is seed i's probe of a model (L layers).
+-- Returns the rows and, per model, its means over layers.
+function M.bias_rows(per_seed, models, L)
+  local rows, means = {}, {}
+  for _, m in ipairs(models) do means[#means + 1] = bias_model_rows(per_seed, m, L, rows) end
+  return rows, means
 end
 
 -- The probe as plain data {layers = {{value_cos=,...}, ...}} (JSON-safe).
