@@ -771,6 +771,17 @@ add("xsa.study.interval_text", "xsa.study.interval_text(stats) -> string", "\"+0
 add("xsa.plot.number_text", "xsa.plot.number_text(format, x) -> string",
   "string.format(format, x) without the minus sign of a value that rounds to zero (\"0.000\", never \"-0.000\"): value labels of bars and points.",
   "print(xsa.plot.number_text(\"%.3f\", -1e-9))")
+add("xsa.study.seeds_text", "xsa.study.seeds_text(seeds) -> string", "\"5 seeds\" or \"seed 3\": what a figure's title says of its seeds.",
+  "print(xsa.study.seeds_text({0, 1, 2}))")
+add("xsa.study.sweep_span", "xsa.study.sweep_span(xs) -> lo, hi, pad, bar_width",
+  "The x extent of a sweep over the values xs, with a padding and a bar width that keep bars apart at any spacing.",
+  "print(xsa.study.sweep_span({0, 0.5, 1}))")
+add("xsa.study.train_config", "xsa.study.train_config(opts, seeds [, extra]) -> table",
+  "The training flags a sweep's summary records as its configuration (steps, batch, seq_len, max_tokens, lr, seeds, data_seed, init_seed), plus extra.",
+  "print(xsa.json.encode(xsa.study.train_config({steps = 300, batch = 16}, {0, 1})))")
+add("xsa.study.probe_after", "xsa.study.probe_after(probe_data, n_batches [, baseline]) -> function(res, models)",
+  "The after hook of a paired run (ex:pair) that probes both trained models on n_batches of the probe set; with a baseline run, its SA probe and checkpoint are reused.",
+  "ex:pair{config = config, after = xsa.study.probe_after(probe_data, 3)}")
 add("xsa.study.bias_rows", "xsa.study.bias_rows(per_seed, models, L) -> rows, means",
   "The pre- and post-projection table of probes over seeds (positions >= 1): per model and layer, and the mean over layers, cos(y_i, v_i), cos(z_i, v_i) and the bias removed, each a mean with its 95% t interval; means: per model, its means over layers.",
   "local rows, means = xsa.study.bias_rows(per_seed, {{key = \"xsa\", label = \"XSA\"}}, 2)")

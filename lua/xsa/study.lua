@@ -673,6 +673,41 @@ function M.paired_groups(runs, n, group_of, seeds)
   return groups
 end
 
+-- "5 seeds" or "seed 3": what a figure's title says of its seeds.
+function M.seeds_text(seeds)
+  return #seeds > 1 and string.format("%d seeds", #seeds) or string.format("seed %d", seeds[1])
+end
+
+-- The x extent of a sweep over the values xs: lo, hi, a padding and a bar
+-- width that keep bars apart at any spacing.
+function M.sweep_span(xs)
+  local lo, hi = math.min(table.unpack(xs)), math.max(table.unpack(xs))
+  return lo, hi, math.max(0.08, (hi - lo) * 0.08), #xs > 1 and math.min(0.15, (hi - lo) / #xs * 0.6) or 0.15
+end
+
+-- The training flags a sweep's summary records (its configuration), with
+-- the sweep's own fields in `extra`.
+function M.train_config(opts, seeds, extra)
+  local c = {steps = opts.steps, batch = opts.batch, seq_len = opts.seq_len, max_tokens = opts.max_tokens, lr = opts.lr,
+    seeds = seeds, data_seed = opts.data_seed, init_seed = opts.init_seed}
+  for k, v in pairs(extra or {}) do c[k] = v end
+  return c
+end
+
+-- The `after` of a paired run that probes both trained models on
+-- n_batches of the probe set (probe_data); with `baseline` (its seed's SA
+-- run, reused) the SA probe and checkpoint are the baseline's.
+function M.probe_after(probe_data, n_batches, baseline)
+  return function(res, m)
+    res.xsa.step_loss = nil
+    local _, pv = M.loaders(probe_data)
+    local n = math.min(n_batches, pv:num_batches())
+    res.probe = {batches = n, xsa = M.probe(m.xsa, pv, n), sa = baseline and baseline.probe.sa or M.probe(m.sa, pv, n)}
+    if baseline then res.checkpoints.sa = baseline.checkpoints and baseline.checkpoints.sa end
+    pv:free()
+  end
+end
+
 -- "+0.12 to +3.40": the t interval of paired statistics, or "n/a".
 function M.interval_text(s)
   return s.t_lo and string.format("%+.2f to %+.2f", s.t_lo, s.t_hi) or "n/a"
