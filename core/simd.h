@@ -222,7 +222,8 @@ static inline vf vf_fnmadd(vf a, vf b, vf c) { return c - a * b; }
 static inline vf vf_max(vf a, vf b) { return a > b ? a : b; }
 static inline vf vf_min(vf a, vf b) { return a < b ? a : b; }
 static inline vf vf_round(vf a) { return nearbyintf(a); }
-static inline vf vf_scale2(vf p, vf n) { return ldexpf(p, (int)n); }
+/* a NaN n comes with a NaN p; converting it to int would be undefined */
+static inline vf vf_scale2(vf p, vf n) { return n == n ? ldexpf(p, (int)n) : p; }
 static inline vmask vf_lt(vf a, vf b) { return a < b; }
 static inline vf vf_select(vmask k, vf a, vf b) { return k ? a : b; }
 static inline float vf_hsum(vf a) { return a; }
