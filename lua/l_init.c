@@ -133,8 +133,12 @@ static const luaL_Reg libs[] = {
     {NULL, NULL},
 };
 
-int luaopen_xsa(lua_State *L);
-int luaopen_xsa(lua_State *L)
+/* xsa.core: every C function and library table, and nothing else. The Lua
+ * modules require it for what they use from C (require "xsa.core"), so no
+ * module reaches back into the facade that loads them. A stock lua5.4
+ * finds it in xsa.so as luaopen_xsa_core (Lua's all-in-one C loader). */
+int luaopen_xsa_core(lua_State *L);
+int luaopen_xsa_core(lua_State *L)
 {
     xsa_lua_open_tensor(L);
     xsa_lua_open_generator(L);
@@ -143,6 +147,23 @@ int luaopen_xsa(lua_State *L)
         lib->func(L);
         lua_setfield(L, -2, lib->name);
     }
+    return 1;
+}
+
+/* xsa, the facade: a copy of xsa.core's fields whose metatable loads the Lua
+ * modules on first use. It only aggregates: nothing below it reads it. */
+int luaopen_xsa(lua_State *L);
+int luaopen_xsa(lua_State *L)
+{
+    luaL_requiref(L, "xsa.core", luaopen_xsa_core, 0);
+    lua_newtable(L);
+    lua_pushnil(L);
+    while (lua_next(L, -3)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, -4);
+    }
+    lua_remove(L, -2);
     add_searcher(L);
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, lazy_submodule);

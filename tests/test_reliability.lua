@@ -704,6 +704,34 @@ T.case("class 9: make install on a tree nothing may write to; a stock lua5.4 wit
   T.ok(out:find(lmod .. "/xsa/data", 1, true), out)
 end)
 
+T.case("class 9: the Lua modules need xsa.core, never the facade that loads them (issue 21)", function()
+  -- the rule, read from the sources: only help (which documents the facade)
+  -- and notebook (which hands it to a notebook's cells) name it
+  for f in sh("ls " .. q(ROOT .. "/lua/xsa")):gmatch("([%w_]+)%.lua") do
+    local src = assert(xsa.read_file(ROOT .. "/lua/xsa/" .. f .. ".lua"))
+    local reaches = src:find("package%.loaded%.xsa[^%w_%[]") or src:find("package%.loaded%[\"xsa\"%]")
+      or src:find("require%s*%(?%s*[\"']xsa[\"']")
+    T.ok(not reaches or f == "help" or f == "notebook", f .. ".lua reads the xsa facade")
+  end
+  if os.getenv("XSA_SANITIZED") then print("skip: a stock lua5.4 cannot load a sanitized xsa.so") return end
+  if not os.execute("command -v lua5.4 >/dev/null 2>&1") then print("skip: no lua5.4") return end
+  -- every module loads and works in a stock lua5.4 without the facade ever loading
+  local root = xsa.sys.abspath(ROOT)
+  local so = root .. "/" .. (os.getenv("XSA_BUILD") or "build") .. "/?.so"
+  local out, code = sh("cd " .. q(tmp) .. " && env -u XSA_ROOT LUA_PATH=" .. q(root .. "/lua/?.lua;;") ..
+    " LUA_CPATH=" .. q(so .. ";;") .. " lua5.4 -e " .. q([[
+    for f in io.popen("ls ]] .. root .. [[/lua/xsa"):lines() do require("xsa." .. f:match("^(.-)%.lua$")) end
+    print("key", require("xsa.cache").key({b = 1, a = 300.0}))
+    print("ci", require("xsa.stats").bootstrap_interval({1, 2, 4}, {resamples = 50}) < 4)
+    print("ids", table.concat(require("xsa.tokenizer").gpt2():encode_table("Hello world"), ","))
+    print("facade", package.loaded.xsa, require("xsa").tensor == require("xsa.core").tensor)]]))
+  T.eq(code, 0, out)
+  T.ok(out:find('key\t{"a":300,"b":1}\n', 1, true), out)
+  T.ok(out:find("ci\ttrue\n", 1, true), out)
+  T.ok(out:find("ids\t15496,995\n", 1, true), out)
+  T.ok(out:find("facade\tnil\ttrue\n", 1, true), out)
+end)
+
 -- ===========================================================================
 -- class 10: damaged resume states (lua/xsa/train.lua, check_resume)
 -- ===========================================================================

@@ -7,14 +7,15 @@ local T = require "testing"
 local fake = require "fake_xsa"
 local real = xsa or require "xsa"
 
--- train.pair looks the engine up in package.loaded.xsa: point it at a table
--- with the fake optimiser and no_grad for the duration of fn.
-local function with_fake(fn)
-  local env = setmetatable({optim = {adamw = fake.adamw}, no_grad = fake.no_grad}, {__index = real})
-  local saved = package.loaded.xsa
-  package.loaded.xsa = env
+-- train.pair takes the optimiser and no_grad from xsa.core: point them at
+-- the fakes for the duration of fn, then put the engine's back.
+local function with_fake(fn, adamw)
+  local core = require "xsa.core"
+  local saved = {optim = core.optim, no_grad = core.no_grad}
+  core.optim = setmetatable({adamw = adamw or fake.adamw}, {__index = saved.optim})
+  core.no_grad = fake.no_grad
   local ok, err = pcall(fn)
-  package.loaded.xsa = saved
+  core.optim, core.no_grad = saved.optim, saved.no_grad
   if not ok then error(err, 0) end
 end
 
@@ -348,10 +349,7 @@ end
 
 T.case("pair: the schedule's rate reaches both optimizers; the default never sets it", function()
   local log = {}
-  local env = setmetatable({optim = {adamw = recording_adamw(log)}, no_grad = fake.no_grad}, {__index = real})
-  local saved = package.loaded.xsa
-  package.loaded.xsa = env
-  local ok, err = pcall(function()
+  with_fake(function()
     local function run(o)
       for k, v in pairs{steps = 6, eval_every = 3, eval_batches = 1, progress = false, quiet = true, lr = 2} do
         if o[k] == nil then o[k] = v end
@@ -379,9 +377,7 @@ T.case("pair: the schedule's rate reaches both optimizers; the default never set
     T.raises(function() run{warmup = 7} end, "warmup must be an integer from 0 to steps")
     T.raises(function() run{warmup = 1.5} end, "warmup must be an integer from 0 to steps")
     T.raises(function() run{schedule = "cosine", min_lr_frac = 2} end, "min_lr_frac must be a number in [0, 1]")
-  end)
-  package.loaded.xsa = saved
-  if not ok then error(err, 0) end
+  end, recording_adamw(log))
 end)
 
 ----------------------------------------------------------------------------

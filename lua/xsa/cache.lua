@@ -22,7 +22,7 @@ local sys = require "xsa.sys"
 
 local M = {}
 
-local function xsa_lib() return package.loaded.xsa end
+local core = require "xsa.core" -- the C functions and libraries
 
 -- A copy of v in which every float with an integer value (|v| < 2^53) is that
 -- integer, so that 300 and 300.0 (a flag given as "1" or defaulting to 1.0)
@@ -44,7 +44,7 @@ end
 -- see lua/l_safetensors.c) after integral(). A configuration JSON cannot hold
 -- (NaN, an infinity, a function, a mixed or sparse table) raises.
 function M.key(config)
-  local encode = xsa_lib().json.encode
+  local encode = core.json.encode
   local ok, text = pcall(function() return encode(integral(config)) end)
   if not ok then error("cache.key: " .. tostring(text), 2) end
   return text
@@ -65,7 +65,7 @@ function M.path(dir, name, config, ext)
   return string.format("%s/%s-%s%s", dir, name, M.hash(M.key(config)):sub(1, 12), ext or ".json")
 end
 
-local function read(path) return (xsa_lib().read_file(path)) end
+local function read(path) return (core.read_file(path)) end
 
 -- The cached result for config, or nil and why: "missing" or "corrupt: ...".
 -- check(result) -> true | false, reason: the caller's validation.
@@ -73,8 +73,7 @@ function M.load(dir, name, config, check)
   local path = M.path(dir, name, config)
   local s = read(path)
   if not s then return nil, "missing" end
-  local xsa = xsa_lib()
-  local ok, entry = pcall(xsa.json.decode, s)
+  local ok, entry = pcall(core.json.decode, s)
   if not ok or type(entry) ~= "table" then
     return nil, "corrupt: not valid JSON (" .. tostring(entry):gsub("\n", " ") .. ")"
   end
@@ -91,10 +90,9 @@ end
 function M.store(dir, name, config, result)
   sys.mkdir(dir)
   local path = M.path(dir, name, config)
-  local xsa = xsa_lib()
-  local text = xsa.json.encode({key = M.key(config), config = config, result = result,
+  local text = core.json.encode({key = M.key(config), config = config, result = result,
     saved_at = os.date("!%Y-%m-%dT%H:%M:%SZ")}, {indent = true})
-  xsa.write_file_atomic(path, text)
+  core.write_file_atomic(path, text)
   return path
 end
 

@@ -27,7 +27,7 @@ local finite = require("xsa.numbers").finite
 
 local M = {}
 
-local function xsa_lib() return package.loaded.xsa end
+local core = require "xsa.core" -- the C functions and libraries
 
 -- A deep copy of plain data (lists and records of numbers, strings, booleans).
 local function copy(v)
@@ -120,7 +120,7 @@ local function check_rest(state, r)
     return false, "loader is not an epoch and a position"
   end
   if state.rng ~= nil then
-    local g = xsa_lib().generator(0)
+    local g = core.generator(0)
     if type(state.rng) ~= "string" or not pcall(g.set_state, g, state.rng) then return false, "rng is not a generator state" end
   end
   return true
@@ -218,7 +218,6 @@ end
 -- batches (loader:seek, else reset and next() again) and the global
 -- generator as it was then.
 function M.restore(state, loader)
-  local xsa = xsa_lib()
   local taken = state.completed_steps
   local p = M.loader_position(loader, taken)
   if loader.seek then
@@ -227,7 +226,7 @@ function M.restore(state, loader)
     loader:reset()
     for _ = 1, taken do loader:next() end
   end
-  if state.rng and xsa.set_rng_state then xsa.set_rng_state(state.rng) end
+  if state.rng and core.set_rng_state then core.set_rng_state(state.rng) end
 end
 
 return M

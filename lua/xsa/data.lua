@@ -19,10 +19,9 @@
 --   fields loader.batch_size, loader.seq_len, loader.num_windows; optionally
 --   loader:seek(epoch, position) (xsa.train resumes with it, else with reset + next()).
 -- Non-goals: datasets other than story files, streaming, multi-process loading.
-local xsa = require "xsa"
 local sys = require "xsa.sys"
 local options = require "xsa.options"
-local C = xsa._data
+local C = require("xsa.core")._data
 
 local M = {EOT = 50256}
 

@@ -36,7 +36,8 @@
 -- writes the cache entries (and checkpoints) of its own runs, atomically, on
 -- the shared filesystem, then after a barrier rank 0 alone goes on: it reads
 -- every run back from the cache (hits) and writes the figures, tables and
--- summary, as a --jobs parent does. Other experiments run on rank 0 alone.
+-- summary, as a --jobs parent does (the other ranks get nil from ex:run and
+-- stop there). Other experiments run on rank 0 alone.
 -- A run that fails on a rank ends the whole job (MPI_Abort) with the rank,
 -- the run and the error named; finished runs stay cached.
 -- Non-goals: experiments other than "probe something" and "train SA/XSA pairs"
@@ -51,25 +52,19 @@ local schedule = require "xsa.schedule"
 
 local M = {}
 
-local function xsa_lib() return package.loaded.xsa or require("xsa") end
+local core = require "xsa.core" -- the C functions and libraries
+local train = require "xsa.train"
 
 local Ex = {}
 Ex.__index = Ex
 
 -- The number of ranks of an mpirun job (1 otherwise) and this one's rank.
 local function ranks()
-  local m = xsa_lib().mpi
+  local m = core.mpi
   if not m then return 1, 0 end
   return m.size(), m.rank()
 end
 M.ranks = ranks
-
--- Raised on ranks other than 0 once their share of the runs is done: Ex:main
--- ends them quietly, so what follows in the script (figures, tables, the
--- summary) is rank 0's alone.
-local SHARE_DONE = setmetatable({}, {__tostring = function()
-  return "xsa.experiment: this rank's share of the runs is done (rank 0 writes the outputs)"
-end})
 
 -- The --quick settings of a paired run (part 3's; part 5 probes that run,
 -- so it uses the same), plus `extra`.
@@ -307,13 +302,7 @@ end
 function Ex:main(fn)
   local size, rank = ranks()
   if size > 1 and rank ~= 0 and not self.spread_ranks then return end
-  study.main(function()
-    local ok, err = xpcall(fn, function(e)
-      if e == SHARE_DONE then return e end
-      return sys.traceback_unless_interrupted(e)
-    end, self)
-    if not ok and err ~= SHARE_DONE then error(err, 0) end
-  end)
+  study.main(function() return fn(self) end)
 end
 
 -- Prints msg on stderr and exits (status 1 unless given).
@@ -345,7 +334,7 @@ function Ex:refresh(name, config)
   if self.computed[path] then return false end
   self.computed[path] = true -- the caller computes it now
   if ranks() > 1 then return true end
-  local j = xsa_lib().json.read_file(path)
+  local j = core.json.read_file(path)
   local since = os.date("!%Y-%m-%dT%H:%M:%SZ", self.t0)
   return not (type(j) == "table" and type(j.saved_at) == "string" and j.saved_at >= since)
 end
@@ -444,7 +433,6 @@ end
 -- What an unfinished run leaves for inspection: both models (with AdamW)
 -- and the result so far, as -atN files. Returns the paths as text.
 local function partial_save(f, config, res, ctx)
-  local xsa = xsa_lib()
   local at = string.format("-at%d", res.completed_steps)
   local files = {}
   if res.completed_steps > 0 then
@@ -455,7 +443,7 @@ local function partial_save(f, config, res, ctx)
     end
   end
   local rp = f.base .. at .. ".json"
-  xsa.json.write_file(rp, {config = config, result = res}, {indent = true})
+  core.json.write_file(rp, {config = config, result = res}, {indent = true})
   files[#files + 1] = rp
   return table.concat(files, ", ")
 end
@@ -486,13 +474,11 @@ end
 
 -- The slot the state on disk names (nil when there is none).
 local function slot_on_disk(f)
-  local xsa = xsa_lib()
-  local j = xsa.json.read_file(f.state)
+  local j = core.json.read_file(f.state)
   return type(j) == "table" and (j.slot == "a" or j.slot == "b") and j.slot or nil
 end
 
 local function write_state(f, config, ctx)
-  local xsa = xsa_lib()
   local st = ctx.state
   if not st then return nil end
   local slot = slot_on_disk(f) == "a" and "b" or "a"
@@ -502,7 +488,7 @@ local function write_state(f, config, ctx)
     models[k] = f.state_model(k, slot)
     ctx[k]:save(models[k], {optimizer = ctx[k .. "_opt"]})
   end
-  xsa.json.write_file(f.state, {key = cache.key(config), config = config, slot = slot, models = models,
+  core.json.write_file(f.state, {key = cache.key(config), config = config, slot = slot, models = models,
     state = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng},
     result = st.result, saved_at = os.date("!%Y-%m-%dT%H:%M:%SZ")})
   local other = slot == "a" and "b" or "a" -- the previous state's models, no longer named
@@ -517,15 +503,14 @@ end
 -- sa, xsa (models), sa_opt, xsa_opt}, or nil (none, or unusable: said so
 -- and removed, the run starts over).
 local function load_state(f, config, say)
-  local xsa = xsa_lib()
-  local text = xsa.read_file(f.state)
+  local text = core.read_file(f.state)
   if not text then return nil, "none" end
   local function unusable(why)
     say("warning: saved state %s %s; starting over", f.state, why)
     remove_state(f)
     return nil, why
   end
-  local ok, j = pcall(xsa.json.decode, text)
+  local ok, j = pcall(core.json.decode, text)
   if not ok or type(j) ~= "table" then return unusable("is not valid JSON") end
   if j.key ~= cache.key(config) then return unusable("is for another configuration") end
   local st = j.state
@@ -534,14 +519,14 @@ local function load_state(f, config, say)
   end
   local out = {}
   for _, k in ipairs{"sa", "xsa"} do
-    local good, m, opt = pcall(xsa.gpt.load, tostring(j.models[k]))
+    local good, m, opt = pcall(core.gpt.load, tostring(j.models[k]))
     if not good then return unusable("names a model that cannot be loaded (" .. tostring(m) .. ")") end
     if not opt or opt.step_count ~= st.model_steps[k] then return unusable("does not match its " .. k .. " model") end
     out[k], out[k .. "_opt"] = m, opt
   end
   out.resume = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng,
     result = j.result}
-  local good, why = xsa.train.check_resume(out.resume, config.config.train.steps)
+  local good, why = train.check_resume(out.resume, config.config.train.steps)
   if not good then return unusable("is damaged (" .. why .. ")") end
   return out
 end
@@ -615,12 +600,12 @@ end
 -- or the training without writing anything (result, status, entry); on
 -- rank 0 nil (it goes on as one process would).
 local function data_parallel_share(self, p, no_cache)
-  local xsa, opts, rank = xsa_lib(), self.opts, select(2, ranks())
-  local flag = xsa.tensor{0}
+  local opts, rank = self.opts, select(2, ranks())
+  local flag = core.tensor{0}
   if rank == 0 and not no_cache and cache.load(opts.out, p.name, p.keyed, pair_check(p.kinds, p.o.check)) then
-    flag = xsa.tensor{1}
+    flag = core.tensor{1}
   end
-  xsa.mpi.bcast(flag, 0)
+  core.mpi.bcast(flag, 0)
   local hit = flag:item() == 1
   flag:free()
   if rank == 0 then return nil end
@@ -628,7 +613,7 @@ local function data_parallel_share(self, p, no_cache)
   local tl, vl = study.loaders(p.config.data)
   local sa_model, xsa_model = study.new_pair(p.config.model, p.config.lambda)
   if p.o.on_start then p.o.on_start(sa_model, tl, vl) end
-  local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(p.config.train, {
+  local r = train.pair(sa_model, xsa_model, tl, vl, study.pair_options(p.config.train, {
     label = p.label, baseline = p.o.baseline, on_point = p.o.on_point, data_parallel = true}))
   finish(p, r, sa_model, xsa_model, tl, vl)
   return r, "miss", p.f.entry
@@ -675,7 +660,7 @@ end
 
 -- Trains the pair (continuing a saved state when there is one): the result.
 local function train_pair(self, p, dp)
-  local xsa, config, o = xsa_lib(), p.config, p.o
+  local config, o = p.config, p.o
   local tl, vl = study.loaders(config.data)
   local saved = resume_state(self, p, dp)
   local sa_model, xsa_model
@@ -688,7 +673,7 @@ local function train_pair(self, p, dp)
     (saved and study.new_model(config.model) or sa_model):save(p.f.checkpoints.init)
   end
   if o.on_start then o.on_start(sa_model, tl, vl) end
-  local r = xsa.train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
+  local r = train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
     label = p.label, baseline = o.baseline, save_every = self.opts.save_every or 0, on_point = o.on_point,
     data_parallel = dp or nil, resume = saved and saved.resume, optimizers = saved and {saved.sa_opt, saved.xsa_opt},
     save = save_hook(p)}))
@@ -832,7 +817,7 @@ end
 -- passed on. After each wave the ranks share which entries they computed
 -- (--no-cache: computed once per command, Ex:refresh).
 function Ex:spread(units)
-  local m = xsa_lib().mpi
+  local m = core.mpi
   schedule.ranks(units, m, {handler = sys.traceback_unless_interrupted,
     fail = function(i, err)
       if sys.interrupted(err) then error(err, 0) end
@@ -897,12 +882,10 @@ end
 
 -- fn(seed, i) for every seed of ex.seeds, in order, as units of Ex:run;
 -- returns the results as a list. For scripts that are not parts
--- (xsa.experiment.part): under mpirun, ranks other than 0 end here (Ex:main
--- ends them quietly), so what follows is rank 0's alone.
+-- (xsa.experiment.part): under mpirun, ranks other than 0 get nil once
+-- their share is done (the outputs are rank 0's), as from Ex:run.
 function Ex:each_seed(fn)
-  local out = self:run(self:seed_units(fn))
-  if not out then error(SHARE_DONE, 0) end
-  return out
+  return self:run(self:seed_units(fn))
 end
 
 -- --from-records: the seeds without a complete set of records are left

@@ -34,7 +34,7 @@ local M = {}
 
 local EOT = 50256
 
-local function xsa_lib() return package.loaded.xsa or require("xsa") end
+local core = require "xsa.core" -- the C functions and libraries
 
 local option_types = {
   max_new_tokens = "number", temperature = "number", top_k = "number", top_p = "number",
@@ -56,10 +56,7 @@ local function check_opts(opts)
   return opts
 end
 
-local function is_tensor(v)
-  local xsa = xsa_lib()
-  return xsa.is_tensor(v)
-end
+local is_tensor = core.is_tensor
 
 local function ids_of_tensor(t, what)
   if t:dtype() ~= "int32" then error("model:generate: " .. what .. " must be an int32 tensor of ids", 4) end
@@ -100,12 +97,11 @@ local function prompt_rows(prompt, tokenizer)
 end
 
 function M.generate(model, prompt, opts)
-  local xsa = xsa_lib()
   opts = check_opts(opts)
   local cfg = model:config()
   local tok
   local function tokenizer()
-    if not tok then tok = xsa.tokenizer.gpt2() end
+    if not tok then tok = require("xsa.tokenizer").gpt2() end
     return tok
   end
   local rows, batch, text = prompt_rows(prompt, tokenizer)
@@ -125,7 +121,7 @@ function M.generate(model, prompt, opts)
     end
   end
   local seed = opts.seed
-  if seed == nil then seed = xsa.randint(0, 0x7fffffff, 1):item()
+  if seed == nil then seed = core.randint(0, 0x7fffffff, 1):item()
   elseif math.type(seed) ~= "integer" or seed < 0 then
     error("model:generate: seed must be a non-negative integer", 2)
   end
@@ -133,7 +129,7 @@ function M.generate(model, prompt, opts)
   if opts.stop_at_eot ~= false and cfg.vocab > EOT then eot = EOT end
   local progress = require "xsa.progress"
   local t0 = progress.now()
-  local out = xsa.gpt.generate_ids(model, rows, {
+  local out = core.gpt.generate_ids(model, rows, {
     max_new_tokens = opts.max_new_tokens, temperature = opts.temperature, top_k = opts.top_k,
     top_p = opts.top_p, seed = seed, eot = eot, use_cache = opts.use_cache,
   })
@@ -144,7 +140,7 @@ function M.generate(model, prompt, opts)
     info.new_tokens[i] = #r
     info.stopped[i] = #r < max_new and "eot" or "length"
     total = total + #r
-    ids[i] = #r > 0 and xsa.tensor(r, "int32") or xsa.zeros(0, {dtype = "int32"})
+    ids[i] = #r > 0 and core.tensor(r, "int32") or core.zeros(0, {dtype = "int32"})
     if text or gpt2_vocab then texts[i] = tokenizer():decode(r) end
   end
   info.seconds, info.seed = dt, seed

@@ -27,7 +27,9 @@
 -- Non-goals: help for Lua's own standard library.
 local M = {}
 
-local function xsa_lib() return package.loaded.xsa or require("xsa") end
+-- help documents the facade itself (what a user reaches as xsa.NAME), so it
+-- alone of the modules reads it, when it is asked for an index
+local function facade() return require "xsa" end
 
 -- Receiver names of the methods of each type: registry metatable names for
 -- userdata, module.Class for Lua classes.
@@ -66,7 +68,7 @@ end
 -- Every public function: qualified name -> value. `modules` (default: the
 -- loaded ones) lists the Lua modules to include; the test passes them all.
 function M.public_names(modules)
-  local xsa = xsa_lib()
+  local xsa = facade()
   local out = {}
   local function add(name, v) if out[name] == nil then out[name] = v end end
   local lua_mods = {}
@@ -186,7 +188,7 @@ end
 -- The overview: help() with no argument.
 local function overview()
   local D = db()
-  local out = {"xsa " .. xsa_lib().version() .. ": help(x) takes a module, a function, a value or a name.",
+  local out = {"xsa " .. facade().version() .. ": help(x) takes a module, a function, a value or a name.",
     "  help(xsa.gpt)  help(t.matmul)  help(model)  help(\"adamw\")  help(\"tensor\")   Tab completes names.", "",
     "Modules:"}
   for _, n in ipairs(D._modules) do

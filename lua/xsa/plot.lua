@@ -530,8 +530,8 @@ end
 -- running gnuplot
 
 -- Files go through the engine's atomic write and whole-file read.
-local function put(path, s) package.loaded.xsa.write_file_atomic(path, s) end
-local function read_all(path) return package.loaded.xsa.read_file(path) or "" end
+local function put(path, s) require("xsa.core").write_file_atomic(path, s) end
+local function read_all(path) return require("xsa.core").read_file(path) or "" end
 
 -- The gnuplot program: $XSA_GNUPLOT (unless empty) or "gnuplot"; nil when not
 -- installed.

@@ -22,8 +22,8 @@ local uptime_ok = true
 -- Seconds since some fixed point, with ~10 ms resolution on Linux
 -- (/proc/uptime), else whole seconds (os.time).
 function M.now()
-  local xsa = package.loaded.xsa
-  local clock = xsa and type(xsa) == "table" and rawget(xsa, "clock")
+  local core = package.loaded["xsa.core"] -- absent in a bare Lua: /proc/uptime then
+  local clock = type(core) == "table" and rawget(core, "clock")
   if type(clock) == "function" then return clock() end
   if uptime_ok then
     local f = io.open("/proc/uptime", "r")
@@ -41,8 +41,8 @@ local tty_cache
 -- Whether stderr is a terminal.
 function M.isatty()
   if tty_cache == nil then
-    local xsa = package.loaded.xsa
-    local f = xsa and type(xsa) == "table" and rawget(xsa, "isatty")
+    local core = package.loaded["xsa.core"]
+    local f = type(core) == "table" and rawget(core, "isatty")
     if type(f) == "function" then
       tty_cache = f(2) and true or false
     else

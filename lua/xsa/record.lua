@@ -43,7 +43,7 @@ M.MAX_STRING = 400
 -- fields of a result that are never recorded (they name files)
 M.DROPPED = {checkpoints = true}
 
-local function xsa_lib() return package.loaded.xsa or require("xsa") end
+local core = require "xsa.core" -- the C functions and libraries
 
 -- The folder of a part's records; names are checked so a record's path is
 -- made of the caller's words only.
@@ -66,7 +66,7 @@ function M.data_identity()
   local out = {}
   for k, path in pairs(files) do
     if not identity_memo[path] then
-      local sum, size = xsa_lib().file_checksum(path)
+      local sum, size = core.file_checksum(path)
       if not sum then error("xsa.record: cannot read " .. path .. ": " .. tostring(size), 0) end
       identity_memo[path] = sum .. ":" .. size
     end
@@ -84,7 +84,7 @@ end
 -- The first capture of pattern in a line of the regular file at path (a
 -- folder or a missing file: nil).
 local function first_line(path, pattern)
-  local text = xsa_lib().read_file(path)
+  local text = core.read_file(path)
   if not text or #text > M.MAX_BYTES then return nil end
   for line in text:gmatch("[^\n]+") do
     local v = line:match(pattern)
@@ -116,10 +116,9 @@ end
 -- What should not change the numbers but may: engine, commit, BLAS kernel
 -- and threads, CPU, the load average when the run ended, date.
 function M.provenance()
-  local xsa = xsa_lib()
-  local blas = xsa.blas()
+  local blas = core.blas()
   local family, model = first_line("/proc/cpuinfo", "^cpu family%s*:%s*(%d+)"), first_line("/proc/cpuinfo", "^model%s*:%s*(%d+)")
-  return {engine = "xsa " .. xsa.version(), commit = M.commit(), blas = blas.core, threads = blas.threads,
+  return {engine = "xsa " .. core.version(), commit = M.commit(), blas = blas.core, threads = blas.threads,
     cpu = (first_line("/proc/cpuinfo", "^model name%s*:%s*(.-)%s*$") or "unknown") ..
       (family and string.format(" (family %s model %s)", family, model or "?") or ""),
     load = tonumber(first_line("/proc/loadavg", "^(%S+)") or ""), -- a busy machine trains slower: read elapsed_s with it
@@ -163,7 +162,7 @@ end
 -- nil, why. check(result) -> ok, why: the caller's own validation.
 function M.parse(text, key, check)
   if #text > M.MAX_BYTES then return nil, "larger than " .. M.MAX_BYTES .. " bytes" end
-  local ok, rec = pcall(xsa_lib().json.decode, text)
+  local ok, rec = pcall(core.json.decode, text)
   if not ok then return nil, "not valid JSON (" .. tostring(rec):gsub("\n", " ") .. ")" end
   if type(rec) ~= "table" then return nil, "not a JSON object" end
   if rec.format ~= M.FORMAT then return nil, "format is " .. tostring(rec.format) .. ", not " .. M.FORMAT end
@@ -190,7 +189,7 @@ end
 function M.find(dir, part, name, config, check)
   assert(type(name) == "string" and name:match(SAFE), "xsa.record: bad run name " .. tostring(name))
   local pdir = part_dir(dir, part)
-  local files = xsa_lib().list_files(pdir)
+  local files = core.list_files(pdir)
   local out = {}
   if not files then return out end
   local key = M.key(config)
@@ -198,7 +197,7 @@ function M.find(dir, part, name, config, check)
   for _, f in ipairs(files) do
     if f:sub(1, #prefix) == prefix and f:match("^[%w%.%-_]+%.json$") then
       local path = pdir .. "/" .. f
-      local text, err = xsa_lib().read_file(path)
+      local text, err = core.read_file(path)
       local rec, why = nil, err
       if text then rec, why = M.parse(text, key, check) end
       if not rec then
@@ -229,7 +228,6 @@ end
 -- passes what it knows).
 function M.write(dir, part, name, config, result, provenance)
   assert(type(name) == "string" and name:match(SAFE), "xsa.record: bad run name " .. tostring(name))
-  local xsa = xsa_lib()
   local key = M.key(config)
   local prov = provenance or M.provenance()
   local rec = {format = M.FORMAT, part = part, name = name, key = key, config = config, data = M.data_identity(),
@@ -241,7 +239,7 @@ function M.write(dir, part, name, config, result, provenance)
   sys.mkdir(pdir)
   local path = string.format("%s/%s-%s-%s.json", pdir, name, cache.hash(key):sub(1, 12),
     cache.hash(cache.key(prov)):sub(1, 8))
-  xsa.write_file_atomic(path, xsa.json.encode(rec, {indent = true}))
+  core.write_file_atomic(path, core.json.encode(rec, {indent = true}))
   return path
 end
 

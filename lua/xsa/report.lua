@@ -19,7 +19,7 @@ local study = require "xsa.study"
 
 local M = {}
 
-local function xsa_lib() return package.loaded.xsa end
+local core = require "xsa.core" -- the C functions and libraries
 
 local function esc(s)
   return (tostring(s):gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;"):gsub('"', "&quot;"))
@@ -48,7 +48,7 @@ local function base64(s)
 end
 M.base64 = base64
 
-local function read(path) return (xsa_lib().read_file(path)) end
+local function read(path) return (core.read_file(path)) end
 
 -- An SVG made safe to sit inline next to others: no XML prolog, ids
 -- prefixed so references stay inside the figure.
@@ -312,11 +312,10 @@ end
 -- claims = {lines = {...}, table = markdown} (optional, before the closing)}.
 -- Returns html, {present = {...}, missing = {...}, warnings = {...}}.
 function M.build(o)
-  local xsa = xsa_lib()
   local info, body, by_key = {present = {}, missing = {}, warnings = {}}, {}, {}
   for _, sec in ipairs(o.sections or {}) do
     by_key[sec.key] = sec
-    local s, err = xsa.json.read_file(o.out .. "/summary/" .. sec.key .. ".json")
+    local s, err = core.json.read_file(o.out .. "/summary/" .. sec.key .. ".json")
     if not s then
       info.missing[#info.missing + 1] = sec.key
       if err and not tostring(err):find("No such file", 1, true) and not tostring(err):find("cannot open", 1, true) then
@@ -343,9 +342,8 @@ end
 -- Builds and writes o.output atomically; returns the path and info.
 function M.write(o)
   require("xsa.options").check("report.write", o, {"out", "plots", "output", "folder_flags", "sections", "closing"})
-  local xsa = xsa_lib()
   local html, info = M.build(o)
-  xsa.write_file_atomic(o.output, html)
+  core.write_file_atomic(o.output, html)
   return o.output, info
 end
 

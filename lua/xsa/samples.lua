@@ -10,7 +10,7 @@
 -- Non-goals: choosing prompts for you beyond the three fixed ones the report uses.
 local M = {}
 
-local function xsa_lib() return package.loaded.xsa or require("xsa") end
+local core = require "xsa.core" -- the C functions and libraries
 
 -- The report's fixed prompts and settings (sampled, seeded: the same text on every run).
 M.PROMPTS = {"Once upon a time", "Tom and his dog", "The little girl was sad because"}
@@ -79,10 +79,9 @@ end
 -- Returns {models = {{path=, name=, model=}}, prompts = {{prompt=, texts = {...},
 -- tokens_per_s = {...}}}} (texts in the order of the paths).
 function M.compare(paths, prompts, opts)
-  local xsa = xsa_lib()
   local models = {}
   for i, p in ipairs(paths) do
-    local m = xsa.gpt.load(p)
+    local m = core.gpt.load(p)
     models[i] = {path = p, name = M.model_name(m), model = m}
   end
   local res = {models = models, prompts = {}}

@@ -549,11 +549,6 @@ function M.wilcoxon_p(xs)
   return p, w2 / 2
 end
 
-local function xsa_lib()
-  local lib = package.loaded.xsa
-  if lib then return lib end
-  return require "xsa"
-end
 
 function M.bootstrap_interval(xs, opts)
   local n = check_list("bootstrap_interval", xs)
@@ -570,7 +565,7 @@ function M.bootstrap_interval(xs, opts)
   if math.type(seed) ~= "integer" then
     fail("bootstrap_interval", "seed must be an integer, got %s", describe(seed))
   end
-  local g = xsa_lib().generator(seed)
+  local g = require("xsa.core").generator(seed) -- the one use of C here
   local sc = scale_of(xs, n) -- see mean_of
   local inv = 1.0 / sc
   local means = {}

@@ -13,7 +13,7 @@ local M = {}
 local sys = require "xsa.sys"
 local numbers = require "xsa.numbers"
 
-local function xsa_lib() return package.loaded.xsa or require("xsa") end
+local core = require "xsa.core" -- the C functions and libraries
 
 -- The flags every training script has (defaults per part in `d`), plus
 -- `extra` ones, minus the names in `skip`. The training defaults are
@@ -122,7 +122,6 @@ end
 -- for the defaults and to the working directory for user-given paths, the
 -- seed list (opts.seed_list).
 function M.setup(opts)
-  local xsa = xsa_lib()
   if opts.seeds ~= nil or opts.seed ~= nil then
     local list, why = M.seed_list(opts)
     if not list then
@@ -132,10 +131,10 @@ function M.setup(opts)
     opts.seed_list = list
   end
   if opts.threads and opts.threads > 0 then
-    xsa.set_threads(opts.threads)
-  elseif xsa.mpi and xsa.mpi.size() > 1 then
+    core.set_threads(opts.threads)
+  elseif core.mpi and core.mpi.size() > 1 then
     -- ranks sharing a node share its cores: max(1, cores / ranks on the node)
-    xsa.set_threads(xsa.mpi.threads_per_rank())
+    core.set_threads(core.mpi.threads_per_rank())
   end
   local root = sys.abspath(sys.root())
   local function place(key, default)
@@ -189,9 +188,8 @@ end
 
 -- Train and val loaders over the first max_tokens tokens of TinyStories.
 function M.loaders(dc)
-  local xsa = xsa_lib()
   local t0 = os.time()
-  local train, val = xsa.data.tinystories{
+  local train, val = require("xsa.data").tinystories{
     max_tokens = dc.max_tokens, seq_len = dc.seq_len, batch = dc.batch_size,
     val_fraction = dc.val_frac, seed = dc.seed or 0,
   }
@@ -220,7 +218,7 @@ function M.new_model(mc)
   local c = {}
   for k, v in pairs(mc) do c[k] = v end
   c.attention = "sa"
-  return xsa_lib().gpt(c)
+  return core.gpt(c)
 end
 
 -- A fresh SA model and an XSA clone with identical weights.
@@ -315,12 +313,11 @@ end
 
 -- The summary of a part's latest run (what the report reads).
 function M.write_summary(opts, part, summary)
-  local xsa = xsa_lib()
   summary.part = part
   summary.finished_at = os.date("!%Y-%m-%d %H:%M:%S UTC")
   summary.command = summary.command or M.command_line()
   local path = opts.out .. "/summary/" .. part .. ".json"
-  xsa.json.write_file(path, summary, {indent = true})
+  core.json.write_file(path, summary, {indent = true})
   return path
 end
 
@@ -337,7 +334,7 @@ end
 function M.main(fn)
   local ok, err = xpcall(fn, sys.traceback_unless_interrupted)
   if ok then return end
-  local mpi = xsa_lib().mpi
+  local mpi = core.mpi
   local function stop(msg, code)
     if mpi and mpi.size() > 1 then mpi.abort(msg, code) end
     io.stderr:write(msg, "\n")
@@ -353,7 +350,7 @@ end
 -- Improvement bars: XSA blue where XSA's loss is lower (positive), SA red
 -- where SA's is, each labelled with its value.
 function M.improvement_bars(panel, xs, vals, width)
-  local plot = xsa_lib().plot
+  local plot = require "xsa.plot"
   local px, py, nx, ny, zx, zy = {}, {}, {}, {}, {}, {}
   for i, v in ipairs(vals) do
     if v > 0 then px[#px + 1] = xs[i]; py[#py + 1] = v
@@ -551,7 +548,7 @@ end
 -- them shaded. Several: per model the mean over seeds with its 95% t band at
 -- each point, and each seed as a thin line.
 function M.loss_curves(panel, results, kind)
-  local plot = xsa_lib().plot
+  local plot = require "xsa.plot"
   local N, r1 = #results, results[1]
   if N == 1 then
     panel:band(r1.steps, r1.sa[kind], r1.xsa[kind], {color = "#7D3C98", alpha = 0.18, label = "gap"})
@@ -571,7 +568,7 @@ end
 -- The next panel of fig: each seed's improvement (dots), their mean with its
 -- 95% t interval (an error bar) and the verdict (st: paired_stats).
 function M.seed_improvement_panel(fig, st)
-  local plot = xsa_lib().plot
+  local plot = require "xsa.plot"
   local lo, hi = math.min(0, st.t_lo, table.unpack(st.d)), math.max(0, st.t_hi, table.unpack(st.d))
   local pad = (hi - lo) * 0.15 + 1e-9
   local p = fig:panel{title = "improvement per seed, % (positive: XSA lower)", xlabel = "",
@@ -591,7 +588,7 @@ end
 -- and every seed's value (grey dots), labelled with the mean above the
 -- highest of them. `sts` are paired_stats per x. One seed: the bars alone.
 function M.improvement_bars_ci(panel, xs, sts, width)
-  local plot = xsa_lib().plot
+  local plot = require "xsa.plot"
   local means = {}
   for i, s in ipairs(sts) do means[i] = s.mean end
   if sts[1] and sts[1].n == 1 then return M.improvement_bars(panel, xs, means, width) end
@@ -763,8 +760,7 @@ end
 
 -- The probe as plain data {layers = {{value_cos=,...}, ...}} (JSON-safe).
 function M.probe(model, loader, n_batches)
-  local xsa = xsa_lib()
-  local p = xsa.no_grad(function() return model:probe(loader, n_batches) end)
+  local p = core.no_grad(function() return model:probe(loader, n_batches) end)
   local out = {}
   for i, l in ipairs(p) do
     out[i] = {value_cos = l.value_cos, self_attn = l.self_attn, pre_cos = l.pre_cos, post_cos = l.post_cos,

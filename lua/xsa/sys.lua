@@ -44,8 +44,8 @@ end
 -- $PWD, which a parent that changed folder without updating it leaves
 -- stale; without the engine (a bare Lua), what `pwd -P` prints.
 local function cwd()
-  local x = package.loaded.xsa
-  local here = x and x.cwd and x.cwd()
+  local x = package.loaded["xsa.core"]
+  local here = type(x) == "table" and x.cwd and x.cwd()
   if here then return here end
   local p = io.popen("pwd -P")
   if p then
@@ -93,8 +93,8 @@ end
 -- A readable regular file. The engine's check is used once it is loaded: io.open
 -- would block forever on a FIFO and succeeds on a directory.
 function M.exists(path)
-  local engine = package.loaded["xsa"]
-  local is_file = type(engine) == "table" and engine._data and engine._data.is_file
+  local core = package.loaded["xsa.core"]
+  local is_file = type(core) == "table" and core._data and core._data.is_file
   if is_file then return is_file(path) == true end
   local f = io.open(path, "rb")
   if f then

@@ -18,7 +18,7 @@
 -- Non-goals: hyphenation, tabs (a tab is one space wide here), right-to-left text.
 local M = {}
 
-local function C() return (package.loaded.xsa or require("xsa"))._text end
+local function C() return require("xsa.core")._text end
 
 local function check_width(fn, w)
   local n = math.tointeger(w)

@@ -10,7 +10,7 @@
 -- Ids are identical to tiktoken's "gpt2" encoding; invalid UTF-8 is first repaired
 -- (each maximal invalid subsequence -> U+FFFD, as Python's errors="replace").
 -- Non-goals: other vocabularies' special tokens, training a BPE.
-local xsa = require "xsa"
+local core = require "xsa.core" -- the C functions and libraries
 
 local M = {EOT = 50256}
 local loaded = {}
@@ -19,7 +19,7 @@ local loaded = {}
 function M.load(encoder_json, vocab_bpe)
   assert(type(encoder_json) == "string", "xsa.tokenizer.load: encoder_json path expected")
   assert(type(vocab_bpe) == "string", "xsa.tokenizer.load: vocab_bpe path expected")
-  return xsa._tokenizer.load(encoder_json, vocab_bpe)
+  return core._tokenizer.load(encoder_json, vocab_bpe)
 end
 
 -- The GPT-2 tokenizer, loaded once per process (the files are found in

@@ -102,7 +102,7 @@ local checkpoint = require "xsa.checkpoint"
 
 local M = {}
 
-local function xsa_lib() return package.loaded.xsa end
+local core = require "xsa.core" -- the C functions and libraries
 
 local function free(t)
   if type(t) == "userdata" and t.free then t:free() end
@@ -144,7 +144,7 @@ end
 -- than ranks (a last, partial val batch) leaves some ranks none: count 0,
 -- weight 0.
 local function share(b)
-  local mpi = xsa_lib().mpi
+  local mpi = core.mpi
   local K, r = mpi.size(), mpi.rank()
   local lo, hi = (r * b) // K, ((r + 1) * b) // K
   return lo + 1, hi - lo, (hi - lo) / b
@@ -182,15 +182,14 @@ local function data_parallel(mpi)
 end
 
 local function strategy(wanted)
-  local xsa = xsa_lib()
-  if wanted and xsa.mpi and xsa.mpi.size() > 1 then return data_parallel(xsa.mpi) end
+  if wanted and core.mpi and core.mpi.size() > 1 then return data_parallel(core.mpi) end
   return serial
 end
 
 -- Mean loss of model over loader:batch(1..n) under no_grad, each batch
 -- split and the weighted losses summed by strategy s.
 local function evaluate_with(model, loader, n, s)
-  local sum = xsa_lib().no_grad(function()
+  local sum = core.no_grad(function()
     local acc = 0
     for i = 1, n do
       local x, y, w = s.rows(loader:batch(i))
@@ -364,7 +363,6 @@ end
 -- new one, freed when the run ends. count0 and the steps taken before are
 -- what taken() counts from.
 local function attach_optimizers(S)
-  local xsa = xsa_lib()
   for _, e in ipairs(S.entries) do
     local o = e.opt
     if o then
@@ -375,7 +373,7 @@ local function attach_optimizers(S)
     end
   end
   for _, e in ipairs(S.entries) do
-    if not e.opt then e.opt, e.own_opt = xsa.optim.adamw(e.model:parameters(), S.adam), true end
+    if not e.opt then e.opt, e.own_opt = core.optim.adamw(e.model:parameters(), S.adam), true end
     e.count0, e.done = e.opt.step_count, e.ms0
   end
 end
@@ -459,12 +457,12 @@ end
 
 -- Step 0: the loss of the first training batch before any update.
 local function first_point(S)
-  local xsa, s = xsa_lib(), S.strategy
+  local s = S.strategy
   S.train_loader:reset()
   local x, y, w = s.rows(S.train_loader:batch(1))
   local vals = {}
   for i, e in ipairs(S.entries) do
-    vals[i] = (e.base or not x) and 0 or w * xsa.no_grad(function()
+    vals[i] = (e.base or not x) and 0 or w * core.no_grad(function()
       local l = e.model:loss(x, y)
       local v = l:item()
       free(l)
@@ -551,12 +549,11 @@ end
 
 -- The resumable state (xsa.checkpoint.state) as the run stands.
 local function snapshot(S, status)
-  local xsa = xsa_lib()
   local c = S.result.completed_steps
   local ms, active = {}, {}
   for _, e in ipairs(S.entries) do ms[e.key], active[e.key] = taken(e), e.base == nil end
   local mark = S.rng_mark
-  local rng = (mark and mark[1] == c) and mark[2] or (xsa.get_rng_state and xsa.get_rng_state())
+  local rng = (mark and mark[1] == c) and mark[2] or (core.get_rng_state and core.get_rng_state())
   return checkpoint.state{result = S.result, status = status, model_steps = ms, active = active,
     loader = S.train_loader, rng = rng}
 end
@@ -583,7 +580,6 @@ local function save(S, status)
 end
 
 local function loop(S)
-  local xsa = xsa_lib()
   if S.resume then checkpoint.restore(S.resume, S.train_loader) else first_point(S) end
   local start = S.start
   local last = S.result.steps[#S.result.steps]
@@ -592,7 +588,7 @@ local function loop(S)
     last = start
   end
   for step = start + 1, S.steps do
-    S.rng_mark = {step - 1, xsa.get_rng_state and xsa.get_rng_state()}
+    S.rng_mark = {step - 1, core.get_rng_state and core.get_rng_state()}
     local ts = progress.now()
     if not train_step(S, step) then return end
     S.train_time = S.train_time + (progress.now() - ts)
