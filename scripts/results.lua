@@ -128,19 +128,39 @@ local function provenance_table(sums)
     "load average at the end", "other records"}, rows)
 end
 
+-- One row per run with more than one record: the kernels, how many numbers
+-- differ, the largest relative difference and, for a pair, the final val
+-- losses of every record (where training amplifies a summation order).
+local function compare_row(r)
+  local worst, rel, finals = nil, -1, {}
+  for _, d in ipairs(r.differences) do
+    local scale = 0
+    for _, v in ipairs(d.values) do if numbers_ok(v) then scale = math.max(scale, math.abs(v)) end end
+    local x = scale > 0 and d.max_abs / scale or 0
+    if x > rel then worst, rel = d, x end
+    if d.field == "sa.final_val" or d.field == "xsa.final_val" then finals[#finals + 1] = d end
+  end
+  local function values(d)
+    local vals = {}
+    for i, v in ipairs(d.values) do vals[i] = numbers_ok(v) and string.format("%.10g", v) or "n/a" end
+    return d.field .. ": " .. table.concat(vals, " / ")
+  end
+  local f = {}
+  for i, d in ipairs(finals) do f[i] = values(d) end
+  return {r.name, table.concat(r.kernels or {}, " / "), worst and string.format("%.2g (%s)", rel, values(worst)) or "none",
+    #f > 0 and table.concat(f, "; ") or "-", tostring(#r.differences)}
+end
+
 local function comparison_table(sums)
   local rows = {}
   for _, p in ipairs(PARTS) do
     for _, r in ipairs(sums[p.part] and sums[p.part].records or {}) do
-      for _, d in ipairs(r.others > 0 and r.differences or {}) do
-        local vals = {}
-        for i, v in ipairs(d.values) do vals[i] = numbers_ok(v) and string.format("%.6g", v) or "n/a" end
-        rows[#rows + 1] = {r.name, d.field, table.concat(vals, " / "), string.format("%.3g", d.max_abs)}
-      end
+      if r.others > 0 then rows[#rows + 1] = compare_row(r) end
     end
   end
   if #rows == 0 then return "No run has a second record yet (from another machine or a rerun with --no-cache).\n" end
-  return study.md_table({"run", "field", "values (chosen record first)", "largest difference"}, rows)
+  return study.md_table({"run", "BLAS kernel, threads (chosen record first)", "largest relative difference",
+    "final val loss (pairs)", "numbers that differ"}, rows, 4)
 end
 
 -- The claims section: one line per claim with its overall word, the table.
@@ -189,7 +209,8 @@ local function results_md(sums, cl)
     end
   end
   for _, l in ipairs{"## Provenance of every record used", "", provenance_table(sums),
-    "## Cross-machine comparison", "", "Numbers that differ between the records of one run.", "", comparison_table(sums)} do
+    "## Cross-machine comparison", "", "Runs with more than one record (another machine, another BLAS kernel, a rerun with " ..
+    "--no-cache): how far their numbers differ.", "", comparison_table(sums)} do
     out[#out + 1] = l
   end
   return table.concat(out, "\n")

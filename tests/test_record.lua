@@ -175,6 +175,17 @@ T.case("a run with a record is not trained again; more seeds train only the new 
   T.eq(written, 1)
   local files = xsa.list_files(TMP .. "/res3/part3")
   T.eq(#files, 4, "three runs, seed 0 twice")
+  -- the summary compares the two: same machine, kernel and threads, so no
+  -- number differs (times aside); the published comparison reads this
+  ok, out = part3("--seed 0 --from-records")
+  T.ok(ok, out)
+  local s = assert(xsa.json.read_file(TMP .. "/out/summary/part3.json"))
+  local used = s.records[1]
+  T.eq(#s.records, 1)
+  T.eq(used.others, 1, "the second record is counted")
+  T.eq(#used.kernels, 2, "both records' kernels are named")
+  T.eq(used.kernels[1], used.kernels[2])
+  T.eq(#used.differences, 0, "a rerun on the same kernel and threads gives the same numbers")
 end)
 
 T.case("--quick records stay out of the study's record", function()

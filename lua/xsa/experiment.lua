@@ -405,8 +405,10 @@ function Ex:note_record(name, recs)
     if not d.field:match("_s$") and not d.field:match("^provenance") then diffs[#diffs + 1] = d end
   end
   self.records_used = self.records_used or {}
+  local kernels = {}
+  for i, r in ipairs(recs) do kernels[i] = string.format("%s, %s", r.provenance.blas, r.provenance.threads) end
   self.records_used[#self.records_used + 1] = {name = name, file = rec.file, provenance = rec.provenance,
-    elapsed_s = rec.result.elapsed_s, others = #recs - 1, differences = diffs}
+    elapsed_s = rec.result.elapsed_s, others = #recs - 1, differences = diffs, kernels = kernels}
 end
 
 -- Writes the record of a finished run unless this run was read from one or
