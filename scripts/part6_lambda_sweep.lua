@@ -1,5 +1,6 @@
--- part6_lambda_sweep.lua: how much projection? Per seed, each XSA(lambda) trains against one SA baseline (same init,
--- batches; trained with the first lambda), then is probed: mean post-projection cos(z_i, v_i), layers, positions >= 1.
+-- part6_lambda_sweep.lua: how much projection? Per seed, each XSA(lambda) trains against one SA baseline (part 3's
+-- when recorded: then XSA(1) and XSA(0) = SA are part 3's runs, probed by part 5; else trained with the first lambda),
+-- and is probed: mean post-projection cos(z_i, v_i), layers, positions >= 1.
 --   xsa scripts/part6_lambda_sweep.lua [--lambdas 0,1] [--seeds 3] [--quick]
 local xsa = xsa or require "xsa"
 local study, plot = xsa.study, xsa.plot
@@ -8,35 +9,33 @@ local P = {name = "part6", title = "Lambda sweep", report = "report/part6.lua", 
   summary = "Lambda sweep from one init per seed, each XSA(lambda) against its seed's SA baseline: paired\n" ..
     "improvement % and mean post-projection bias vs lambda (95% intervals over --seeds); checkpoints kept.",
   options = study.options({}, {{"lambdas", "numbers", {0, 0.25, 0.5, 0.75, 1.0}, "the lambda values"},
-    table.unpack(study.probe_options(3))}, {"lambda"}),
+    table.unpack(study.probe_options(8))}, {"lambda"}),
   quick = {steps = 4, max_tokens = 6000, batch = 2, eval_every = 2, eval_batches = 2, probe_batches = 2,
     probe_tokens = 6000, probe_batch = 2, seq_len = 32, lambdas = {0, 1}}}
 
-local function run(ex, seed, lam, base) -- one (seed, lambda); base: the seed's SA baseline run (nil: train it here)
-  local opts, probe_data = ex.opts, study.probe_data_config(ex.opts, ex.opts.seq_len)
-  local config = ex:pair_config{lambda = lam, seed = seed, probe_batches = opts.probe_batches, probe = probe_data}
+local function train(ex, seed, lam, base, probe_data) -- XSA(lam), against base (the seed's SA run) when given
+  local config = ex:pair_config{lambda = lam, seed = seed, probe_batches = ex.opts.probe_batches, probe = probe_data}
   local baseline = base and base.sa.step_loss and base.probe.sa and base -- a record of it that kept what is reused
-  local r, status, entry = ex:pair{name = string.format("part6-lambda%g-%s", lam, xsa.experiment.seed_tag(config)),
-    config = config, label = string.format("part6 λ=%g seed %d", lam, seed), what = string.format("part6 lambda %g seed %d", lam, seed),
+  return ex:pair{name = string.format("part6-lambda%g-%s", lam, xsa.experiment.seed_tag(config)), config = config,
+    label = string.format("part6 λ=%g seed %d", lam, seed), what = string.format("part6 lambda %g seed %d", lam, seed),
     baseline = baseline and baseline.sa, checkpoints = baseline and {"xsa"} or {"sa", "xsa"}, optimizer = false,
-    after = study.probe_after(probe_data, opts.probe_batches, baseline),
+    after = study.probe_after(probe_data, ex.opts.probe_batches, baseline),
     check = function(res) return #((res.probe or {}).xsa or {}) > 0, "no probe" end}
+end
+
+local function run(ex, seed, lam, first, reuse) -- one (seed, lambda); first: the first lambda's run (its SA baseline)
+  local probe_data, base, r, status, entry = study.probe_data_config(ex.opts, ex.opts.seq_len), first and first.r
+  if reuse then r, base = study.lambda_from_part3(reuse, lam) end
+  if not r then r, status, entry = train(ex, seed, lam, base, probe_data) end
   local cos = function(m, key) return study.layer_mean(r.probe[m], key or "post_cos_pos1") end
   return {r = r, x = {seed = seed, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
     xsa_post_cos = cos("xsa"), sa_post_cos = cos("sa"), xsa_post_cos_all = cos("xsa", "post_cos"), elapsed_s = r.elapsed_s,
-    checkpoints = r.checkpoints, cache = status, entry = entry}}
+    checkpoints = r.checkpoints, cache = status or r.reused, entry = entry}}
 end
 
-function P.units(ex) -- per seed: the first lambda (it trains the SA baseline), then the others, which need it
-  local units = {}
-  for _, seed in ipairs(ex.seeds) do
-    local first = string.format("seed %d lambda %g", seed, ex.opts.lambdas[1])
-    for i, lam in ipairs(ex.opts.lambdas) do
-      units[#units + 1] = {key = string.format("seed %d lambda %g", seed, lam), seed = seed, after = i > 1 and {first} or nil,
-        run = function(d) return run(ex, seed, lam, i > 1 and d[first].r or nil) end}
-    end
-  end
-  return units
+function P.units(ex) -- per seed and lambda; part 3's records (probed by part 5) or the first lambda's SA baseline
+  local o = ex.opts
+  return ex:lambda_units(o.lambdas, o.probe_batches, study.probe_data_config(o, o.seq_len), function(...) return run(ex, ...) end)
 end
 
 function P.main(ex, runs)

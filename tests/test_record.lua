@@ -256,6 +256,40 @@ pkill -KILL -f -- "%s.*--seeds 1, --[w]orker"; sleep 1; pkill -INT -f -- "%s.*--
   T.ok(err:find("seed 1 crashed: killed by signal 9", 1, true), err)
 end)
 
+-- No run trained twice for two parts: part 6's lambda 1 pair is part 3's,
+-- its lambda 0 XSA is part 3's SA (XSA(0) computes what SA computes), with
+-- part 5's probes; the numbers equal those of a sweep that trains them all.
+T.case("part 6 takes lambda 1 and 0 from part 3's records and part 5's probes: the same numbers as training", function()
+  local function run(script, dir, extra)
+    local probe = script == "part3_train.lua" and "" or "--probe-batches 2 --probe-tokens 6000 --probe-batch 2"
+    local cmd = string.format("cd %s && %s scripts/%s --steps 4 --max-tokens 6000 --batch 2 --eval-every 2 " ..
+      "--eval-batches 2 --seq-len 32 --seeds 2 %s --out %s --plots %s --results %s %s 2>&1", shq(ROOT), shq(EXE),
+      script, probe, shq(dir .. "/out"), shq(dir .. "/plots"), shq(dir .. "/res"), extra or "")
+    local p = io.popen(cmd)
+    local out = p:read("a")
+    T.ok(p:close(), out)
+    local trained = 0
+    for _ in out:gmatch("record written") do trained = trained + 1 end
+    return assert(xsa.json.read_file(dir .. "/out/summary/" .. script:match("^(part%d)") .. ".json"), out), trained
+  end
+  local reused, alone = TMP .. "/reuse", TMP .. "/alone"
+  run("part3_train.lua", reused)
+  run("part5_bias_trained.lua", reused)
+  local a, n_a = run("part6_lambda_sweep.lua", reused, "--lambdas 0,0.5,1")
+  local b, n_b = run("part6_lambda_sweep.lua", alone, "--lambdas 0,0.5,1")
+  T.eq(n_a, 2, "only lambda 0.5 trained, once per seed")
+  T.eq(n_b, 6, "without part 3's records every lambda trains")
+  for i, lam in ipairs{0, 0.5, 1} do
+    local x, y = a.result.runs[i], b.result.runs[i]
+    T.eq(x.lambda, lam)
+    for _, k in ipairs{"sa_val", "xsa_val", "improvement_pct", "xsa_post_cos", "sa_post_cos"} do
+      T.eq(x[k], y[k], string.format("lambda %g: %s", lam, k))
+    end
+    for s = 1, 2 do T.eq(x.seeds[s].xsa_post_cos_all, y.seeds[s].xsa_post_cos_all, "per seed, all positions") end
+  end
+  T.eq(a.result.runs[1].improvement_pct, 0, "XSA(0) is SA")
+end)
+
 T.case("relative paths resolve against the real working directory, not $PWD", function()
   local here = assert(xsa.cwd())
   local p = io.popen("cd " .. shq(TMP) .. " && PWD=/nonexistent " .. shq(EXE) .. " -e " .. shq("print(xsa.sys.abspath('x'))"))

@@ -114,7 +114,7 @@ T.case("--help of every script", function()
   T.eq(default_of(out, "probe%-tokens"), "80000", "of an 80k-token set")
   T.eq(default_of(out, "probe%-batch"), "16")
   _, out = run("part6_lambda_sweep.lua", "--help")
-  T.eq(default_of(out, "probe%-batches"), "3", "part 6 probes 3 batches per lambda")
+  T.eq(default_of(out, "probe%-batches"), "8", "part 6 probes as part 5 does (it reuses part 5's probes)")
   T.eq(default_of(out, "probe%-tokens"), "80000")
   for _, sc in ipairs{"part3_train.lua", "part4_seqlen.lua", "part5_bias_trained.lua", "part6_lambda_sweep.lua", "run_all.lua"} do
     _, out = run(sc, "--help")

@@ -396,6 +396,44 @@ function Ex:recorded(name, config, check, label)
   end
 end
 
+-- Part 3's pair of `seed` at this experiment's flags and part 5's probes of
+-- its models (probe_batches batches of probe_data), from their records:
+-- {pair = <part 3's result>, probes = <part 5's>}, or nil when either is
+-- missing or --no-cache. Part 6 takes its lambda 1 and 0 runs from them
+-- (a run is never trained twice for two parts).
+function Ex:part3_with_probes(seed, probe_batches, probe_data)
+  local opts = self.opts
+  if not opts.results or (opts.no_cache and not opts.from_records) then return nil end
+  local c3 = M.pair_config(opts, "part3", {seed = seed, lambda = 1.0})
+  local c5 = {part = "part5", part3 = c3, probe_batches = probe_batches, probe = probe_data}
+  local n3, n5 = M.pair_name("part3", c3), "part5-" .. M.seed_tag(c3)
+  local r3 = record.find(opts.results, "part3", n3, c3, function(r) return type(r.sa.step_loss) == "table", "no step_loss" end)
+  local r5 = record.find(opts.results, "part5", n5, c5, function(r)
+    return type(r.models.sa) == "table" and type(r.models.xsa) == "table", "no probes" end)
+  if not (r3[1] and r5[1]) then return nil end
+  self:note_record(n3, r3)
+  self:note_record(n5, r5)
+  return {pair = r3[1].result, probes = r5[1].result}
+end
+
+-- The units of a lambda sweep: per seed, one per lambda, whose run is
+-- run(seed, lambda, first, reuse). With part 3's pair and part 5's probes
+-- of the seed recorded (reuse, ex:part3_with_probes) they are independent;
+-- else the others need the first lambda's (first: its result).
+function Ex:lambda_units(lambdas, probe_batches, probe_data, run)
+  local units = {}
+  for _, seed in ipairs(self.seeds) do
+    local first = string.format("seed %d lambda %g", seed, lambdas[1])
+    local reuse = self:part3_with_probes(seed, probe_batches, probe_data)
+    for i, lam in ipairs(lambdas) do
+      local dep = not reuse and i > 1 and {first} or nil
+      units[#units + 1] = {key = string.format("seed %d lambda %g", seed, lam), seed = seed, after = dep,
+        run = function(d) return run(seed, lam, dep and d[first], reuse) end}
+    end
+  end
+  return units
+end
+
 -- What the summary says of the records a run came from (the published
 -- files name them): the chosen one, and how the others of its key differ.
 function Ex:note_record(name, recs)

@@ -782,6 +782,9 @@ add("xsa.study.train_config", "xsa.study.train_config(opts, seeds [, extra]) -> 
 add("xsa.study.probe_after", "xsa.study.probe_after(probe_data, n_batches [, baseline]) -> function(res, models)",
   "The after hook of a paired run (ex:pair) that probes both trained models on n_batches of the probe set; with a baseline run, its SA probe and checkpoint are reused.",
   "ex:pair{config = config, after = xsa.study.probe_after(probe_data, 3)}")
+add("xsa.study.lambda_from_part3", "xsa.study.lambda_from_part3(reuse, lambda) -> run or nil, baseline",
+  "A lambda sweep's run taken from part 3's pair and part 5's probes of it (reuse: ex:part3_with_probes): at lambda 1 their XSA, at lambda 0 their SA (XSA(0) computes what SA computes, bit for bit); other lambdas: nil and the SA baseline to train against.",
+  "local r, base = xsa.study.lambda_from_part3(ex:part3_with_probes(0, 8, probe_data), 0.5)")
 add("xsa.study.bias_rows", "xsa.study.bias_rows(per_seed, models, L) -> rows, means",
   "The pre- and post-projection table of probes over seeds (positions >= 1): per model and layer, and the mean over layers, cos(y_i, v_i), cos(z_i, v_i) and the bias removed, each a mean with its 95% t interval; means: per model, its means over layers.",
   "local rows, means = xsa.study.bias_rows(per_seed, {{key = \"xsa\", label = \"XSA\"}}, 2)")

@@ -705,6 +705,21 @@ function M.probe_after(probe_data, n_batches, baseline)
   end
 end
 
+-- A lambda sweep's run from part 3's pair and part 5's probes of it
+-- (ex:part3_with_probes): at lambda 1 their XSA; at lambda 0 their SA, since
+-- XSA(0) computes what SA computes (z = y - 0 * projection: the same bits,
+-- tests/test_train.lua). Other lambdas: nil, and `baseline` is the SA run
+-- to train against (xsa.train.pair's baseline, with its probe).
+function M.lambda_from_part3(reuse, lam)
+  local p3, p5 = reuse.pair, reuse.probes
+  local baseline = {sa = p3.sa, probe = {sa = p5.models.sa}}
+  if lam ~= 0 and lam ~= 1 then return nil, baseline end
+  local x = lam == 1 and p3.xsa or p3.sa
+  return {sa = p3.sa, xsa = x, improvement_pct = lam == 1 and p3.improvement_pct or 0, elapsed_s = 0, checkpoints = {},
+    probe = {batches = p5.probe_batches, sa = p5.models.sa, xsa = lam == 1 and p5.models.xsa or p5.models.sa},
+    reused = lam == 1 and "part 3's pair, part 5's probes" or "part 3's SA, part 5's probe"}, baseline
+end
+
 -- "+0.12 to +3.40": the t interval of paired statistics, or "n/a".
 function M.interval_text(s)
   return s.t_lo and string.format("%+.2f to %+.2f", s.t_lo, s.t_hi) or "n/a"
