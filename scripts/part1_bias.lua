@@ -61,8 +61,8 @@ function P.main(ex)
 
   local rows = {}
   for l, r in ipairs(result.layers) do
-    rows[l] = {tostring(l), string.format("%.4f", r.value_cos), string.format("%.4f", r.self_attn),
-      string.format("%.4f", r.pre_cos_pos1), string.format("%.4f", r.pre_cos)}
+    local f4 = function(x) return xsa.numbers.text("%.4f", x) end
+    rows[l] = {tostring(l), f4(r.value_cos), f4(r.self_attn), f4(r.pre_cos_pos1), f4(r.pre_cos)}
   end
   local tbl = ex:table({"layer", "mean cos(v_i,v_j) i≠j", "mean a_ii", "mean cos(y_i,v_i), positions ≥ 1",
     "(all positions)"}, rows)
