@@ -22,10 +22,12 @@ local P = {name = "part1", report = "report/part1.lua", title = "Bias probe, unt
       split = "val"}
   end,
 }
+local mk = plot.markup -- the titles' subscripts are gnuplot enhanced text
 local metrics = {
-  {key = "value_cos", title = "mean cos(v_i, v_j), i ≠ j", color = plot.colors.metric1},
-  {key = "self_attn", title = "mean a_{ii} (self-attention weight)", color = plot.colors.metric2},
-  {key = "pre_cos_pos1", title = "mean cos(y_i, v_i), positions ≥ 1", color = plot.colors.metric3},
+  {key = "value_cos", title = mk("mean cos(v_i, v_j), i ≠ j"), y = "cosine of two values", color = plot.colors.metric1},
+  {key = "self_attn", title = mk("mean a_{ii} (self-attention weight)"), y = "attention to itself", color = plot.colors.metric2},
+  {key = "pre_cos_pos1", title = mk("mean cos(y_i, v_i), positions ≥ 1"), y = "cosine of output and own value",
+    color = plot.colors.metric3},
 }
 
 function P.main(ex)
@@ -52,7 +54,7 @@ function P.main(ex)
   for _, m in ipairs(metrics) do
     local xs, ys = {}, {}
     for l = 1, L do xs[l] = l; ys[l] = result.layers[l][m.key] end
-    local p = fig:panel{title = m.title, xlabel = "layer", ylabel = m.key:gsub("_", "\\_"), key = false,
+    local p = fig:panel{title = m.title, xlabel = "layer", ylabel = m.y, key = false,
       xrange = {0.4, L + 0.6}, xtics = xtics, zero = true}
     p:bars(xs, ys, {color = m.color, barwidth = 0.55, values = "%.3f", fontsize = 10})
   end

@@ -575,7 +575,7 @@ function M.seed_improvement_panel(fig, st)
   local plot = xsa_lib().plot
   local lo, hi = math.min(0, st.t_lo, table.unpack(st.d)), math.max(0, st.t_hi, table.unpack(st.d))
   local pad = (hi - lo) * 0.15 + 1e-9
-  local p = fig:panel{title = "improvement per seed, % (positive: XSA lower)", xlabel = "",
+  local p = fig:panel{title = "improvement per seed, % (positive: XSA lower)", xlabel = st.verdict,
     ylabel = "100 (SA - XSA) / SA", xrange = {0.4, 1.6}, yrange = {lo - pad, hi + 2 * pad},
     xtics = {{"seeds", 0.85}, {"mean", 1.25}}, zero = true, key = "top left"}
   local xs = {}
@@ -583,7 +583,6 @@ function M.seed_improvement_panel(fig, st)
   p:points(xs, st.d, {color = "#555555", pointsize = 1.1, label = "one seed"})
   p:errorbars({1.25}, {st.mean}, {st.t_lo}, {st.t_hi}, {color = plot.colors.xsa, pointsize = 1.4, width = 2.5,
     label = "mean, 95% t interval"})
-  p:text(0.03, 0.06, plot.escape(st.verdict), {graph = true, fontsize = 9})
   return p
 end
 
