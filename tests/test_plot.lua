@@ -306,6 +306,23 @@ T.case("a long title is set in lines that fit; a footer line under the panels", 
   os.execute("rm -rf '" .. d .. "'")
 end)
 
+T.case("an animation draws every frame in its own colours", function()
+  if not have_gnuplot then print("skip: no gnuplot") return end
+  local d = tmpdir()
+  local colors = {"#E74C3C", "#2471A3", "#C0392B"}
+  local frames = {}
+  for i, c in ipairs(colors) do
+    local f = plot.figure{width = 400, height = 300}
+    f:panel{xrange = {0, 3}, yrange = {0, 3}}:vector(0, 0, i, 1, {color = c, width = 4, label = "v"})
+    frames[i] = f
+  end
+  local pal = images.gif_palettes(read(assert(plot.animate(frames, d .. "/c.gif"))))
+  T.eq(#pal, 3)
+  -- a colour the first frame lacks is still in the palette of the frame that uses it
+  for i, c in ipairs(colors) do T.ok(pal[i][c], "frame " .. i .. " can draw " .. c) end
+  os.execute("rm -rf '" .. d .. "'")
+end)
+
 T.case("SVG: every & that starts no entity is written &amp;", function()
   T.eq(plot.svg_fix_amp('<t>R&D &amp; &lt; &#38; &#x26; &e</t>'), '<t>R&amp;D &amp; &lt; &#38; &#x26; &amp;e</t>')
 end)
@@ -330,6 +347,34 @@ T.case("numbers in tables and labels: no sign on a value that rounds to zero", f
   local tbl = xsa.study.md_table({"model", "layer", "pre", "post", "removed"}, rows)
   T.ok(not tbl:find("%-0%.0+[^%d]"), "no -0.0000 in\n" .. tbl)
   T.ok(tbl:find("| 0.0000 (0.0000 to 0.0000) |", 1, true), tbl)
+end)
+
+-- distance from point (px, py) to the segment (ax, ay)-(bx, by)
+local function seg_dist(px, py, ax, ay, bx, by)
+  local dx, dy = bx - ax, by - ay
+  local t = math.max(0, math.min(1, ((px - ax) * dx + (py - ay) * dy) / (dx * dx + dy * dy)))
+  return math.sqrt((px - ax - t * dx) ^ 2 + (py - ay - t * dy) ^ 2)
+end
+
+T.case("geometry: the 90° label sits on no arrow, for Y on either side of V", function()
+  for _, c in ipairs{{V = {3, 0.9}, Y = {1.7, 2.3}}, {V = {3, 0.9}, Y = {-1.5, 1.8}}, {V = {1, 0}, Y = {0.2, 2}},
+    {V = {-2, 1}, Y = {1, 2}}, {V = {0.5, 3}, Y = {2.5, 1}}} do
+    local fig = plot.figure{}
+    local g = xsa.geometry.panel(fig, c.V, c.Y, 1, "", plot.colors.xsa, "Z")
+    local label
+    for _, cmd in ipairs(fig.panels[1].commands) do
+      local x, y = cmd:match('^set label "90°" at first ([^,]+),(%S+)')
+      if x then label = {tonumber(x), tonumber(y)} end
+    end
+    T.ok(label, "a 90° label")
+    -- the arrows from the origin: V, Y, Z and the projection (the removed part starts at Y's tip)
+    local size = math.max(math.sqrt(c.V[1] ^ 2 + c.V[2] ^ 2), math.sqrt(c.Y[1] ^ 2 + c.Y[2] ^ 2))
+    for name, v in pairs{V = c.V, Y = c.Y, Z = g.Z, projection = g.proj} do
+      local dist = seg_dist(label[1], label[2], 0, 0, v[1], v[2])
+      T.ok(dist > 0.08 * size, string.format("V=(%g,%g) Y=(%g,%g): the label is %.3f from %s", c.V[1], c.V[2],
+        c.Y[1], c.Y[2], dist, name))
+    end
+  end
 end)
 
 T.done()

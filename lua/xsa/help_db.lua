@@ -942,8 +942,11 @@ add("xsa.geometry.bounds", "xsa.geometry.bounds(V, Y) -> xrange, yrange",
   "Axis ranges holding the origin, V, Y and Z at lambda 1, padded.", "local xr, yr = xsa.geometry.bounds({1, 0}, {1, 1})")
 add("xsa.geometry.draw", "xsa.geometry.draw(panel, V, Y, lambda [, zcolor, zname]) -> project(V, Y, lambda)",
   "Draws V, Y, the projection, the removed part and Z into a figure panel.", "xsa.geometry.draw(p, {1, 0}, {1, 1}, 1)")
+add("xsa.geometry.numbers_text", "xsa.geometry.numbers_text(g) -> markup",
+  "alpha, cos(Y,V) and cos(Z,V) of project()'s result, as two lines of figure text.",
+  "print(xsa.geometry.numbers_text(xsa.geometry.project({1, 0}, {1, 1}, 1)))")
 add("xsa.geometry.panel", "xsa.geometry.panel(fig, V, Y, lambda, title [, zcolor, zname]) -> panel",
-  "A new panel of fig with the drawing and axes set by bounds().", "xsa.geometry.panel(fig, {1, 0}, {1, 1}, 1, \"lambda = 1\")")
+  "A new panel of fig with the drawing, axes set by bounds(), the numbers under it and the legend below.", "xsa.geometry.panel(fig, {1, 0}, {1, 1}, 1, \"lambda = 1\")")
 
 group("xsa.options", "the check of options tables, and \"did you mean\"",
   "The one check every options table of xsa's Lua functions goes through: unknown keys are errors naming " ..

@@ -787,8 +787,10 @@ function M.animate(figs, path, opts)
   local S, script = collector()
   local data = {}
   local f1 = figs[1]
+  -- not gnuplot's "optimize": it gives every frame the first frame's palette,
+  -- so a colour the first frame lacks is drawn black
   header(S, name, dir, f1,
-    string.format("animate delay %d loop %d optimize", math.tointeger(opts.delay) or 10, math.tointeger(opts.loop) or 0))
+    string.format("animate delay %d loop %d", math.tointeger(opts.delay) or 10, math.tointeger(opts.loop) or 0))
   local block = 0
   for i, fig in ipairs(figs) do
     S("# frame %d", i)
