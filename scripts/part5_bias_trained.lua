@@ -57,8 +57,8 @@ function P.main(ex, per_seed)
       for l = 1, L do xs[l] = l + (j - 2) * w; per_x[l] = study.collect(per_seed, function(x) return x.result.models[m.key][l][met.key] end) end
       local means = study.collect(per_x, function(v) return xsa.stats.mean(v) end)
       p:bars(xs, means, {color = m.color, barwidth = w * 0.95, label = m.label, values = N == 1 and "%.3f" or nil,
-        fontsize = 8, alpha = N > 1 and 0.6 or nil})
-      if N > 1 then study.points_ci(p, xs, per_x, {color = "#222222", values = "%.3f", fontsize = 7}) end
+        fontsize = 9, alpha = N > 1 and 0.6 or nil})
+      if N > 1 then study.points_ci(p, xs, per_x, {color = "#222222", values = "%.3f", fontsize = 9}) end
     end
   end
   ex:save_figure(fig, "part5_bias_trained", "cos(y_i, v_i) and cos(z_i, v_i) are over positions ≥ 1: at position 0 a " ..
