@@ -167,7 +167,7 @@ end
 
 local function num(x, unit)
   if not finite(x) then return "n/a" end
-  return unit == "steps" and string.format("%+.1f", x) or string.format("%+.2f", x)
+  return xsa.numbers.text(unit == "steps" and "%+.1f" or "%+.2f", x)
 end
 
 -- The claims as a markdown table (xsa.study.md_table).

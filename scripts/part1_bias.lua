@@ -22,10 +22,12 @@ local P = {name = "part1", report = "report/part1.lua", title = "Bias probe, unt
       split = "val"}
   end,
 }
+local mk = plot.markup -- the titles' subscripts are gnuplot enhanced text
 local metrics = {
-  {key = "value_cos", title = "mean cos(v_i, v_j), i ≠ j", color = plot.colors.metric1},
-  {key = "self_attn", title = "mean a_{ii} (self-attention weight)", color = plot.colors.metric2},
-  {key = "pre_cos_pos1", title = "mean cos(y_i, v_i), positions ≥ 1", color = plot.colors.metric3},
+  {key = "value_cos", title = mk("mean cos(v_i, v_j), i ≠ j"), y = "cosine of two values", color = plot.colors.metric1},
+  {key = "self_attn", title = mk("mean a_{ii} (self-attention weight)"), y = "attention to itself", color = plot.colors.metric2},
+  {key = "pre_cos_pos1", title = mk("mean cos(y_i, v_i), positions ≥ 1"), y = "cosine of output and own value",
+    color = plot.colors.metric3},
 }
 
 function P.main(ex)
@@ -52,7 +54,7 @@ function P.main(ex)
   for _, m in ipairs(metrics) do
     local xs, ys = {}, {}
     for l = 1, L do xs[l] = l; ys[l] = result.layers[l][m.key] end
-    local p = fig:panel{title = m.title, xlabel = "layer", ylabel = m.key:gsub("_", "\\_"), key = false,
+    local p = fig:panel{title = m.title, xlabel = "layer", ylabel = m.y, key = false,
       xrange = {0.4, L + 0.6}, xtics = xtics, zero = true}
     p:bars(xs, ys, {color = m.color, barwidth = 0.55, values = "%.3f", fontsize = 10})
   end
@@ -61,8 +63,8 @@ function P.main(ex)
 
   local rows = {}
   for l, r in ipairs(result.layers) do
-    rows[l] = {tostring(l), string.format("%.4f", r.value_cos), string.format("%.4f", r.self_attn),
-      string.format("%.4f", r.pre_cos_pos1), string.format("%.4f", r.pre_cos)}
+    local f4 = function(x) return xsa.numbers.text("%.4f", x) end
+    rows[l] = {tostring(l), f4(r.value_cos), f4(r.self_attn), f4(r.pre_cos_pos1), f4(r.pre_cos)}
   end
   local tbl = ex:table({"layer", "mean cos(v_i,v_j) i≠j", "mean a_ii", "mean cos(y_i,v_i), positions ≥ 1",
     "(all positions)"}, rows)

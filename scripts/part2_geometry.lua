@@ -43,8 +43,8 @@ function P.main(ex)
   if #V ~= 2 or #Y ~= 2 then ex:fail("part2_geometry.lua: --v and --y take two numbers each, e.g. --v 3,0.9", 2) end
   if V[1] == 0 and V[2] == 0 then ex:fail("part2_geometry.lua: --v must not be the zero vector", 2) end
   local t0 = xsa.progress.now()
-  local fig = plot.figure{cols = 2, width = 1400, height = 640,
-    title = "How XSA removes the self-value component: Z = Y - λ(Y·V_n)V_n"}
+  local fig = plot.figure{cols = 2, width = 1400, height = 760,
+    title = plot.markup "How XSA removes the self-value component: Z = Y - λ(Y·V_n)V_n"}
   local g_sa = geometry.panel(fig, V, Y, 0, "SA (λ = 0): Z = Y", plot.colors.sa, "Z_0")
   local g_x = geometry.panel(fig, V, Y, opts.lambda, string.format("XSA (λ = %g)", opts.lambda),
     plot.colors.xsa, string.format("Z_{%g}", opts.lambda))
@@ -54,7 +54,7 @@ function P.main(ex)
     local frames, n = {}, math.max(2, opts.frames)
     for i = 0, n - 1 do
       local lam = i / (n - 1)
-      frames[#frames + 1] = plot.figure{cols = 1, width = 760, height = 640,
+      frames[#frames + 1] = plot.figure{cols = 1, width = 760, height = 720, fontscale = 1.3, -- a GIF is seen at its own size
         title = string.format("XSA projection, λ = %.2f", lam)}
       geometry.panel(frames[#frames], V, Y, lam, "", lam == 0 and plot.colors.sa or plot.colors.xsa, "Z_λ")
     end

@@ -30,8 +30,8 @@ function P.main(ex, runs)
   local sa_final = study.collect(results, function(r) return r.sa.final_val end)
   local xsa_final = study.collect(results, function(r) return r.xsa.final_val end)
   local st = study.paired_stats(sa_final, xsa_final, ex.seeds)
-  local fig = plot.figure{cols = N > 1 and 3 or 2, width = N > 1 and 1800 or 1300, height = 540,
-    title = fmt("SA vs XSA (λ = %g): %d steps, batch %d, seq\\_len %d, lr %g, %d tokens, %s", opts.lambda, c.steps,
+  local fig = plot.figure{cols = N > 1 and 3 or 2, width = N > 1 and 1800 or 1300, height = 660,
+    title = fmt("SA vs XSA (λ = %g): %d steps, batch %d, seq_len %d, lr %g, %d tokens, %s", opts.lambda, c.steps,
       c.batch_size, c.seq_len, c.lr, opts.max_tokens, N > 1 and fmt("%d seeds (mean and 95%% band)", N) or fmt("seed %d", ex.seeds[1]))}
   for _, kind in ipairs{"train", "val"} do
     local p = fig:panel{title = kind == "train" and "training loss (mean since the previous point)" or
@@ -39,9 +39,9 @@ function P.main(ex, runs)
       xlabel = "step", ylabel = "cross-entropy loss", key = "top right"}
     study.loss_curves(p, results, kind) -- one seed: the gap shaded; several: the mean and its 95% band
     if kind == "val" then
-      p:text(0.97, 0.7, N == 1 and fmt("final val loss (all %d val batches = the last point):\nSA %.4f   XSA %.4f\n" ..
-        "improvement %s (positive: XSA lower)", c.val_batches, r1.sa.final_val, r1.xsa.final_val, study.pct(r1.improvement_pct))
-        or fmt("mean final val loss (all %d val batches = the last point):\nSA %.4f   XSA %.4f", c.val_batches,
+      p:text(0.97, 0.45, N == 1 and fmt("final val loss (all %d batches):\nSA %.4f   XSA %.4f\n" ..
+        "improvement %s", c.val_batches, r1.sa.final_val, r1.xsa.final_val, study.pct(r1.improvement_pct))
+        or fmt("mean final val loss (all %d batches):\nSA %.4f   XSA %.4f", c.val_batches,
         xsa.stats.mean(sa_final), xsa.stats.mean(xsa_final)), {graph = true, align = "right", fontsize = 10})
     end
   end

@@ -53,7 +53,7 @@ function P.main(ex, runs)
       fmt("%d of %d", s.k_xsa_lower, s.n), s.verdict}
     list[i] = {seq_len = T, sa_val = g.sa_mean, xsa_val = g.xsa_mean, improvement_pct = s.mean, stats = s, seeds = g.runs}
   end
-  local fig = plot.figure{cols = 2, width = 1300, height = 540,
+  local fig = plot.figure{cols = 2, width = 1300, height = 600,
     title = string.format("Sequence length: %d steps per run, batch %d, %d tokens, lr %g, %s", opts.steps, opts.batch,
       opts.max_tokens, opts.lr, N > 1 and string.format("%d seeds", N) or string.format("seed %d", ex.seeds[1]))}
   local p = fig:panel{title = "final validation loss (all val batches)", xlabel = "sequence length",

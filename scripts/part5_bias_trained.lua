@@ -14,10 +14,10 @@ local P = {name = "part5", title = "Bias probe after training", report = "report
   quick = xsa.experiment.pair_quick{probe_batches = 2, probe_tokens = 20000, probe_batch = 4}} -- part 3's quick run
 local models = {{key = "untrained", ckpt = "init", label = "untrained", color = plot.colors.untrained},
   {key = "sa", ckpt = "sa", label = "SA (trained)", color = plot.colors.sa}, {key = "xsa", ckpt = "xsa", label = "XSA (trained)", color = plot.colors.xsa}}
-local metrics = {{key = "value_cos", title = "mean cos(v_i, v_j), i ≠ j", y = "cosine of two values"},
-  {key = "self_attn", title = "mean a_{ii}", y = "attention to itself"},
-  {key = "pre_cos_pos1", title = "pre-projection mean cos(y_i, v_i), positions ≥ 1", y = "cosine of output and own value"},
-  {key = "post_cos_pos1", title = "post-projection mean cos(z_i, v_i), positions ≥ 1", y = "cosine of output and own value"}}
+local metrics = {{key = "value_cos", title = plot.markup "mean cos(v_i, v_j), i ≠ j", y = "cosine of two values"},
+  {key = "self_attn", title = plot.markup "mean a_{ii}", y = "attention to itself"},
+  {key = "pre_cos_pos1", title = plot.markup "pre-projection mean cos(y_i, v_i), positions ≥ 1", y = "cosine of output and own value"},
+  {key = "post_cos_pos1", title = plot.markup "post-projection mean cos(z_i, v_i), positions ≥ 1", y = "cosine of output and own value"}}
 
 function P.units(ex) -- per seed: the probes of part 3's three models of that seed
   local opts, probe_data = ex.opts, study.probe_data_config(ex.opts, ex.opts.seq_len)
@@ -57,8 +57,8 @@ function P.main(ex, per_seed)
       for l = 1, L do xs[l] = l + (j - 2) * w; per_x[l] = study.collect(per_seed, function(x) return x.result.models[m.key][l][met.key] end) end
       local means = study.collect(per_x, function(v) return xsa.stats.mean(v) end)
       p:bars(xs, means, {color = m.color, barwidth = w * 0.95, label = m.label, values = N == 1 and "%.3f" or nil,
-        fontsize = 8, alpha = N > 1 and 0.6 or nil})
-      if N > 1 then study.points_ci(p, xs, per_x, {color = "#222222", values = "%.3f", fontsize = 7}) end
+        fontsize = 9, alpha = N > 1 and 0.6 or nil})
+      if N > 1 then study.points_ci(p, xs, per_x, {color = "#222222", values = "%.3f", fontsize = 9}) end
     end
   end
   ex:save_figure(fig, "part5_bias_trained", "cos(y_i, v_i) and cos(z_i, v_i) are over positions ≥ 1: at position 0 a " ..

@@ -48,20 +48,20 @@ function P.main(ex, runs)
     bias_s[i] = study.collect(g.runs, function(r) return r.sa_post_cos end)
     local s, bx, bs = g.stats, study.mean_ci(bias_x[i]), study.mean_ci(bias_s[i])
     rows[i] = {fmt("%g", lam), fmt("%.4f", g.sa_mean), fmt("%.4f", g.xsa_mean), study.pct(s.mean), study.interval_text(s),
-      s.verdict, fmt("%.4f", bx.mean), fmt("%.4f", bs.mean)}
+      s.verdict, xsa.numbers.text("%.4f", bx.mean), xsa.numbers.text("%.4f", bs.mean)}
     list[i] = {lambda = lam, improvement_pct = s.mean, stats = s, xsa_post_cos = bx.mean, xsa_post_cos_ci = {bx.lo, bx.hi},
       sa_post_cos = bs.mean, sa_val = rows[i][2] + 0, xsa_val = rows[i][3] + 0, seeds = g.runs}
   end
   local lo, hi, pad, bw = study.sweep_span(lams)
-  local fig = plot.figure{cols = 2, width = 1300, height = 540,
-    title = string.format("λ sweep from one init per seed: %d steps per run, batch %d, seq\\_len %d, %d tokens, %s",
+  local fig = plot.figure{cols = 2, width = 1300, height = 600,
+    title = string.format("λ sweep from one init per seed: %d steps per run, batch %d, seq_len %d, %d tokens, %s",
       opts.steps, opts.batch, opts.seq_len, opts.max_tokens, study.seeds_text(ex.seeds))}
   local p = fig:panel{title = "paired improvement of XSA(λ) over its SA baseline, %", xlabel = "λ",
     ylabel = "improvement % (positive: XSA lower)", xtics = tics, xrange = {lo - pad - bw, hi + pad + bw},
     key = "top left", zero = true, headroom = 0.35}
   study.improvement_bars_ci(p, lams, sts, bw)
-  local q = fig:panel{title = string.format("post-projection mean cos(z_i, v_i): layers, positions ≥ 1, %d batches",
-      opts.probe_batches), xlabel = "λ", ylabel = "mean cos(z_i, v_i)", xtics = tics, xrange = {lo - pad, hi + pad},
+  local q = fig:panel{title = plot.markup(string.format("post-projection mean cos(z_i, v_i): layers, positions ≥ 1, %d batches",
+      opts.probe_batches)), xlabel = "λ", ylabel = plot.markup "mean cos(z_i, v_i)", xtics = tics, xrange = {lo - pad, hi + pad},
     zero = true, key = "top right"}
   study.points_ci(q, lams, bias_s, {color = plot.colors.sa, label = "SA baseline (z = y)", line = true, dash = 2})
   study.points_ci(q, lams, bias_x, {color = plot.colors.xsa, label = "XSA(λ)", line = true, values = "%.3f"})

@@ -42,8 +42,8 @@ function P.main(ex, per)
     by[k] = study.collect(per, function(x) return x[k] end)
     for _, r in ipairs(by[k]) do lo = math.min(lo, r.sa.final_val, r.xsa.final_val) end
   end
-  local fig = plot.figure{cols = 3, width = 1900, height = 560, title = string.format(
-    "SA vs XSA under two recipes: %d steps, batch %d, seq\\_len %d, peak lr %g, %d seeds (mean and 95%% band)",
+  local fig = plot.figure{cols = 3, width = 1900, height = 680, title = string.format(
+    "SA vs XSA under two recipes: %d steps, batch %d, seq_len %d, peak lr %g, %d seeds (mean and 95%% band)",
     opts.steps, opts.batch, opts.seq_len, opts.lr, #ex.seeds)}
   local esc = xsa.endpoints.ESCAPE_LEVEL
   for k, rc in ipairs(RECIPES) do

@@ -40,7 +40,7 @@ local spec = {name = "results.lua", summary = "Regenerates the README's results 
 
 local claims = dofile(sys.root() .. "/scripts/claims.lua")
 local numbers_ok = xsa.numbers.finite
-local function fmt_pct(x) return numbers_ok(x) and string.format("%+.2f%%", x) or "n/a" end
+local function fmt_pct(x) return numbers_ok(x) and xsa.numbers.text("%+.2f%%", x) or "n/a" end
 
 -- Runs one part from the records into scratch; its summary, or nil, why.
 local function run_part(p, scratch, results)
@@ -64,9 +64,9 @@ local function verdict_row(what, st)
   local word = n < 2 and "one seed: no interval" or (st.t_lo and st.t_lo > 0 and "XSA better") or
     (st.t_hi and st.t_hi < 0 and "SA better") or string.format("inconclusive at %d seeds", n)
   local unit = st.unit == "steps" and " steps" or "%"
-  local mean = numbers_ok(st.mean) and string.format("%+.2f%s", st.mean, unit) or "n/a"
+  local mean = numbers_ok(st.mean) and (xsa.numbers.text("%+.2f", st.mean) .. unit) or "n/a"
   local need = st.seeds_needed and st.seeds_needed[1] and st.seeds_needed[1].n
-  return {what, tostring(n), mean, st.t_lo and string.format("%+.2f to %+.2f", st.t_lo, st.t_hi) or "n/a",
+  return {what, tostring(n), mean, study.interval_text(st),
     string.format("%d of %d", st.k_xsa_better or st.k_xsa_lower or 0, n), word, need and tostring(need) or "n/a"}
 end
 

@@ -138,6 +138,40 @@ T.case("cached results and the summary", function()
   T.eq(#s.figures, 0)
 end)
 
+T.case("a figure names the OpenBLAS kernel and threads its numbers were measured with", function()
+  local function footer_of(ex)
+    local fig = xsa.plot.figure{}
+    fig:panel{}:line({1, 2}, {1, 2})
+    ex:save_figure(fig, "f")
+    return fig.footer
+  end
+  -- nothing measured (part 2's drawing): no footer
+  T.eq(footer_of(new()), nil)
+  -- a run computed here: this machine's kernel and threads
+  local blas = xsa.blas()
+  local ex = new(nil, {config = {k = 11}})
+  ex:cached(function() return {value = 1} end)
+  T.eq(footer_of(ex), string.format("Measured with the OpenBLAS %s kernel, %d thread%s", blas.core, blas.threads,
+    blas.threads == 1 and "" or "s"))
+  -- runs from records: the records' provenance, whatever this machine is
+  local prov = {engine = "xsa 0", commit = "abc", blas = "Kernel9", threads = 3, cpu = "elsewhere", date = "2026-01-01T00:00:00Z"}
+  xsa.record.write(ex.opts.results, "mine", "mine", {k = 12}, {value = 2}, prov)
+  ex = new(nil, {config = {k = 12}})
+  local _, status = ex:cached(function() error("a run with a record is not computed") end)
+  T.eq(status, "record")
+  T.eq(footer_of(ex), "Measured with the OpenBLAS Kernel9 kernel, 3 threads")
+  -- runs of two kernels: each with its share
+  prov.blas, prov.threads = "Kernel8", 1
+  xsa.record.write(ex.opts.results, "mine", "mine", {k = 13}, {value = 3}, prov)
+  ex:cached(function() end, {config = {k = 13}})
+  T.eq(footer_of(ex), "Measured with the OpenBLAS kernels Kernel8, 1 thread (1 run); Kernel9, 3 threads (1 run)")
+  -- a footer of the caller's own stays
+  local fig = xsa.plot.figure{footer = "mine"}
+  fig:panel{}:line({1, 2}, {1, 2})
+  ex:save_figure(fig, "g")
+  T.eq(fig.footer, "mine")
+end)
+
 T.case("results of another experiment: missing, with the command to run", function()
   local ex = new({"--out", TMP .. "/empty", "--plots", TMP .. "/plots", "--quick", "--seed", "3"})
   local r, msg = experiment.results("part3", ex.opts, {by = "mine", script = "scripts/part3_train.lua"})

@@ -108,7 +108,7 @@ end)
 -- labels, point labels and panel text, set to hostile strings, in a folder
 -- whose name is hostile: the figure renders (text options) or gnuplot
 -- refuses a colour or font by name; no command runs; the .dat holds no text.
-local TEXT_OPTIONS = {title = true, xlabel = true, ylabel = true, label = true, color = true, value_color = true,
+local TEXT_OPTIONS = {title = true, xlabel = true, ylabel = true, label = true, color = true, value_color = true, footer = true,
   font = true}
 local function draw_with(kind, opt, s)
   local fo = {}

@@ -18,4 +18,13 @@ T.case("the committed results are what results/ gives", function()
   T.ok(out:find("results: up to date", 1, true), out)
 end)
 
+T.case("no published number is a signed zero", function()
+  for _, f in ipairs{"README.md", "doc/results.md", "results/report.html"} do
+    local text = assert(xsa.read_file(ROOT .. "/" .. f))
+    -- "-0.0000", "+0.00%": a sign before nothing but zeros
+    local bad = text:match("[^%w.][%-+]0%.0+[^%d]")
+    T.ok(not bad, f .. " prints " .. tostring(bad))
+  end
+end)
+
 T.done()

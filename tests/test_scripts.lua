@@ -133,6 +133,12 @@ T.case("part2: geometry figure and animation", function()
     local gif = read(PLOTS .. "/part2_geometry_sweep.gif")
     T.ok(gif and gif:sub(1, 3) == "GIF", "animated GIF")
     T.eq(count(gif, "\33\249\4"), 5) -- --quick: 5 frames
+    -- the PNG's colours in every frame that draws them (gnuplot's "optimize"
+    -- gave every frame the first one's palette: the removed part and Z black)
+    local pal = require("images").gif_palettes(gif)
+    for i = 2, 5 do
+      T.ok(pal[i][xsa.geometry.colors.removed] and pal[i][xsa.plot.colors.xsa], "frame " .. i .. ": removed and Z in colour")
+    end
   end
   local s = summary("part2")
   T.near(s.result.cos_zv, 0, 1e-12) -- lambda = 1: Z is orthogonal to V

@@ -385,6 +385,7 @@ function Ex:recorded(name, config, check, label)
   local rec = recs[1]
   if rec then
     self:note_record(name, recs)
+    self:measured_with(rec.provenance)
     io.stderr:write(string.format("record: %s (%s, %s on %s)\n", label or name, rec.file, rec.provenance.date,
       tostring(rec.provenance.cpu)))
     return rec
@@ -455,6 +456,7 @@ end
 -- own, beside any other: --no-cache).
 function Ex:record(name, config, r, status)
   local opts = self.opts
+  if type(r) == "table" then self:measured_with(r.provenance or record.provenance()) end
   if not opts.results or type(r) ~= "table" then return end
   local part = record_part(self, config)
   if status == "hit" and #record.find(opts.results, part, name, config) > 0 then return end
@@ -468,6 +470,28 @@ function Ex:record(name, config, r, status)
   copy.provenance = nil
   local path = record.write(opts.results, part, name, config, copy, prov)
   io.stderr:write("record written: ", path, "\n")
+end
+
+-- The OpenBLAS kernel and thread count of every run this experiment's
+-- numbers come from (a record's provenance, or this machine for a run
+-- computed here): the figures name them (Ex:save_figure).
+function Ex:measured_with(prov)
+  if type(prov) ~= "table" then return end
+  local k = string.format("%s, %s thread%s", tostring(prov.blas), tostring(prov.threads), prov.threads == 1 and "" or "s")
+  self.blas_seen = self.blas_seen or {}
+  self.blas_seen[k] = (self.blas_seen[k] or 0) + 1
+end
+
+-- "Measured with the OpenBLAS Haswell kernel, 1 thread" (with each one's
+-- share of the runs when they differ); nil when nothing was measured.
+function Ex:measured_text()
+  local keys, seen = {}, self.blas_seen or {}
+  for k in pairs(seen) do keys[#keys + 1] = k end
+  if #keys == 0 then return nil end
+  table.sort(keys)
+  if #keys == 1 then return "Measured with the OpenBLAS " .. keys[1]:gsub(",", " kernel,", 1) end
+  for i, k in ipairs(keys) do keys[i] = string.format("%s (%d run%s)", k, seen[k], seen[k] == 1 and "" or "s") end
+  return "Measured with the OpenBLAS kernels " .. table.concat(keys, "; ")
 end
 
 -- What an unfinished run leaves for inspection: both models (with AdamW)
@@ -943,8 +967,12 @@ function Ex:left_out(kept)
 end
 
 -- Saves a figure under --plots in --format; returns its summary record.
--- `caption`: what the report writes under the figure (optional).
+-- `caption`: what the report writes under the figure (optional). Unless the
+-- figure has a footer, it gets Ex:measured_text() (none when the part
+-- measured nothing, as part 2).
 function Ex:save_figure(fig, name, caption)
+  -- a figure of measured numbers says what they were measured with
+  if fig.footer == nil then fig:set_footer(self:measured_text()) end
   local info = study.save_figure(fig, self.opts, name, caption)
   self.figures[#self.figures + 1] = info
   return info

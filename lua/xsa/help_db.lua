@@ -594,15 +594,29 @@ add("xsa.train.lr_at", "xsa.train.lr_at(step, {lr=, steps=, warmup=0, schedule=\
 add("xsa.train.improvement", "xsa.train.improvement(sa, xsa) -> number", "100 (sa - xsa) / sa: positive when XSA's loss is lower.",
   "print(xsa.train.improvement(4.0, 3.9))")
 
-add("xsa.plot.figure", "xsa.plot.figure{rows=1, cols=1, width=, height=, title=} -> figure", "A new figure.",
+add("xsa.plot.figure", "xsa.plot.figure{rows=1, cols=1, width=, height=, title=, font=, footer=, fontscale=} -> figure",
+  "A new figure. Its text and lines scale with its width (width / xsa.plot.PAGE_WIDTH, at least 1; fontscale= sets it), " ..
+    "so shrunk to a page its text stays readable; footer= is a small line under the panels.",
   "local fig = xsa.plot.figure{cols = 2, title = \"loss\"}")
+add("xsa.plot.markup", "xsa.plot.markup(s) -> markup",
+  "Text written as gnuplot enhanced text (a_{ii} a subscript, x^2 a superscript); any other text prints as written.",
+  "local p = fig:panel{title = xsa.plot.markup(\"mean a_{ii}\")}")
+add("xsa.plot.is_markup", "xsa.plot.is_markup(v) -> boolean", "Whether v is xsa.plot.markup text.",
+  "print(xsa.plot.is_markup(xsa.plot.markup(\"x^2\")))")
+add("xsa.plot.svg_fix_amp", "xsa.plot.svg_fix_amp(svg) -> svg",
+  "Writes &amp; for every & that starts no entity (gnuplot's SVG terminal leaves the & of enhanced text bare).",
+  "print(xsa.plot.svg_fix_amp(\"<text>R&D</text>\"))")
+add("figure:set_footer", "figure:set_footer(text) -> figure", "A small line under the panels, at the right; nil removes it.",
+  "fig:set_footer(\"Measured with the OpenBLAS Haswell kernel, 1 thread\")")
 add("xsa.plot.show", "xsa.plot.show(fig | ys | xs, ys [, {title=, label=, width=, height=}]) -> true",
   "Draws in the terminal with gnuplot's dumb terminal, sized to the window ($COLUMNS/$LINES, else the tty); " ..
     "in a Jupyter notebook, the image inline.",
   "xsa.plot.show({1, 4, 9, 16, 25})")
 add("xsa.plot.animate", "xsa.plot.animate(figs, path [, {delay=10, loop=0}]) -> path", "An animated GIF, one figure per frame.",
   "xsa.plot.animate({fig1, fig2}, \"plots/sweep.gif\")")
-add("xsa.plot.escape", "xsa.plot.escape(s) -> string", "Makes s print literally in gnuplot's enhanced text.", "print(xsa.plot.escape(\"seq_len\"))")
+add("xsa.plot.escape", "xsa.plot.escape(s) -> string",
+  "s with gnuplot's enhanced-text characters escaped: a literal piece inside xsa.plot.markup text.",
+  "print(xsa.plot.markup(\"Z_{\" .. xsa.plot.escape(\"a_b\") .. \"}\"))")
 add("xsa.plot.gnuplot", "xsa.plot.gnuplot() -> program | nil", "The gnuplot to run ($XSA_GNUPLOT or gnuplot), nil when missing.", "print(xsa.plot.gnuplot())")
 add("xsa.plot.render_script", "xsa.plot.render_script(gp_path, fmt, out) -> true | nil, message", "Renders a saved .gp script to another format.",
   "xsa.plot.render_script(\"plots/part3_loss.gp\", \"svg\", \"/tmp/loss.svg\")")
@@ -769,7 +783,7 @@ add("xsa.study.paired_groups", "xsa.study.paired_groups(runs, n, group_of, seeds
 add("xsa.study.interval_text", "xsa.study.interval_text(stats) -> string", "\"+0.12 to +3.40\": the t interval of paired statistics, or \"n/a\".",
   "print(xsa.study.interval_text(xsa.study.paired_stats({4, 4.2}, {3.9, 4.1}, {0, 1})))")
 add("xsa.plot.number_text", "xsa.plot.number_text(format, x) -> string",
-  "string.format(format, x) without the minus sign of a value that rounds to zero (\"0.000\", never \"-0.000\"): value labels of bars and points.",
+  "xsa.numbers.text: string.format(format, x) without the sign of a value that rounds to zero (\"0.000\", never \"-0.000\"): value labels of bars and points.",
   "print(xsa.plot.number_text(\"%.3f\", -1e-9))")
 add("xsa.study.seeds_text", "xsa.study.seeds_text(seeds) -> string", "\"5 seeds\" or \"seed 3\": what a figure's title says of its seeds.",
   "print(xsa.study.seeds_text({0, 1, 2}))")
@@ -855,6 +869,9 @@ add("xsa.sys.interrupted", "xsa.sys.interrupted(err) -> boolean", "Whether err i
 add("xsa.sys.traceback_unless_interrupted", "xsa.sys.traceback_unless_interrupted(err) -> err",
   "An xpcall handler adding a traceback to any error but an interrupt.", "xpcall(f, xsa.sys.traceback_unless_interrupted)")
 add("xsa.numbers.finite", "xsa.numbers.finite(x) -> boolean", "x is a number, not NaN nor infinite.", "print(xsa.numbers.finite(1 / 0))")
+add("xsa.numbers.text", "xsa.numbers.text(format, x) -> string",
+  "string.format(format, x) without the sign of a value that rounds to zero (\"0.0000\", never \"-0.0000\" or \"+0.00%\"): every number of a table.",
+  "print(xsa.numbers.text(\"%+.2f%%\", -1e-9))")
 add("xsa.numbers.all_finite", "xsa.numbers.all_finite(t [, path]) -> true | false, where",
   "Whether every number in a nested table is finite; else the path to the first that is not.", "print(xsa.numbers.all_finite({a = {1, 0 / 0}}))")
 
@@ -928,8 +945,11 @@ add("xsa.geometry.bounds", "xsa.geometry.bounds(V, Y) -> xrange, yrange",
   "Axis ranges holding the origin, V, Y and Z at lambda 1, padded.", "local xr, yr = xsa.geometry.bounds({1, 0}, {1, 1})")
 add("xsa.geometry.draw", "xsa.geometry.draw(panel, V, Y, lambda [, zcolor, zname]) -> project(V, Y, lambda)",
   "Draws V, Y, the projection, the removed part and Z into a figure panel.", "xsa.geometry.draw(p, {1, 0}, {1, 1}, 1)")
+add("xsa.geometry.numbers_text", "xsa.geometry.numbers_text(g) -> markup",
+  "alpha, cos(Y,V) and cos(Z,V) of project()'s result, as two lines of figure text.",
+  "print(xsa.geometry.numbers_text(xsa.geometry.project({1, 0}, {1, 1}, 1)))")
 add("xsa.geometry.panel", "xsa.geometry.panel(fig, V, Y, lambda, title [, zcolor, zname]) -> panel",
-  "A new panel of fig with the drawing and axes set by bounds().", "xsa.geometry.panel(fig, {1, 0}, {1, 1}, 1, \"lambda = 1\")")
+  "A new panel of fig with the drawing, axes set by bounds(), the numbers under it and the legend below.", "xsa.geometry.panel(fig, {1, 0}, {1, 1}, 1, \"lambda = 1\")")
 
 group("xsa.options", "the check of options tables, and \"did you mean\"",
   "The one check every options table of xsa's Lua functions goes through: unknown keys are errors naming " ..

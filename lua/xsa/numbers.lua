@@ -6,7 +6,8 @@
 --   local numbers = require "xsa.numbers"
 --   numbers.finite(0 / 0)                      -- false (also for non-numbers)
 --   numbers.all_finite({a = {1, 1 / 0}})       -- false, "result.a.2 is inf"
--- Non-goals: tolerances, formatting (see xsa.study.pct and compare_words).
+--   numbers.text("%.4f", -1e-9)                -- "0.0000", never "-0.0000"
+-- Non-goals: tolerances, wording (see xsa.study.pct and compare_words).
 local M = {}
 
 -- x is a number and neither NaN nor an infinity.
@@ -29,6 +30,17 @@ function M.all_finite(t, path)
     if not ok then return false, why end
   end
   return true
+end
+
+-- string.format(fmt, x) without the sign of a value that rounds to zero:
+-- "-0.0000" (or "+0.00%" from "%+.2f%%") reads as a value that is not
+-- there, so a sign followed by nothing but zeros loses its sign. The rule of
+-- every number in a table, a label or a sentence (plot.number_text is it).
+function M.text(fmt, x)
+  local t = string.format(fmt, x)
+  local rest = t:match("^[%-+]0[%.0]*(.*)$") -- greedy: the zeros end where a digit or the rest starts
+  if rest and not rest:match("^%d") then return t:sub(2) end
+  return t
 end
 
 return M

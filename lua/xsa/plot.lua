@@ -21,8 +21,11 @@
 --   fig:save("plots/loss.png")        -- or {format = "svg"}
 --   fig:show()                        -- REPL: gnuplot's text terminal, window-sized
 --
--- Text is gnuplot "enhanced" text (a_i is a subscript); plot.escape(s) makes
--- a string literal.
+-- Text prints as written: every title, label, legend entry, tic label and
+-- footer is escaped for gnuplot's enhanced-text mode (seq_len prints
+-- "seq_len", not "seq" and a subscript l). Markup is asked for, per text:
+-- plot.markup("mean a_{ii}") is gnuplot enhanced text (a_{ii} a subscript,
+-- x^2 a superscript), with plot.escape(s) to put a literal s inside it.
 --
 -- Text that reaches gnuplot (the rule; tests/test_plot.lua checks it for
 -- every byte): every title, label, legend entry, tic label, font, colour,
@@ -113,16 +116,54 @@ local function opt_int(fn, what, v)
 end
 
 -- A number as a label: string.format(fmt, x), without the sign of a value
--- that rounds to zero ("-0.000" reads as a negative value that is not there).
-function M.number_text(fmt, x)
-  local t = string.format(fmt, x)
-  return t:match("^%-0[%.0]*$") and t:sub(2) or t
+-- that rounds to zero ("-0.000" reads as a negative value that is not there);
+-- the rule of xsa.numbers.text.
+M.number_text = require("xsa.numbers").text
+
+-- s with every character that enhanced text reads as markup (_ ^ { } @ &
+-- ~ and the backslash, which escapes and starts octal codes) escaped, so it
+-- prints as written; for literal pieces of plot.markup text.
+function M.escape(s)
+  return (tostring(s):gsub("([\\_%^{}@&~])", "\\%1"))
 end
 
--- Makes s print literally in enhanced text mode (no sub/superscripts).
-function M.escape(s)
-  return (tostring(s):gsub("([_%^{}@&~])", "\\%1"))
+-- Markup: text the caller wrote as gnuplot enhanced text (plot.markup).
+local Markup = {}
+Markup.__index = Markup
+Markup.__tostring = function(m) return m.text end
+-- markup .. "plain" (or the other way) stays markup, the plain part literal
+Markup.__concat = function(a, b)
+  local function part(v) return getmetatable(v) == Markup and v.text or M.escape(v) end
+  return setmetatable({text = part(a) .. part(b)}, Markup)
 end
+
+-- plot.markup(s): s is gnuplot enhanced text, written as given (a_{ii},
+-- x^2, {/:Bold b}); plain strings elsewhere print literally.
+function M.markup(s)
+  if type(s) ~= "string" and type(s) ~= "number" then
+    error("plot.markup: expects a string (got " .. type(s) .. ")", 2)
+  end
+  return setmetatable({text = tostring(s)}, Markup)
+end
+
+-- Whether v is plot.markup text.
+function M.is_markup(v) return getmetatable(v) == Markup end
+
+-- The enhanced text of a text value: markup as written, a string or number
+-- escaped; anything else is an error.
+local function enhanced(v)
+  if getmetatable(v) == Markup then return v.text end
+  local t = type(v)
+  if t == "number" then return tostring(v) end
+  if t ~= "string" then error("plot: text must be a string, a number or plot.markup(s) (got " .. t .. ")", 4) end
+  return M.escape(v)
+end
+
+-- A text value as a gnuplot string literal that prints it (see the header).
+local function gtext(v) return gq(enhanced(v)) end
+
+-- font ",N" at n points times the figure's scale s (fontscale)
+local function font(n, s) return string.format('font ",%.4g"', n * s) end
 
 local function num(v)
   if not finite(v) then return "NaN" end
@@ -202,7 +243,7 @@ local function series_opts(kind, o)
 end
 
 local function title_of(o)
-  return o.label and ("title " .. gq(o.label)) or "notitle"
+  return o.label and ("title " .. gtext(o.label)) or "notitle"
 end
 
 -- p:line(xs, ys, {label=, color=, width=, dash=, points=true, pointsize=})
@@ -289,14 +330,16 @@ function Panel:labels(xs, ys, texts, o)
   check_xy("labels", xs, ys)
   check_xy("labels", xs, texts)
   o = series_opts("labels", o)
-  local font = o.fontsize and string.format('font ",%s"', num(o.fontsize)) or 'font ",9"'
+  local fnt = font(o.fontsize or 9, self.fs)
   local function block(sign)
     local rows, strs = {}, {}
     for i = 1, #xs do
       local y = ys[i]
       if (y ~= y and sign > 0) or (y == y and ((sign > 0 and y >= 0) or (sign < 0 and y < 0))) then
         local yy = (y == y) and y or 0
-        strs[#strs + 1] = gq(texts[i])
+        -- gnuplot reads backslash escapes once more in a label's string
+        -- from a using column: each backslash is doubled for that pass
+        strs[#strs + 1] = gq((enhanced(texts[i]):gsub("\\", "\\\\")))
         rows[#rows + 1] = num(xs[i]) .. " " .. num(yy) .. " " .. #strs
       end
     end
@@ -304,7 +347,7 @@ function Panel:labels(xs, ys, texts, o)
       local off = o.offset or {0, sign * 0.8}
       -- the texts in a script array (see the header), column 3 their index
       local rest = string.format("with labels center offset %s,%s %s textcolor rgb %s notitle",
-        num(off[1]), num(off[2]), font, gq(o.color or "#222222"))
+        num(off[1]), num(off[2]), fnt, gq(o.color or "#222222"))
       add_series(self, {rows = rows, texts = strs, clause = function(arr)
         return "using 1:2:(" .. arr .. "[int($3)]) " .. rest
       end})
@@ -333,8 +376,8 @@ function Panel:text(x, y, s, o)
   if align ~= "left" and align ~= "center" and align ~= "right" then
     error("plot.text: align must be \"left\", \"center\" or \"right\", got " .. tostring(align), 2)
   end
-  self.commands[#self.commands + 1] = string.format("set label %s at %s%s,%s %s font \",%s\" textcolor rgb %s front",
-    gq(s), coords, num(x), num(y), align, num(o.fontsize or 10), gq(o.color or "#222222"))
+  self.commands[#self.commands + 1] = string.format("set label %s at %s%s,%s %s %s textcolor rgb %s front",
+    gtext(s), coords, num(x), num(y), align, font(o.fontsize or 10, self.fs), gq(o.color or "#222222"))
   return self
 end
 
@@ -354,20 +397,45 @@ end
 local Figure = {}
 Figure.__index = Figure
 Figure.__tostring = function(f)
-  return string.format("xsa.plot figure%s (%d panel%s)", f.title and (" \"" .. f.title .. "\"") or "", #f.panels,
-    #f.panels == 1 and "" or "s")
+  return string.format("xsa.plot figure%s (%d panel%s)", f.title and (" \"" .. tostring(f.title) .. "\"") or "",
+    #f.panels, #f.panels == 1 and "" or "s")
 end
 
--- plot.figure{rows=1, cols=1, width=900, height=560, title=}
+-- The width (pixels) at which a figure's text has its nominal size (11 pt
+-- ticks, 12 pt panel titles). A wider figure scales its text and lines up
+-- by width / PAGE_WIDTH: figures are shrunk to the width of the page that
+-- shows them (the report's column is about 1,100 px), and a 1,900 px figure
+-- drawn at nominal size would show its text at half the body text's size.
+M.PAGE_WIDTH = 960
+
+local FIGURE_OPTIONS = {"rows", "cols", "width", "height", "title", "font", "footer", "fontscale"}
+
+-- plot.figure{rows=1, cols=1, width=, height=, title=, font=, footer=, fontscale=}
 function M.figure(o)
-  o = options.check("plot.figure", o, {"rows", "cols", "width", "height", "title", "font"}, 3)
+  o = options.check("plot.figure", o, FIGURE_OPTIONS, 3)
   for _, k in ipairs{"rows", "cols", "width", "height"} do opt_int("figure", k, o[k]) end
-  if o.title ~= nil then gq(o.title) end
-  return setmetatable({
-    rows = o.rows or 1, cols = o.cols or 1,
-    width = o.width or (520 * (o.cols or 1) + 80), height = o.height or (440 * (o.rows or 1) + 60),
+  opt_num("figure", "fontscale", o.fontscale)
+  if o.fontscale ~= nil and not (o.fontscale >= 0.25 and o.fontscale <= 8) then
+    error("plot.figure: fontscale must be between 0.25 and 8, got " .. tostring(o.fontscale), 2)
+  end
+  if o.title ~= nil then gtext(o.title) end
+  if o.font ~= nil then gq(o.font) end
+  local width = o.width or (520 * (o.cols or 1) + 80)
+  local fig = setmetatable({
+    rows = o.rows or 1, cols = o.cols or 1, width = width, height = o.height or (440 * (o.rows or 1) + 60),
     title = o.title, panels = {}, font = o.font or "DejaVu Sans",
+    fontscale = o.fontscale or math.max(1, width / M.PAGE_WIDTH),
   }, Figure)
+  if o.footer ~= nil then fig:set_footer(o.footer) end
+  return fig
+end
+
+-- fig:set_footer(text): one small line under the panels, at the right (what
+-- the numbers were measured with, say); nil removes it. Returns fig.
+function Figure:set_footer(text)
+  if text ~= nil then gtext(text) end
+  self.footer = text
+  return self
 end
 
 -- fig:panel{title=, xlabel=, ylabel=, xrange={a,b}, yrange={a,b},
@@ -378,18 +446,22 @@ local PANEL_OPTIONS = {"title", "xlabel", "ylabel", "xrange", "yrange", "xtics",
 
 function Figure:panel(o)
   o = options.check("fig:panel", o, PANEL_OPTIONS, 3)
+  for _, k in ipairs{"title", "xlabel", "ylabel"} do if o[k] ~= nil then gtext(o[k]) end end
   if o.key ~= nil and o.key ~= false then gp_word("panel", "key", o.key) end
   opt_num("panel", "headroom", o.headroom)
   if o.xtics ~= nil and type(o.xtics) ~= "table" then opt_num("panel", "xtics", o.xtics) end
   for _, pair in ipairs(type(o.xtics) == "table" and o.xtics or {}) do
-    if type(pair) ~= "table" or (type(pair[1]) ~= "string" and type(pair[1]) ~= "number") or not finite(pair[2]) then
+    if type(pair) ~= "table" or not (type(pair[1]) == "string" or type(pair[1]) == "number" or M.is_markup(pair[1]))
+      or not finite(pair[2]) then
       error("plot.panel: xtics must be a step or a list of {label, x}", 2)
     end
   end
   if #self.panels >= self.rows * self.cols then
     error(string.format("plot.panel: the figure has room for %d panels", self.rows * self.cols), 2)
   end
-  local p = setmetatable({opts = o, series = {}, commands = {}}, Panel)
+  -- room: the width its title and x label may take, in pixels
+  local p = setmetatable({opts = o, series = {}, commands = {}, fs = self.fontscale, room = 0.92 * self.width / self.cols},
+    Panel)
   self.panels[#self.panels + 1] = p
   return p
 end
@@ -401,7 +473,8 @@ end
 
 -- The terminal lines of a script: fmt/out variables with defaults, so the
 -- same script renders PNG, SVG, GIF or text.
-local function header(S, name, dir, width, height, font, cols, rows, gif_opts)
+local function header(S, name, dir, fig, gif_opts)
+  local width, height, cols, rows = fig.width, fig.height, fig.cols, fig.rows
   local cdir, cname = gp_comment(sys.shell_quote(dir)), gp_comment(sys.shell_quote("./" .. name .. ".gp"))
   S("# %s.gp: written by xsa.plot; re-render with", gp_comment(name))
   S("#   cd %s && gnuplot %s                 (PNG)", cdir, cname)
@@ -409,16 +482,23 @@ local function header(S, name, dir, width, height, font, cols, rows, gif_opts)
   S('if (!exists("fmt")) fmt = %s', gq(gif_opts and "gif" or "png"))
   -- by hand, from any directory, the figure lands next to its script
   S('if (!exists("out")) out = %s . "." . fmt', gq(dir .. "/" .. name))
-  local f = gq(font .. ",11")
+  -- text and lines grow with the width (M.PAGE_WIDTH): every font size is
+  -- written scaled (the terminals' own fontscale leaves the SVG terminal
+  -- laying out for the unscaled size), the lines by the terminal. A point
+  -- is a pixel in SVG but 4/3 of one in PNG and GIF (96 dpi): those two
+  -- scale their text by 3/4, so every format draws the same figure.
+  local f = gq(string.format("%s,%.4g", fig.font, 11 * fig.fontscale))
+  local sc = "linewidth " .. num(fig.fontscale)
+  local px = "fontscale 0.75 " .. sc
   -- text: the size show() passes (the terminal's), else one that fits most
   S('cols = exists("cols") ? cols : %d', math.min(200, 60 * cols + 20))
   S('lines = exists("lines") ? lines : %d', 30 * rows)
   S('if (fmt eq "png") {')
-  S('  set terminal pngcairo size %d,%d enhanced font %s background rgb "white"', width, height, f)
+  S('  set terminal pngcairo size %d,%d enhanced font %s %s background rgb "white"', width, height, f, px)
   S('} else { if (fmt eq "svg") {')
-  S('  set terminal svg size %d,%d enhanced font %s background rgb "white"', width, height, f)
+  S('  set terminal svg size %d,%d enhanced font %s %s background rgb "white"', width, height, f, sc)
   S('} else { if (fmt eq "gif") {')
-  S('  set terminal gif %s size %d,%d enhanced font %s background rgb "white"', gif_opts or "", width, height, gq(font))
+  S('  set terminal gif %s size %d,%d enhanced font %s %s background rgb "white"', gif_opts or "", width, height, f, px)
   S('} else {')
   S('  set terminal dumb size cols,lines enhanced')
   S('}}}')
@@ -429,80 +509,143 @@ local function header(S, name, dir, width, height, font, cols, rows, gif_opts)
   S("set encoding utf8")
 end
 
+local function ulen(s) return utf8.len(s) or #s end
+
+-- Text v set in lines that fit `width` pixels at `pt` points times the
+-- scale s: a string longer than that is broken at spaces (DejaVu Sans
+-- averages about 0.58 em a character), so no title runs off its figure or
+-- over its neighbour. Text with line breaks of its own, and markup with
+-- braces (a space inside {...} is no place to break), stay as written.
+local function fit(v, width, pt, s)
+  if getmetatable(v) == Markup and not v.text:find("[{}]") then
+    return setmetatable({text = fit(v.text, width, pt, s)}, Markup)
+  end
+  if type(v) ~= "string" or v:find("\n", 1, true) then return v end
+  local max = math.max(12, math.floor(width / (pt * s * 0.58)))
+  if ulen(v) <= max then return v end
+  local lines, line = {}, ""
+  for word in v:gmatch("%S+") do
+    if line ~= "" and ulen(line) + 1 + ulen(word) > max then
+      lines[#lines + 1], line = line, word
+    else
+      line = line == "" and word or (line .. " " .. word)
+    end
+  end
+  lines[#lines + 1] = line
+  return table.concat(lines, "\n")
+end
+
+-- The axes of panel p: titles, ranges, tics.
+local function panel_axes(S, p)
+  local o = p.opts
+  S("set title %s %s", gtext(fit(o.title or "", p.room, 12, p.fs)), font(12, p.fs))
+  S("set xlabel %s", gtext(fit(o.xlabel or "", p.room, 11, p.fs)))
+  S("set ylabel %s", gtext(o.ylabel or ""))
+  S("set xrange %s", range(o.xrange))
+  if not o.yrange and p.has_bars and p.ymin then
+    -- bars start at zero: keep it in view, with room for the value labels
+    -- (and the key, o.headroom of the span)
+    local lo, hi = math.min(0, p.ymin), math.max(0, p.ymax)
+    local span = (hi - lo > 0) and (hi - lo) or 1
+    local top = hi + span * (o.headroom or 0.14)
+    local bottom = lo < 0 and (lo - span * 0.12) or lo
+    S("set yrange [%s:%s]", num(bottom), num(top))
+  else
+    S("set yrange %s", range(o.yrange))
+  end
+  if type(o.xtics) == "table" then
+    local t = {}
+    -- a tic label is a format for its value to gnuplot: % stands for itself as %%
+    for i, pair in ipairs(o.xtics) do
+      t[i] = gq((enhanced(pair[1]):gsub("%%", "%%%%"))) .. " " .. num(pair[2])
+    end
+    S("set xtics (%s)", table.concat(t, ", "))
+  elseif type(o.xtics) == "number" then
+    S("set xtics %s", num(o.xtics))
+  else
+    S("set xtics autofreq")
+  end
+  S("set ytics autofreq")
+  if o.logy then S("set logscale y") end
+end
+
+-- The look of panel p: grid, key, offsets, the zero line, its own commands.
+local function panel_style(S, p)
+  local o = p.opts
+  -- no grid in the text terminal, where it is only clutter
+  if o.grid == false then S("unset grid") else S('if (fmt ne "dumb") { set grid lc rgb "#dddddd" lw 1 } else { unset grid }') end
+  if o.key == false then
+    S("unset key")
+  else
+    S("set key %s Left reverse width 1 box opaque samplen 2 spacing 1.1 %s", o.key or "top right", font(10, p.fs))
+  end
+  -- room above and below bars for their value labels
+  local has_labels = false
+  for _, s in ipairs(p.series) do if s.texts then has_labels = true end end
+  if has_labels and not o.yrange and not p.has_bars then S("set offsets 0, 0, graph 0.12, graph 0.06") else S("set offsets 0, 0, 0, 0") end
+  if o.zero then S('set arrow from graph 0, first 0 to graph 1, first 0 nohead lc rgb "#888888" dt 3 back') end
+  for _, c in ipairs(p.commands) do S("%s", c) end
+end
+
+-- The plot command of panel pi (its series as data blocks from `block`);
+-- returns the next free block.
+local function panel_plot(S, p, pi, data, datafile, block)
+  if #p.series == 0 then
+    -- an empty panel still takes its place in the layout
+    S("set xrange [0:1]; set yrange [0:1]")
+    S('plot NaN notitle')
+    return block
+  end
+  local clauses = {}
+  for _, s in ipairs(p.series) do
+    data[#data + 1] = string.format("# block %d (panel %d)", block, pi)
+    for _, r in ipairs(s.rows) do data[#data + 1] = r end
+    data[#data + 1] = ""
+    data[#data + 1] = ""
+    local clause = s.clause
+    if s.texts then
+      local arr = "xsa_text_" .. block
+      S("array %s[%d] = [%s]", arr, #s.texts, table.concat(s.texts, ", "))
+      clause = clause(arr)
+    end
+    clauses[#clauses + 1] = string.format("%s index %d %s", gq(datafile), block, clause)
+    block = block + 1
+  end
+  S("plot %s", table.concat(clauses, ", \\\n     "))
+  return block
+end
+
+-- The strips of the canvas the title (top) and footer (bottom) take, as
+-- gnuplot expressions of the screen's fraction: from their font sizes in
+-- pixels, or in lines of the text terminal.
+local function strips(S, fig, title)
+  local sc, h = fig.fontscale, fig.height
+  local tl = title and select(2, enhanced(title):gsub("\n", "")) + 1 or 0
+  S("xsa_top = (fmt eq \"dumb\") ? %d.0 / lines : %s", tl > 0 and tl + 1 or 0, num(tl > 0 and (tl * 14 * 1.45 + 8) * sc / h or 0))
+  S("xsa_bottom = (fmt eq \"dumb\") ? %d.0 / lines : %s", fig.footer and 1 or 0, num(fig.footer and (9 * 1.6 + 4) * sc / h or 0))
+end
+
 -- Appends the multiplot of this figure to the script (S) and data lists,
--- numbering data blocks from `block`; returns the next free block.
+-- numbering data blocks from `block`; returns the next free block. Panels
+-- fill a grid between the title and the footer.
 function Figure:body(S, data, datafile, block)
-  S("set multiplot layout %d,%d%s", self.rows, self.cols,
-    self.title and (" title " .. gq(self.title) .. ' font ",14"') or "")
+  local title = self.title and fit(self.title, 0.96 * self.width, 14, self.fontscale)
+  strips(S, self, title)
+  S("set multiplot%s", title and (" title " .. gtext(title) .. " " .. font(14, self.fontscale)) or "")
+  S("xsa_h = (1 - xsa_top - xsa_bottom) / %d.0", self.rows)
   for pi, p in ipairs(self.panels) do
-    local o = p.opts
+    local row, col = (pi - 1) // self.cols, (pi - 1) % self.cols
     S("# panel %d", pi)
-    S("unset label; unset arrow; unset object; unset logscale; set size noratio")
-    S("set title %s font \",12\"", gq(o.title or ""))
-    S("set xlabel %s", gq(o.xlabel or ""))
-    S("set ylabel %s", gq(o.ylabel or ""))
-    S("set xrange %s", range(o.xrange))
-    if not o.yrange and p.has_bars and p.ymin then
-      -- bars start at zero: keep it in view, with room for the value labels
-      -- (and the key, o.headroom of the span)
-      local lo, hi = math.min(0, p.ymin), math.max(0, p.ymax)
-      local span = (hi - lo > 0) and (hi - lo) or 1
-      local top = hi + span * (o.headroom or 0.14)
-      local bottom = lo < 0 and (lo - span * 0.12) or lo
-      S("set yrange [%s:%s]", num(bottom), num(top))
-    else
-      S("set yrange %s", range(o.yrange))
+    S("unset label; unset arrow; unset object; unset logscale; set margins -1, -1, -1, -1")
+    S("set origin %s, xsa_bottom + %d * xsa_h", num(col / self.cols), self.rows - 1 - row)
+    S("set size %s %s, xsa_h", p.opts.equal and "ratio -1" or "noratio", num(1 / self.cols))
+    if pi == 1 and self.footer then
+      S('set label 9999 %s at screen 0.995, screen xsa_bottom * 0.45 right %s textcolor rgb "#555555" front',
+        gtext(self.footer), font(9, self.fontscale))
     end
-    if type(o.xtics) == "table" then
-      local t = {}
-      -- a tic label is a format for its value to gnuplot: % stands for itself as %%
-      for i, pair in ipairs(o.xtics) do
-        t[i] = gq((tostring(pair[1]):gsub("%%", "%%%%"))) .. " " .. num(pair[2])
-      end
-      S("set xtics (%s)", table.concat(t, ", "))
-    elseif type(o.xtics) == "number" then
-      S("set xtics %s", num(o.xtics))
-    else
-      S("set xtics autofreq")
-    end
-    S("set ytics autofreq")
-    -- no grid in the text terminal, where it is only clutter
-    if o.grid == false then S("unset grid") else S('if (fmt ne "dumb") { set grid lc rgb "#dddddd" lw 1 } else { unset grid }') end
-    if o.key == false then
-      S("unset key")
-    else
-      S("set key %s Left reverse width 1 box opaque samplen 2 spacing 1.1 font \",10\"", o.key or "top right")
-    end
-    if o.equal then S("set size ratio -1") end
-    -- room above and below bars for their value labels
-    local has_labels = false
-    for _, s in ipairs(p.series) do if s.texts then has_labels = true end end
-    if has_labels and not o.yrange and not p.has_bars then S("set offsets 0, 0, graph 0.12, graph 0.06") else S("set offsets 0, 0, 0, 0") end
-    if o.zero then S('set arrow from graph 0, first 0 to graph 1, first 0 nohead lc rgb "#888888" dt 3 back') end
-    if o.logy then S("set logscale y") end
-    for _, c in ipairs(p.commands) do S("%s", c) end
-    if #p.series == 0 then
-      -- an empty panel still takes its place in the layout
-      S("set xrange [0:1]; set yrange [0:1]")
-      S('plot NaN notitle')
-    else
-      local clauses = {}
-      for _, s in ipairs(p.series) do
-        data[#data + 1] = string.format("# block %d (panel %d)", block, pi)
-        for _, r in ipairs(s.rows) do data[#data + 1] = r end
-        data[#data + 1] = ""
-        data[#data + 1] = ""
-        local clause = s.clause
-        if s.texts then
-          local arr = "xsa_text_" .. block
-          S("array %s[%d] = [%s]", arr, #s.texts, table.concat(s.texts, ", "))
-          clause = clause(arr)
-        end
-        clauses[#clauses + 1] = string.format("%s index %d %s", gq(datafile), block, clause)
-        block = block + 1
-      end
-      S("plot %s", table.concat(clauses, ", \\\n     "))
-    end
+    panel_axes(S, p)
+    panel_style(S, p)
+    block = panel_plot(S, p, pi, data, datafile, block)
   end
   S("unset multiplot")
   return block
@@ -521,7 +664,7 @@ end
 function Figure:render(name, dir)
   local S, script = collector()
   local data = {}
-  header(S, name, dir, self.width, self.height, self.font, self.cols, self.rows)
+  header(S, name, dir, self)
   self:body(S, data, name .. ".dat", 0)
   return table.concat(script, "\n") .. "\n", table.concat(data, "\n") .. "\n"
 end
@@ -572,6 +715,23 @@ local function run(dir, script, vars, inherit_stdout)
   return out, err
 end
 
+-- gnuplot's SVG terminal writes an escaped & of enhanced text (a legend
+-- "R&D") as a bare &, which is not XML: a browser refuses the file. Every &
+-- that does not start an entity (&lt; &#38; ...) becomes &amp;. (A text
+-- that spells an entity itself, "&lt;", shows as the character.)
+function M.svg_fix_amp(svg)
+  return (svg:gsub("&([^&]*)", function(rest)
+    if rest:match("^#%d+;") or rest:match("^#x%x+;") or rest:match("^%a%w*;") then return nil end
+    return "&amp;" .. rest
+  end))
+end
+
+local function fix_svg_file(path)
+  local svg = read_all(path)
+  local fixed = M.svg_fix_amp(svg)
+  if fixed ~= svg then put(path, fixed) end
+end
+
 -- Writes name.dat and name.gp next to `path` and renders it.
 -- opts: {format = "png"|"svg"|"gif"} (default from the extension of path, else png;
 -- quiet = true: not shown in a notebook even with plot.show_saved).
@@ -602,6 +762,7 @@ function Figure:save(path, opts)
   local f = io.open(out, "rb")
   if not f then error("plot: gnuplot wrote no " .. out .. "\n" .. (err or ""), 0) end
   f:close()
+  if fmt == "svg" then fix_svg_file(out) end
   -- a notebook that asked for it shows every saved figure too (scripts/study.ipynb)
   if M.inline and M.show_saved and not opts.quiet then M.inline(self) end
   return out, (err ~= "" and err or nil)
@@ -626,8 +787,10 @@ function M.animate(figs, path, opts)
   local S, script = collector()
   local data = {}
   local f1 = figs[1]
-  header(S, name, dir, f1.width, f1.height, f1.font, f1.cols, f1.rows,
-    string.format("animate delay %d loop %d optimize", math.tointeger(opts.delay) or 10, math.tointeger(opts.loop) or 0))
+  -- not gnuplot's "optimize": it gives every frame the first frame's palette,
+  -- so a colour the first frame lacks is drawn black
+  header(S, name, dir, f1,
+    string.format("animate delay %d loop %d", math.tointeger(opts.delay) or 10, math.tointeger(opts.loop) or 0))
   local block = 0
   for i, fig in ipairs(figs) do
     S("# frame %d", i)
@@ -649,6 +812,7 @@ function M.render_script(gp_path, fmt, out)
   local dir = dirname(sys.abspath(gp_path))
   local res, err = run(dir, basename(gp_path), {fmt = fmt, out = out})
   if not res then return nil, err end
+  if fmt == "svg" then fix_svg_file(out:sub(1, 1) == "/" and out or (dir .. "/" .. out)) end
   return true, (err ~= "" and err or nil)
 end
 
@@ -713,7 +877,7 @@ end
 function Figure:show(o) return M.show(self, o) end
 
 -- The options of each function (tests generate their cases from this).
-M.OPTIONS = {figure = {"rows", "cols", "width", "height", "title", "font"}, panel = PANEL_OPTIONS,
+M.OPTIONS = {figure = FIGURE_OPTIONS, panel = PANEL_OPTIONS,
   save = {"format"}, animate = {"delay", "loop"}}
 for k, v in pairs(SERIES_OPTIONS) do M.OPTIONS[k] = v end
 

@@ -28,7 +28,7 @@ end
 local finite = numbers.finite
 local pct, compare = study.pct, study.compare_words
 
-local function f4(x) return finite(x) and string.format("%.4f", x) or "n/a" end
+local function f4(x) return finite(x) and numbers.text("%.4f", x) or "n/a" end
 
 local b64chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 local function base64(s)
@@ -225,7 +225,7 @@ end
 -- " (95% t interval a to b)" of a pair {a, b} in format f, or "".
 function M.ci(c, f)
   if type(c) ~= "table" or not finite(c[1]) then return "" end
-  return string.format(" (95%% t interval " .. f .. " to " .. f .. ")", c[1], c[2])
+  return " (95% t interval " .. numbers.text(f, c[1]) .. " to " .. numbers.text(f, c[2]) .. ")"
 end
 
 local css = [[

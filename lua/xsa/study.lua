@@ -262,7 +262,7 @@ end
 -- "+1.80%", or "n/a" for a missing or non-finite value.
 function M.pct(x)
   if not numbers.finite(x) then return "n/a" end
-  return string.format("%+.2f%%", x)
+  return numbers.text("%+.2f%%", x)
 end
 
 -- "XSA's final val loss (3.1000) is 1.80% lower than SA's (3.1568)": the
@@ -401,7 +401,8 @@ end
 -- (0.6300 to 0.6520)", "0.6410" without an interval, "n/a" without a mean.
 function M.ci_text(c, f)
   if not c.mean then return "n/a" end
-  return string.format(f, c.mean) .. (c.lo and string.format(" (" .. f .. " to " .. f .. ")", c.lo, c.hi) or "")
+  local t = numbers.text
+  return t(f, c.mean) .. (c.lo and (" (" .. t(f, c.lo) .. " to " .. t(f, c.hi) .. ")") or "")
 end
 
 -- The spread of a curve across seeds: per evaluation point the sd over
@@ -571,7 +572,7 @@ function M.seed_improvement_panel(fig, st)
   local plot = require "xsa.plot"
   local lo, hi = math.min(0, st.t_lo, table.unpack(st.d)), math.max(0, st.t_hi, table.unpack(st.d))
   local pad = (hi - lo) * 0.15 + 1e-9
-  local p = fig:panel{title = "improvement per seed, % (positive: XSA lower)", xlabel = "",
+  local p = fig:panel{title = "improvement per seed, % (positive: XSA lower)", xlabel = st.verdict,
     ylabel = "100 (SA - XSA) / SA", xrange = {0.4, 1.6}, yrange = {lo - pad, hi + 2 * pad},
     xtics = {{"seeds", 0.85}, {"mean", 1.25}}, zero = true, key = "top left"}
   local xs = {}
@@ -579,7 +580,6 @@ function M.seed_improvement_panel(fig, st)
   p:points(xs, st.d, {color = "#555555", pointsize = 1.1, label = "one seed"})
   p:errorbars({1.25}, {st.mean}, {st.t_lo}, {st.t_hi}, {color = plot.colors.xsa, pointsize = 1.4, width = 2.5,
     label = "mean, 95% t interval"})
-  p:text(0.03, 0.06, plot.escape(st.verdict), {graph = true, fontsize = 9})
   return p
 end
 
@@ -612,7 +612,7 @@ function M.improvement_bars_ci(panel, xs, sts, width)
     end
     lo[i], hi[i] = s.t_lo, s.t_hi
     top[i] = math.max(m, s.t_hi or m)
-    texts[i] = string.format("%+.2f%%", s.mean)
+    texts[i] = numbers.text("%+.2f%%", s.mean)
   end
   panel:points(dx, dy, {color = "#444444", pointsize = 0.7, label = "one seed"})
   panel:errorbars(xs, means, lo, hi, {color = "#222222", pointsize = 0.5, width = 2, label = "mean, 95% t interval"})
@@ -635,7 +635,7 @@ function M.points_ci(panel, xs, per_x, o)
       dy[#dy + 1] = v
       if numbers.finite(v) and v > top[i] then top[i] = v end
     end
-    texts[i] = o.values and numbers.finite(mean[i]) and require("xsa.plot").number_text(o.values, mean[i]) or ""
+    texts[i] = o.values and numbers.finite(mean[i]) and numbers.text(o.values, mean[i]) or ""
   end
   if o.values then panel:labels(px, top, texts, {offset = {0, 0.7}, fontsize = o.fontsize or 8}) end
   if o.line then panel:line(px, mean, {color = o.color, width = 1.5, dash = o.dash}) end
@@ -722,7 +722,7 @@ end
 
 -- "+0.12 to +3.40": the t interval of paired statistics, or "n/a".
 function M.interval_text(s)
-  return s.t_lo and string.format("%+.2f to %+.2f", s.t_lo, s.t_hi) or "n/a"
+  return s.t_lo and (numbers.text("%+.2f", s.t_lo) .. " to " .. numbers.text("%+.2f", s.t_hi)) or "n/a"
 end
 
 -- Mean of a per-layer metric over layers.
