@@ -1,5 +1,6 @@
 /* gemm.c: xsa_sgemm and the choice of its backend (see gemm.h). */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,13 @@ static _Atomic long failures;
 static const char *source = "default";
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 static char env_error[256]; /* empty: XSA_GEMM unset or valid */
+/* oneDNN 2.6's JIT sgemm kernels point rsp into a heap buffer while they
+ * run (oneDNN issue #4845, fixed in 3.11), so a signal handler run on that
+ * thread writes its frame into the heap: Ctrl-C in xsa (interrupt.c) then
+ * aborted with "double free or corruption". Asynchronous signals therefore
+ * wait, blocked, until the product is done (milliseconds); faults that the
+ * call itself raises are not blocked. */
+static sigset_t async_signals;
 
 /* The rule of gemm.h: measured on AVX-512 (Zen 5) only. */
 static xsa_gemm_backend default_backend(void)
@@ -64,6 +72,9 @@ static int parse(const char *name, xsa_gemm_backend *out, char *msg, size_t n)
 
 static void env_init(void)
 {
+    sigfillset(&async_signals);
+    int sync[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+    for (size_t i = 0; i < sizeof sync / sizeof sync[0]; i++) sigdelset(&async_signals, sync[i]);
     const char *e = getenv("XSA_GEMM");
     xsa_gemm_backend b = default_backend();
     if (e) {
@@ -140,8 +151,11 @@ void xsa_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
          * runs products side by side on its own threads */
         int had = omp_get_max_threads ? omp_get_max_threads() : 1;
         if (omp_set_num_threads) omp_set_num_threads(1);
+        sigset_t old;
+        int masked = pthread_sigmask(SIG_BLOCK, &async_signals, &old) == 0;
         dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B,
                                       ldb, beta, C, ldc);
+        if (masked) pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (omp_set_num_threads) omp_set_num_threads(had);
         if (st == dnnl_success) return;
         /* only invalid arguments (the callers' bug) or no memory for its

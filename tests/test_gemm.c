@@ -5,8 +5,9 @@
  * lm_head's chunks and vocabulary blocks as xsa_nn_lmhead_rows and _vblock
  * give them, the blocks' linear layers), against a double-precision
  * reference; the same bits from a call on another thread and at 1 and 2
- * engine threads (the chunked lm_head, a linear layer's backward); the
- * backend's name refused when unknown.
+ * engine threads (the chunked lm_head, a linear layer's backward) and with
+ * signal handlers running during the products; the backend's name refused
+ * when unknown.
  *
  * The bound: any order of summing K products in float32 (with or without
  * FMA) gives |c - c_exact| <= gamma(K) sum_k |a_ik b_kj|, gamma(K) =
@@ -17,8 +18,10 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 
 #include "../core/xsa.h"
 #include "check.h"
@@ -222,6 +225,47 @@ static void check_threads(void)
     free(dout);
 }
 
+/* ---- signals during products -------------------------------------------
+ * A handler that runs while a product runs (xsa's Ctrl-C, a profiler's
+ * timer) must find a sane stack: oneDNN 2.6's sgemm kernels point rsp into
+ * the heap (gemm.c), and a timer every 200 us aborted the second product
+ * with "free(): invalid pointer" before xsa_sgemm held signals back. */
+static volatile sig_atomic_t alarms;
+static void on_alarm(int sig)
+{
+    (void)sig;
+    alarms++;
+}
+
+static void check_signals(void)
+{
+    int n = 200;
+    float *a = randv((size_t)n * n, 51), *b = randv((size_t)n * n, 52);
+    float *c0 = malloc((size_t)n * n * sizeof(float)), *c = malloc((size_t)n * n * sizeof(float));
+    xsa_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c0, n);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm; /* on the interrupted thread's own stack */
+    sigaction(SIGALRM, &sa, &old);
+    struct itimerval on = {{0, 200}, {0, 200}}, off = {{0, 0}, {0, 0}};
+    alarms = 0;
+    setitimer(ITIMER_REAL, &on, NULL);
+    int bad = 0;
+    for (int r = 0; r < 3000 && !bad; r++) {
+        xsa_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        if (memcmp(c, c0, (size_t)n * n * sizeof(float)) != 0) bad = r + 1;
+    }
+    setitimer(ITIMER_REAL, &off, NULL);
+    sigaction(SIGALRM, &old, NULL);
+    CHECK(alarms > 0, "%s: the timer fired", xsa_gemm_name());
+    CHECK(bad == 0, "%s: product %d differed with signals arriving (%d signals)", xsa_gemm_name(), bad,
+          (int)alarms);
+    free(a);
+    free(b);
+    free(c0);
+    free(c);
+}
+
 static void check_names(void)
 {
     CHECK(xsa_gemm_set("mkl") == -1, "an unknown backend is refused");
@@ -252,6 +296,7 @@ int main(void)
         step_shapes(1024);
         step_shapes(2048);
         check_threads();
+        check_signals();
         CHECK(xsa_gemm_failures() == 0, "%s: %ld products refused", backends[b], xsa_gemm_failures());
     }
     return check_done("test_gemm");
