@@ -21,7 +21,9 @@
  * Threads: each call runs on the calling thread alone, as OpenBLAS does
  * here (system.c): oneDNN (OpenMP) is held to one thread for the call, so
  * a product's bits never depend on the thread count, and the engine's own
- * threads (lmhead.c, nn.c) never oversubscribe the cores.
+ * threads (lmhead.c, nn.c) never oversubscribe the cores. Asynchronous
+ * signals wait until a dnnl_sgemm call is done (oneDNN 2.6's kernels move
+ * the stack pointer into the heap: gemm.c).
  *
  * Not here: bf16 products (matmul_bf16.h); the choice of OpenBLAS kernel
  * and the thread count (system.h).
