@@ -56,8 +56,10 @@ EDIT_CFLAGS := $(shell pkg-config --cflags libedit 2>/dev/null)
 EDIT_LIBS   := $(shell pkg-config --libs libedit 2>/dev/null)
 
 # oneDNN (optional, Debian libdnnl-dev, no pkg-config file): found by its
-# header, it gives the opt-in bf16 matrix products (core/matmul_bf16.c);
-# without it that file builds stubs that refuse bf16. DNNL=0 builds without.
+# header, it gives the opt-in bf16 matrix products (core/matmul_bf16.c) and
+# float32 dnnl_sgemm, the default float32 GEMM on AVX-512 CPUs (core/gemm.h);
+# without it matmul_bf16.c builds stubs that refuse bf16 and every float32
+# product is OpenBLAS's. DNNL=0 builds without.
 DNNL     ?= $(if $(wildcard /usr/include/oneapi/dnnl/dnnl.h),1,0)
 ifeq ($(DNNL),1)
 DNNL_CFLAGS := -DXSA_HAVE_DNNL

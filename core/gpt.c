@@ -19,6 +19,7 @@
 #include "ckd.h"
 #include <cblas.h>
 
+#include "gemm.h"
 #include "gpt_impl.h"
 #include "matmul_bf16.h"
 #include "pool.h"
@@ -165,6 +166,7 @@ static int check_fits(double bytes, const char *what)
 xsa_gpt *xsa_gpt_alloc(const xsa_gpt_config *c)
 {
     if (xsa_gpt_config_validate(c) != 0) return NULL;
+    if (xsa_gemm_init() != 0) return NULL; /* a bad XSA_GEMM fails here, not silently later */
     double nparams = xsa_gpt_layout_numel(c);
     char what[96];
     snprintf(what, sizeof what, "%.0f parameters and their gradients", nparams);

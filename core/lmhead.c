@@ -18,9 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "error.h"
+#include "gemm.h"
 #include "matmul_bf16.h"
 #include "nn.h"
 #include "simd.h"
@@ -51,19 +50,16 @@ static void run_split(void *jobs, size_t size, int n, void *(*fn)(void *))
 void xsa_nn_lmhead_forward(float *logits, const float *inp, const float *wte,
                            int N, int C, int V)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, V, C, 1.0f, inp, C, wte, C, 0.0f,
-                logits, V);
+    xsa_sgemm(0, 1, N, V, C, 1.0f, inp, C, wte, C, 0.0f, logits, V);
 }
 
 void xsa_nn_lmhead_backward(float *dinp, float *dwte, const float *dlogits,
                             const float *inp, const float *wte, int N, int C, int V)
 {
     if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1.0f, dlogits, V, wte, C,
-                    1.0f, dinp, C);
+        xsa_sgemm(0, 0, N, C, V, 1.0f, dlogits, V, wte, C, 1.0f, dinp, C);
     if (dwte)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1.0f, dlogits, V, inp, C,
-                    1.0f, dwte, C);
+        xsa_sgemm(1, 0, V, C, N, 1.0f, dlogits, V, inp, C, 1.0f, dwte, C);
 }
 
 
@@ -241,8 +237,7 @@ void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
     float g = dloss / (float)N;
     float *t1 = scratch, *t2 = scratch + (size_t)N * C;
     if (dinp) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1.0f, probs, V, wte, C,
-                    0.0f, t1, C);
+        xsa_sgemm(0, 0, N, C, V, 1.0f, probs, V, wte, C, 0.0f, t1, C);
         for (int n = 0; n < N; n++) {
             float s = pscale[n] * g;
             const float *r = t1 + (size_t)n * C, *w = wte + (size_t)targets[n] * C;
@@ -257,8 +252,7 @@ void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
             float *r = t2 + (size_t)n * C;
             for (int c = 0; c < C; c++) r[c] = x[c] * s;
         }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1.0f, probs, V, t2, C, 1.0f,
-                    dwte, C);
+        xsa_sgemm(1, 0, V, C, N, 1.0f, probs, V, t2, C, 1.0f, dwte, C);
         for (int n = 0; n < N; n++) {
             const float *x = inp + (size_t)n * C;
             float *d = dwte + (size_t)targets[n] * C;
@@ -509,13 +503,13 @@ static void ce_block(const ce_blk *j)
 
 /* ---- a pass over the vocabulary's blocks ----------------------------------
  * Thread k takes blocks k, k + T, ...: each block's products run on that
- * thread alone (float32: one cblas_sgemm each, OpenBLAS on one thread,
- * system.c; bf16: the thread's own oneDNN slot), its softmax statistics
- * right after its product, and the threads meet once per pass. bf16 needs
- * this: oneDNN parallelises each product over its OpenMP threads, which
- * meet at a barrier when it ends, so dozens of block-sized products per
- * chunk would wait on every thread dozens of times, and on a loaded machine
- * each wait can last a scheduler time slice (measured: a step 3x slower
+ * thread alone (float32: one xsa_sgemm each, which runs on its caller's
+ * thread, gemm.h; bf16: the thread's own oneDNN slot), its softmax
+ * statistics right after its product, and the threads meet once per pass.
+ * bf16 needs this: oneDNN parallelises each product over its OpenMP
+ * threads, which meet at a barrier when it ends, so dozens of block-sized
+ * products per chunk would wait on every thread dozens of times, and on a
+ * loaded machine each wait can last a scheduler time slice (measured: a step 3x slower
  * than with whole-vocabulary products). Every block does the same
  * arithmetic whatever thread runs it. float32 keeps each block's product
  * for dinp ([nblk,R,C]) and sums them in block order after the pass, so
@@ -567,8 +561,7 @@ static int block_forward(lm_job *j, int b, int v0, int nv)
         cb.e16 = j->grad ? p->et16 + (size_t)v0 * n : NULL;
     } else {
         cb.lb = p->et + (size_t)(j->grad ? v0 : j->k * j->VB) * n;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nv, n, C, 1.0f, j->wte + (size_t)v0 * C,
-                    C, j->x, C, 0.0f, cb.lb, n);
+        xsa_sgemm(0, 1, nv, n, C, 1.0f, j->wte + (size_t)v0 * C, C, j->x, C, 0.0f, cb.lb, n);
     }
     ce_block(&cb);
     return 0;
@@ -592,8 +585,7 @@ static int block_backward(lm_job *j, int b, int v0, int nv)
         xs = o->xs;
     } else {
         const float *eb = p->et + (size_t)v0 * n;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, nv, 1.0f, eb, n, wb, C, 0.0f,
-                    p->dtb + (size_t)b * j->R * C, C);
+        xsa_sgemm(1, 0, n, C, nv, 1.0f, eb, n, wb, C, 0.0f, p->dtb + (size_t)b * j->R * C, C);
         xs = p->xs[j->k];
     }
     for (int i = 0; i < n; i++) {
@@ -607,8 +599,8 @@ static int block_backward(lm_job *j, int b, int v0, int nv)
         return xsa_bf16_gemm_on(j->bf->mm, j->k + 1, 1, 0, 0, nv, C, n, p->et16 + (size_t)v0 * n, n,
                                 o->xs16, C, j->acc, dw, C);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nv, C, n, 1.0f, p->et + (size_t)v0 * n, n,
-                xs, C, j->acc ? 1.0f : 0.0f, dw, C);
+    xsa_sgemm(0, 0, nv, C, n, 1.0f, p->et + (size_t)v0 * n, n, xs, C, j->acc ? 1.0f : 0.0f, dw,
+              C);
     return 0;
 }
 

@@ -1,7 +1,7 @@
 /*
  * nn.c: the fused layer kernels declared in nn.h (shapes and conventions
  * there), up to the last layer norm: embedding, linear, layer norm, GELU,
- * residual, attention. Matrix products go through cblas_sgemm; the
+ * residual, attention. Matrix products go through xsa_sgemm (gemm.h); the
  * head-size loops of attention (vec.h) and the GELU (AVX-512) are
  * vectorised over simd.h; the rest are plain loops, which at the study's
  * sizes cost little next to the lm_head. The tied lm_head and its loss,
@@ -13,8 +13,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include <cblas.h>
-
+#include "gemm.h"
 #include "nn.h"
 #include "simd.h"
 #include "system.h"
@@ -61,8 +60,7 @@ void xsa_nn_linear_forward(float *out, const float *inp, const float *w,
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, b, (size_t)OC * sizeof(float));
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, C, 1.0f, inp, C, w, OC,
-                beta, out, OC);
+    xsa_sgemm(0, 0, N, OC, C, 1.0f, inp, C, w, OC, beta, out, OC);
 }
 
 typedef struct {
@@ -74,8 +72,7 @@ typedef struct {
 static void *linear_dw(void *arg)
 {
     const linear_dw_job *j = arg;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j->C, j->OC, j->N, 1.0f, j->inp, j->C,
-                j->dout, j->OC, 1.0f, j->dw, j->OC);
+    xsa_sgemm(1, 0, j->C, j->OC, j->N, 1.0f, j->inp, j->C, j->dout, j->OC, 1.0f, j->dw, j->OC);
     return NULL;
 }
 
@@ -93,8 +90,7 @@ void xsa_nn_linear_backward(float *dinp, float *dw, float *db, const float *dout
     int pair = dinp && dw && (long)N * C * OC >= LINEAR_PAIR_MIN && xsa_threads() > 1 &&
                pthread_create(&tid, NULL, linear_dw, &dj) == 0;
     if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC, 1.0f, dout, OC, w, OC,
-                    1.0f, dinp, C);
+        xsa_sgemm(0, 1, N, C, OC, 1.0f, dout, OC, w, OC, 1.0f, dinp, C);
     if (dw && !pair) linear_dw(&dj);
     if (pair) pthread_join(tid, NULL);
     if (db)

@@ -171,7 +171,7 @@ void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
  *               over the chunks)
  * the caller scales them by dloss when the backward runs. losses[N]
  * (optional) receives per-row losses. scratch: xsa_nn_lmhead_ce_scratch_floats
- * floats. bf: NULL for float32 products (cblas_sgemm); else the three
+ * floats. bf: NULL for float32 products (xsa_sgemm); else the three
  * products run bf16 x bf16 -> f32 through matmul_bf16.h with bf->wte, a bf16
  * copy of wte (the softmax, the loss and the accumulation stay float32).
  * The chunk is held transposed ([V, rows]: OpenBLAS then packs wte as the
@@ -181,10 +181,10 @@ void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
  * cache, so the logits never travel to memory and back; the backward
  * products run per block too, each block's exponentials scaled by its own
  * factor e^(max_block - lse). float32: thread k of nthreads runs blocks
- * k, k + nthreads, ... (their products, each one cblas_sgemm on that
+ * k, k + nthreads, ... (their products, each one xsa_sgemm on that
  * thread, and their softmax), and dinp's sum over the blocks goes in block
- * order after them: the bits do not depend on nthreads (OpenBLAS must be
- * on one thread, as the engine keeps it: system.h). bf16: the same split,
+ * order after them: the bits do not depend on nthreads (each xsa_sgemm
+ * must run on one thread, as gemm.h and system.h keep it). bf16: the same split,
  * dinp summed per thread (its bits depend on nthreads).
  * Returns 0, or -1 with an error (bf16 products only). */
 struct xsa_bf16_mm;

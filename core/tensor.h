@@ -212,8 +212,9 @@ xsa_tensor *xsa_tensor_reduce(xsa_redop op, const xsa_tensor *a, int dim, int ke
 xsa_tensor *xsa_tensor_softmax(const xsa_tensor *a, int dim);
 xsa_tensor *xsa_tensor_log_softmax(const xsa_tensor *a, int dim);
 
-/* ---- matmul: [M,K]x[K,N], [B,M,K]x[B,K,N], [B,M,K]x[K,N]; cblas_sgemm,
- * using transposed views directly when their strides allow. -------------- */
+/* ---- matmul: [M,K]x[K,N], [B,M,K]x[B,K,N], [B,M,K]x[K,N]; xsa_sgemm
+ * (gemm.h), using transposed views directly when their strides allow; NULL
+ * with an error when XSA_GEMM names no backend. ----------------------------- */
 xsa_tensor *xsa_tensor_matmul(const xsa_tensor *a, const xsa_tensor *b);
 
 /* ---- comparison and printing ------------------------------------------ */

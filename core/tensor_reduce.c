@@ -1,7 +1,7 @@
 /*
  * tensor_reduce.c: the ops that combine values along a dimension:
  * reductions (sum, mean, max, min, argmax, argmin, var), softmax and
- * log_softmax, and matmul through OpenBLAS's sgemm (see tensor.h).
+ * log_softmax, and matmul through xsa_sgemm (see tensor.h, gemm.h).
  *
  * Inputs are made contiguous and seen as [outer, n, inner] around the
  * reduced dimension; sums accumulate in double in a fixed order, and when the
@@ -23,6 +23,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "gemm.h"
 #include "tensor.h"
 #include "tensor_impl.h"
 
@@ -429,6 +430,7 @@ xsa_tensor *xsa_tensor_matmul(const xsa_tensor *a, const xsa_tensor *b)
 {
     const char *fn = "matmul";
     if (xsa_tcheck(fn, a, "a") < 0 || xsa_tcheck(fn, b, "b") < 0) return NULL;
+    if (xsa_gemm_init() != 0) return NULL; /* a bad XSA_GEMM is an error, not the default */
     char b1[160], b2[160];
     if (a->dtype != XSA_FLOAT32 || b->dtype != XSA_FLOAT32) {
         xsa_error("%s: operands must be float32 (got %s and %s)", fn, xsa_dtype_name(a->dtype),
@@ -484,8 +486,8 @@ xsa_tensor *xsa_tensor_matmul(const xsa_tensor *a, const xsa_tensor *b)
         int64_t rows = B * M;
         int64_t ld = (B > 1 && M == 1) ? pa->stride[0] : lda;
         if (ld >= K) {
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)rows, (int)N, (int)K, 1.0f, xsa_fptr(pa, 0),
-                        (int)ld, xsa_fptr(pb, 0), (int)ldb, 0.0f, c, (int)N);
+            xsa_sgemm(ta == CblasTrans, tb == CblasTrans, (int)rows, (int)N, (int)K, 1.0f,
+                      xsa_fptr(pa, 0), (int)ld, xsa_fptr(pb, 0), (int)ldb, 0.0f, c, (int)N);
             xsa_tensor_free(pa);
             xsa_tensor_free(pb);
             return out;
@@ -494,8 +496,8 @@ xsa_tensor *xsa_tensor_matmul(const xsa_tensor *a, const xsa_tensor *b)
     for (int64_t i = 0; i < B; i++) {
         const float *pA = xsa_fptr(pa, pa->ndim == 3 ? i * pa->stride[0] : 0);
         const float *pB = xsa_fptr(pb, pb->ndim == 3 ? i * pb->stride[0] : 0);
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, pA, (int)lda, pB, (int)ldb,
-                    0.0f, c + i * M * N, (int)N);
+        xsa_sgemm(ta == CblasTrans, tb == CblasTrans, (int)M, (int)N, (int)K, 1.0f, pA, (int)lda,
+                  pB, (int)ldb, 0.0f, c + i * M * N, (int)N);
     }
     xsa_tensor_free(pa);
     xsa_tensor_free(pb);

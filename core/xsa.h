@@ -23,6 +23,7 @@
 #include "tensor.h"
 #include "autograd.h"
 #include "system.h"
+#include "gemm.h"
 #include "fileio.h"
 #include "xz.h"
 #include "text.h"

@@ -2,7 +2,8 @@
  * l_base.c: the `xsa` table's own functions (as Lua's lbaselib.c holds the
  * global functions; l_init.c builds the module, as linit.c does):
  *   the engine: xsa._VERSION, xsa.version(), xsa.blas() -> {core=, best=,
- *     fallback=, threads=}, xsa.set_threads(n)
+ *     fallback=, threads=, gemm=, gemm_lib=, gemm_source=}, xsa.set_threads(n),
+ *     xsa.set_gemm(name) ("openblas" | "dnnl" | "default": gemm.h)
  *   whole files: xsa.read_file(path) -> bytes | nil, message;
  *     xsa.write_file_atomic(path, s) -> true (temporary file, then rename)
  *   folders and identities: xsa.cwd() -> the working directory (getcwd);
@@ -50,7 +51,7 @@ static int l_version(lua_State *L)
 
 static int l_blas(lua_State *L)
 {
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 7);
     lua_pushstring(L, xsa_blas_corename());
     lua_setfield(L, -2, "core");
     const char *best = xsa_cpu_best_coretype();
@@ -60,7 +61,19 @@ static int l_blas(lua_State *L)
     lua_setfield(L, -2, "fallback");
     lua_pushinteger(L, xsa_threads());
     lua_setfield(L, -2, "threads");
+    lua_pushstring(L, xsa_gemm_name());
+    lua_setfield(L, -2, "gemm");
+    lua_pushstring(L, xsa_gemm_describe());
+    lua_setfield(L, -2, "gemm_lib");
+    lua_pushstring(L, xsa_gemm_source());
+    lua_setfield(L, -2, "gemm_source");
     return 1;
+}
+
+static int l_set_gemm(lua_State *L)
+{
+    if (xsa_gemm_set(luaL_checkstring(L, 1)) != 0) return xsa_lua_corefail(L);
+    return 0;
 }
 
 static int l_set_threads(lua_State *L)
@@ -589,6 +602,7 @@ static const luaL_Reg base_funcs[] = {
     {"version", l_version},
     {"blas", l_blas},
     {"set_threads", l_set_threads},
+    {"set_gemm", l_set_gemm},
     {"write_file_atomic", l_write_file_atomic},
     {"read_file", l_read_file},
     {"list_files", l_list_files},

@@ -140,6 +140,8 @@ static const luaL_Reg libs[] = {
 int luaopen_xsa_core(lua_State *L);
 int luaopen_xsa_core(lua_State *L)
 {
+    /* a bad XSA_GEMM stops the module here, before any product runs */
+    if (xsa_gemm_init() != 0) return luaL_error(L, "xsa: %s", xsa_last_error());
     xsa_lua_open_tensor(L);
     xsa_lua_open_generator(L);
     xsa_lua_open_base(L);

@@ -137,6 +137,8 @@ static void print_version(void)
                getenv("OPENBLAS_THREAD_TIMEOUT"));
     printf("\nCPU supports: %s%s\n", best ? best : "no AVX2/AVX-512 kernel",
            xsa_blas_is_fallback() ? " (OpenBLAS is running a slower fallback kernel)" : "");
+    printf("float32 GEMM: %s (%s; XSA_GEMM=openblas|dnnl selects)\n", xsa_gemm_describe(),
+           strcmp(xsa_gemm_source(), "XSA_GEMM") == 0 ? "set by XSA_GEMM" : "this build's default for this CPU");
     printf("%s\n", LUA_COPYRIGHT);
     fflush(stdout);
 }
@@ -472,6 +474,10 @@ int main(int argc, char **argv)
 {
     if (argv[0] && argv[0][0]) xsa_progname = argv[0];
     maybe_reexec_for_blas(argv);
+    if (xsa_gemm_init() != 0) {
+        xsa_message(xsa_progname, xsa_last_error());
+        return EXIT_FAILURE;
+    }
     lua_State *L = luaL_newstate();
     if (L == NULL) {
         xsa_message(xsa_progname, "cannot create state: not enough memory");

@@ -339,8 +339,9 @@ void xsa_repl(lua_State *L, int banner)
     rl_attempted_completion_function = complete;
     if (hist) read_history(hist);
     if (banner)
-        printf("xsa %s  (Lua %s; OpenBLAS %s, %d threads)  Ctrl-D leaves.\n", XSA_VERSION,
-               LUA_VERSION_MAJOR "." LUA_VERSION_MINOR, xsa_blas_corename(), xsa_threads());
+        printf("xsa %s  (Lua %s; OpenBLAS %s, float32 GEMM %s, %d threads)  Ctrl-D leaves.\n",
+               XSA_VERSION, LUA_VERSION_MAJOR "." LUA_VERSION_MINOR, xsa_blas_corename(),
+               xsa_gemm_name(), xsa_threads());
     fflush(stdout);
     loop(L);
     if (hist) {

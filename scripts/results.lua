@@ -85,13 +85,22 @@ local function verdicts(sums)
     "seeds for ±1 point (steps: ±20)"}, rows)
 end
 
+-- The OpenBLAS kernel, and the float32 GEMM library when the record names
+-- it (records from before it was recorded ran OpenBLAS's).
+local function blas_text(prov)
+  if type(prov.gemm) == "string" and not prov.gemm:match("^OpenBLAS") then
+    return string.format("%s; products %s", prov.blas, prov.gemm)
+  end
+  return tostring(prov.blas)
+end
+
 local function compute_hours(sums)
   local total, n, cpus = 0, 0, {}
   for _, p in ipairs(PARTS) do
     for _, r in ipairs(sums[p.part] and sums[p.part].records or {}) do
       n = n + 1
       total = total + (numbers_ok(r.elapsed_s) and r.elapsed_s or 0)
-      cpus[string.format("%s (%s, %s thread%s)", r.provenance.cpu, r.provenance.blas, r.provenance.threads,
+      cpus[string.format("%s (%s, %s thread%s)", r.provenance.cpu, blas_text(r.provenance), r.provenance.threads,
         r.provenance.threads == 1 and "" or "s")] = true
     end
   end
@@ -119,7 +128,7 @@ local function provenance_table(sums)
   for _, p in ipairs(PARTS) do
     for _, r in ipairs(sums[p.part] and sums[p.part].records or {}) do
       local v = r.provenance
-      rows[#rows + 1] = {p.part, r.name, v.date, v.cpu, string.format("%s, %s", v.blas, v.threads),
+      rows[#rows + 1] = {p.part, r.name, v.date, v.cpu, string.format("%s, %s", blas_text(v), v.threads),
         tostring(v.commit):sub(1, 10), numbers_ok(r.elapsed_s) and string.format("%.0f", r.elapsed_s) or "n/a",
         numbers_ok(v.load) and string.format("%.1f", v.load) or "n/a", tostring(r.others)}
     end

@@ -1,9 +1,10 @@
 #!/bin/sh
 # `make bench`: every tests/bench_* program, then the PyTorch reference of
 # the decoding benchmark when Debian's python3-torch is there. Prints the
-# CPU, the OpenBLAS kernel, threads and load first so figures can be
-# compared across machines; bench_peak runs first and its limits go to
-# bench_step and bench_generate, which print their times against them.
+# CPU, the OpenBLAS kernel, the float32 GEMM library (core/gemm.h), threads
+# and load first so figures can be compared across machines; bench_peak
+# runs first and its limits go to bench_step and bench_generate, which
+# print their times against them.
 # bench_gemm (OpenBLAS against oneDNN for each product of the step) runs a
 # second time with the CPU's best OpenBLAS kernel when OPENBLAS_CORETYPE
 # named another.
@@ -22,7 +23,7 @@ export XSA_ROOT=$(pwd)
 export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
 "$EXE" --version
 echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(grep -c '^processor' /proc/cpuinfo) logical CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}; OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}; OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT; XSA_GEMM=${XSA_GEMM:-(unset)}: float32 products through $("$EXE" -e 'io.write(xsa.blas().gemm_lib)'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 status=0
 TORCH=""
 if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then

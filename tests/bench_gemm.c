@@ -4,8 +4,8 @@
  * bench_step's two shapes, N = B*T = 1024 and 2048 rows), OpenBLAS's
  * cblas_sgemm (with the kernel it picked) against oneDNN's float32
  * dnnl_sgemm when this build has oneDNN (optional: without it the probe
- * times OpenBLAS alone and says so). Measures; changes nothing the engine
- * runs.
+ * times OpenBLAS alone and says so). Measures the two libraries directly,
+ * whichever xsa_sgemm (core/gemm.h) runs; changes nothing the engine runs.
  *
  * The products, as core/nn.c calls them (xsa_nn_lmhead_rows and _vblock
  * give the chunks and blocks):
@@ -248,6 +248,8 @@ int main(int argc, char **argv)
            peak_cpu_model(), xsa_blas_corename(), ct ? ct : "unset",
            xsa_cpu_best_coretype() ? xsa_cpu_best_coretype() : "none", dn, peak_load());
     printf("(op: A and B transposed or not; calls: per training step; medians of %d, interleaved)\n", reps);
+    printf("the engine's float32 GEMM here: %s (XSA_GEMM %s; core/gemm.h)\n", xsa_gemm_describe(),
+           getenv("XSA_GEMM") ? getenv("XSA_GEMM") : "unset");
     /* the largest operands: E of the whole vocabulary, [2048, 50257] */
     size_t big = (size_t)2048 * 50257;
     buf_a = malloc(big * sizeof(float));

@@ -173,8 +173,9 @@ int main(int argc, char **argv)
     double read_bw = bandwidth(a, b, n, nthreads, 0, 5);
     free(a);
     free(b);
-    printf("bench_generate: CPU %s, OpenBLAS kernel %s, %d engine thread%s, load average %s\n",
-           peak_cpu_model(), xsa_blas_corename(), xsa_threads(), xsa_threads() == 1 ? "" : "s", peak_load());
+    printf("bench_generate: CPU %s, OpenBLAS kernel %s, float32 GEMM %s, %d engine thread%s, load average %s\n",
+           peak_cpu_model(), xsa_blas_corename(), xsa_gemm_describe(), xsa_threads(), xsa_threads() == 1 ? "" : "s",
+           peak_load());
     printf("memory bandwidth (%d thread%s, 256 MB arrays, best of 5): copy %.1f GB/s (read + write), read %.1f GB/s",
            nthreads, nthreads == 1 ? "" : "s", copy_bw, read_bw);
     if (peak_read_gbs > 0) printf("; bench_peak's read %.1f GB/s", peak_read_gbs);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "../core/gemm.h"
 #include "../core/system.h"
 #include "../core/tensor.h"
 
@@ -68,8 +69,8 @@ static int bench(int64_t M, int64_t K, int64_t N)
         }
     }
     double flop = 2.0 * (double)M * (double)N * (double)K;
-    printf("matmul %lldx%lldx%lld: api %.1f GFLOP/s, cblas %.1f GFLOP/s (core %s, %d threads)\n",
-           (long long)M, (long long)K, (long long)N, flop / median(t_api, REPS) * 1e-9,
+    printf("matmul %lldx%lldx%lld: api (%s) %.1f GFLOP/s, cblas %.1f GFLOP/s (core %s, %d threads)\n",
+           (long long)M, (long long)K, (long long)N, xsa_gemm_describe(), flop / median(t_api, REPS) * 1e-9,
            flop / median(t_blas, REPS) * 1e-9, xsa_blas_corename(), xsa_threads());
     free(c);
     xsa_tensor_free(a);

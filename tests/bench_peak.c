@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../core/gemm.h"
 #include "../core/system.h"
 #include "peak.h"
 
@@ -32,8 +33,8 @@ int main(int argc, char **argv)
     int runs = argc > 1 ? atoi(argv[1]) : 100;
     if (runs < 1) runs = 1;
     int th = xsa_threads();
-    printf("bench_peak: CPU %s, OpenBLAS kernel %s, %d engine thread%s, load average %s\n",
-           peak_cpu_model(), xsa_blas_corename(), th, th == 1 ? "" : "s", peak_load());
+    printf("bench_peak: CPU %s, OpenBLAS kernel %s, float32 GEMM %s, %d engine thread%s, load average %s\n",
+           peak_cpu_model(), xsa_blas_corename(), xsa_gemm_describe(), th, th == 1 ? "" : "s", peak_load());
     /* more runs on many threads: they need every core free at once */
     peak_result one = peak_f32(1, runs), all = peak_f32(th, th > 1 ? 4 * runs : runs);
     if (!one.ok || !all.ok) {

@@ -37,8 +37,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cblas.h>
-
 #include "../core/matmul_bf16.h"
 #include "../core/xsa.h"
 #include "peak.h"
@@ -217,7 +215,7 @@ static void torch_stop(torch_ref *t)
 /* Thread k runs blocks k, k + T, ... of the vocabulary, its forward
  * products, then (after all threads) its backward ones, as
  * xsa_nn_lmhead_ce does: bf16 on oneDNN slot k + 1 with one thread;
- * float32 (mm NULL) through cblas_sgemm, OpenBLAS on one thread (system.c). */
+ * float32 (mm NULL) through xsa_sgemm, on the calling thread (gemm.h). */
 typedef struct {
     xsa_bf16_mm *mm;
     const uint16_t *w16;
@@ -242,13 +240,11 @@ static void *bf_gemms_thread(void *arg)
                 const float *wf = g->wf + (size_t)v0 * C;
                 float *ef = g->etf + (size_t)v0 * n;
                 if (pass == 0)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nv, n, C, 1.0f, wf, C,
-                                g->xf, C, 0.0f, ef, n);
+                    xsa_sgemm(0, 1, nv, n, C, 1.0f, wf, C, g->xf, C, 0.0f, ef, n);
                 else {
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, C, nv, 1.0f, ef, n,
-                                wf, C, 0.0f, o, C);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nv, C, n, 1.0f, ef, n,
-                                g->xf, C, g->acc ? 1.0f : 0.0f, g->dw + (size_t)v0 * C, C);
+                    xsa_sgemm(1, 0, n, C, nv, 1.0f, ef, n, wf, C, 0.0f, o, C);
+                    xsa_sgemm(0, 0, nv, C, n, 1.0f, ef, n, g->xf, C, g->acc ? 1.0f : 0.0f,
+                              g->dw + (size_t)v0 * C, C);
                 }
                 continue;
             }
@@ -429,12 +425,12 @@ int main(int argc, char **argv)
         fclose(la);
     }
     printf("bench_step: V=%d C=%d L=%d NH=%d, batch %dx%d (model seq_len %d), %s; CPU %s; "
-           "OpenBLAS %s (OPENBLAS_CORETYPE %s, OPENBLAS_THREAD_TIMEOUT %s), %d threads; "
-           "load average %.2f\n",
+           "OpenBLAS %s (OPENBLAS_CORETYPE %s, OPENBLAS_THREAD_TIMEOUT %s); float32 GEMM %s "
+           "(XSA_GEMM %s); %d threads; load average %.2f\n",
            c.vocab, c.d_model, c.n_layer, c.n_head, B, T, c.seq_len,
            bf16 ? "bf16 lm_head" : "float32", peak_cpu_model(), xsa_blas_corename(), ct ? ct : "unset",
            getenv("OPENBLAS_THREAD_TIMEOUT") ? getenv("OPENBLAS_THREAD_TIMEOUT") : "unset (28)",
-           threads, load[0]);
+           xsa_gemm_describe(), getenv("XSA_GEMM") ? getenv("XSA_GEMM") : "unset", threads, load[0]);
     if (bf16) {
         c.precision = XSA_PREC_BF16;
         if (xsa_bf16_check() != 0) die("bf16");

@@ -20,6 +20,31 @@ T.case("--version names the OpenBLAS kernel and threads", function()
   T.ok(out:find("OpenBLAS kernel: %S+, %d+ thread"), out)
 end)
 
+T.case("XSA_GEMM selects the float32 GEMM library; an unknown name stops xsa with an error", function()
+  local out, code = run("env XSA_GEMM=openblas " .. exe .. " --version")
+  T.eq(code, 0, out)
+  T.ok(out:find("float32 GEMM: OpenBLAS %S+ cblas_sgemm %(set by XSA_GEMM"), out)
+  out, code = run("env XSA_GEMM=openblas " .. exe .. " -e 'io.write(xsa.blas().gemm, \" \", xsa.blas().gemm_source)'")
+  T.eq(out, "openblas XSA_GEMM")
+  local has_dnnl = run(exe .. " -e 'io.write(tostring(pcall(xsa.set_gemm, \"dnnl\")))'") == "true"
+  out, code = run("env XSA_GEMM=dnnl " .. exe .. " -e 'io.write(xsa.blas().gemm_lib)'")
+  if has_dnnl then
+    T.eq(code, 0, out)
+    T.ok(out:find("^oneDNN %d+%.%d+%.%d+ dnnl_sgemm$"), out)
+  else
+    T.eq(code, 1, out)
+    T.ok(out:find("XSA_GEMM=\"dnnl\": this build of xsa has no oneDNN", 1, true), out)
+  end
+  for _, bad in ipairs{"mkl", "OpenBLAS", ""} do
+    out, code = run("env XSA_GEMM=" .. bad .. " " .. exe .. " -e 'print(\"ran\")'")
+    T.eq(code, 1, "XSA_GEMM=" .. bad .. ": " .. out)
+    T.ok(out:find("XSA_GEMM=\"" .. bad .. "\" is not a GEMM backend", 1, true), out)
+    T.ok(not out:find("ran", 1, true), out)
+  end
+  out = run(exe .. " -e 'print(pcall(xsa.set_gemm, \"blis\"))'")
+  T.ok(out:find("false\tgemm: \"blis\" is not a GEMM backend", 1, true), out)
+end)
+
 T.case("an unset OPENBLAS_CORETYPE on a fallback kernel re-executes with the best one", function()
   local out, code = run("env -u OPENBLAS_CORETYPE XSA_TEST_BLAS_FALLBACK=1 " .. exe .. " --version")
   T.eq(code, 0)

@@ -594,13 +594,20 @@ int main(void)
     }
     printf("golden: %s (max relative diffs; probe absolute)\n", golden_root);
     const char *cases[3] = {"tiny", "odd", "spec_init"};
-    for (int i = 0; i < 3; i++) {
-        char dir[1200];
-        snprintf(dir, sizeof dir, "%s/%s", golden_root, cases[i]);
-        run_variant(cases[i], dir, "SA", XSA_ATTN_SA, 1.0);
-        run_variant(cases[i], dir, "XSA_l1", XSA_ATTN_XSA, 1.0);
-        run_variant(cases[i], dir, "XSA_l0.5", XSA_ATTN_XSA, 0.5);
+    /* the same tolerances hold whichever library runs the products (gemm.h) */
+    const char *backends[2] = {"openblas", "dnnl"};
+    for (int k = 0; k < (xsa_gemm_has_dnnl() ? 2 : 1); k++) {
+        CHECK(xsa_gemm_set(backends[k]) == 0, "gemm %s: %s", backends[k], xsa_last_error());
+        printf("float32 GEMM: %s\n", xsa_gemm_describe());
+        for (int i = 0; i < 3; i++) {
+            char dir[1200];
+            snprintf(dir, sizeof dir, "%s/%s", golden_root, cases[i]);
+            run_variant(cases[i], dir, "SA", XSA_ATTN_SA, 1.0);
+            run_variant(cases[i], dir, "XSA_l1", XSA_ATTN_XSA, 1.0);
+            run_variant(cases[i], dir, "XSA_l0.5", XSA_ATTN_XSA, 0.5);
+        }
     }
+    CHECK(xsa_gemm_set("default") == 0, "gemm default: %s", xsa_last_error());
     test_model_basics();
     test_chunked_steps();
     test_checkpoint();

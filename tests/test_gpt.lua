@@ -324,8 +324,9 @@ end)
 -- nn.c). Big enough that the old code split these products over OpenBLAS's
 -- threads (and Haswell's kernel then gave other bits): vocab 20000 at 64 rows
 -- is two vocabulary blocks, the linears reach OpenBLAS's threading threshold.
-T.case("training is bit-identical at 1, 2 and 3 threads (SA and XSA)", function()
+T.case("training is bit-identical at 1, 2 and 3 threads (SA and XSA), with each GEMM backend", function()
   local threads0 = xsa.blas().threads
+  local gemm0 = xsa.blas().gemm
   local V, B, Tn = 20000, 2, 32
   local batches = {}
   for i = 1, 3 do batches[i] = {tokens(B, Tn, V, 300 + i), tokens(B, Tn, V, 400 + i)} end
@@ -342,19 +343,26 @@ T.case("training is bit-identical at 1, 2 and 3 threads (SA and XSA)", function(
     losses[#losses + 1] = xsa.no_grad(function() return m:loss(batches[1][1], batches[1][2]):item() end)
     return losses, m
   end
-  for _, att in ipairs{"sa", "xsa"} do
-    local l1, m1 = train(att, 1)
-    for _, n in ipairs{2, 3} do
-      local ln, mn = train(att, n)
-      for i = 1, #l1 do
-        T.ok(ln[i] == l1[i], string.format("%s loss %d: %.17g at %d threads, %.17g at 1", att, i, ln[i], n, l1[i]))
-      end
-      local pn = mn:parameters()
-      for _, p in ipairs(m1:parameters()) do
-        T.ok(same_tensor(p.tensor, pn[p.name]), string.format("%s %s at %d threads", att, p.name, n))
+  local backends = {"openblas"}
+  if pcall(xsa.set_gemm, "dnnl") then backends[2] = "dnnl" end
+  for _, gemm in ipairs(backends) do
+    xsa.set_gemm(gemm)
+    for _, att in ipairs{"sa", "xsa"} do
+      local l1, m1 = train(att, 1)
+      for _, n in ipairs{2, 3} do
+        local ln, mn = train(att, n)
+        for i = 1, #l1 do
+          T.ok(ln[i] == l1[i], string.format("%s %s loss %d: %.17g at %d threads, %.17g at 1", gemm, att, i, ln[i], n,
+            l1[i]))
+        end
+        local pn = mn:parameters()
+        for _, p in ipairs(m1:parameters()) do
+          T.ok(same_tensor(p.tensor, pn[p.name]), string.format("%s %s %s at %d threads", gemm, att, p.name, n))
+        end
       end
     end
   end
+  xsa.set_gemm(gemm0)
   -- the cross-entropy of given logits (rows over the threads, the loss summed by fixed blocks)
   local g = xsa.generator(9)
   local logits, tg = xsa.randn(g, 256, 4096), tokens(256, 1, 4096, 10):reshape(256)

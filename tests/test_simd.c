@@ -17,8 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
+#include "../core/gemm.h"
 #include "../core/nn.h"
 #include "../core/optim.h"
 #include "../core/simd.h"
@@ -274,8 +273,8 @@ static void test_ce_backward(void)
  * With one block of the vocabulary and the loss per row, loss = log(sum) +
  * max - logit[target], where the vector paths sum exp(l - max) per column
  * in float over 64 rows, those sums in double (whatever VF_W), and plain C
- * adds libm's expf in double. The logits come from the same cblas_sgemm
- * call as the kernel's, so the model below must give the kernel's bits. */
+ * adds libm's expf in double. The logits come from the same xsa_sgemm
+ * call as the kernel's (gemm.h: the same library, so the same bits), so the model below must give the kernel's bits. */
 static void test_lmhead_block(void)
 {
     enum { N = 37, C = 24, V = 200 };
@@ -291,7 +290,7 @@ static void test_lmhead_block(void)
     double loss = 0;
     CHECK(xsa_nn_lmhead_ce(&loss, NULL, NULL, losses, scr, x, w, tg, N, C, V, N, 1, NULL) == 0,
           "lmhead_ce");
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, V, N, C, 1.0f, w, C, x, C, 0.0f, lb, N);
+    xsa_sgemm(0, 1, V, N, C, 1.0f, w, C, x, C, 0.0f, lb, N);
     int bad = 0;
     for (int c = 0; c < N; c++) {
         float m = -INFINITY;

@@ -156,9 +156,16 @@ group("bar", "a progress bar (xsa.progress.new)", "Draws a line on a terminal, l
 -- the xsa table
 
 add("xsa.version", "xsa.version() -> string", "The engine's version, \"0.1.0\".", "print(xsa.version())")
-add("xsa.blas", "xsa.blas() -> {core=, best=, fallback=, threads=}",
-  "The OpenBLAS kernel in use, the best one for this CPU, whether OpenBLAS fell back to a slower one, and the thread count.",
-  "print(xsa.blas().core)")
+add("xsa.blas", "xsa.blas() -> {core=, best=, fallback=, threads=, gemm=, gemm_lib=, gemm_source=}",
+  "The OpenBLAS kernel in use, the best one for this CPU, whether OpenBLAS fell back to a slower one, the thread count, " ..
+  "and the library that runs float32 matrix products (gemm \"openblas\" or \"dnnl\", the library by name, and how it " ..
+  "was chosen: \"default\", \"XSA_GEMM\" or \"xsa_gemm_set\").",
+  "print(xsa.blas().gemm_lib)")
+add("xsa.set_gemm", "xsa.set_gemm(name)",
+  "Selects the library of float32 matrix products: \"openblas\", \"dnnl\" (oneDNN's dnnl_sgemm, in builds with oneDNN) " ..
+  "or \"default\" (dnnl on AVX-512 CPUs when built with oneDNN, else openblas). An unknown name is an error; " ..
+  "the environment's XSA_GEMM takes the same names. The two give different last bits, each the same at any thread count.",
+  "xsa.set_gemm(\"openblas\")")
 add("xsa.set_threads", "xsa.set_threads(n)", "Sets the engine's thread count (OpenBLAS itself stays on one thread; float32 results do not depend on n).",
   "xsa.set_threads(2)")
 add("xsa.read_file", "xsa.read_file(path) -> string | nil, message", "The whole file, or nil and the reason.",
@@ -211,7 +218,7 @@ add("xsa.record.key", "xsa.record.key(config) -> text", "The key text: configura
 add("xsa.record.data_identity", "xsa.record.data_identity() -> {corpus=, encoder=, vocab=}",
   "CRC-64 and size of the corpus and tokenizer files the loaders read.", "print(xsa.record.data_identity().corpus)")
 add("xsa.record.provenance", "xsa.record.provenance() -> table",
-  "Engine, commit, BLAS kernel and threads, CPU model and date: what a record says of where it ran.",
+  "Engine, commit, BLAS kernel and threads, the float32 GEMM library, CPU model and date: what a record says of where it ran.",
   "print(xsa.record.provenance().blas)")
 add("xsa.record.commit", "xsa.record.commit() -> hex | \"unknown\"", "The checkout's commit, read from .git (no git process).",
   "print(xsa.record.commit())")

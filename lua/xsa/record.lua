@@ -15,7 +15,7 @@
 --          and the precision. Whatever changes the numbers changes the key.
 --   STAMP  8 hex digits of the hash of the provenance: what should not
 --          change the numbers but may (engine commit, OpenBLAS kernel and
---          threads, CPU model) and the date. A second record of the same key
+--          threads, float32 GEMM library, CPU model) and the date. A second record of the same key
 --          (another machine, a rerun) lands beside the first, never over it.
 -- Which record counts (the rule the statistics state): the oldest by its
 -- provenance date, ties broken by file name; the others are the
@@ -114,11 +114,14 @@ function M.commit()
 end
 
 -- What should not change the numbers but may: engine, commit, BLAS kernel
--- and threads, CPU, the load average when the run ended, date.
+-- and threads, the float32 GEMM library (OpenBLAS or oneDNN: another
+-- summation order, so other last bits), CPU, the load average when the run
+-- ended, date.
 function M.provenance()
   local blas = core.blas()
   local family, model = first_line("/proc/cpuinfo", "^cpu family%s*:%s*(%d+)"), first_line("/proc/cpuinfo", "^model%s*:%s*(%d+)")
   return {engine = "xsa " .. core.version(), commit = M.commit(), blas = blas.core, threads = blas.threads,
+    gemm = blas.gemm_lib,
     cpu = (first_line("/proc/cpuinfo", "^model name%s*:%s*(.-)%s*$") or "unknown") ..
       (family and string.format(" (family %s model %s)", family, model or "?") or ""),
     load = tonumber(first_line("/proc/loadavg", "^(%S+)") or ""), -- a busy machine trains slower: read elapsed_s with it
