@@ -850,8 +850,8 @@ add("xsa.report.f4", "xsa.report.f4(x) -> string", "x with four decimals, or \"n
 add("xsa.report.stats_words", "xsa.report.stats_words(stats, what, out) -> out",
   "Appends the statement of a paired comparison over seeds (xsa.study.stats_lines) to out as sentences.",
   "local words = xsa.report.stats_words(summary.stats, \"final val loss\", {})")
-add("xsa.report.sweep_verdicts", "xsa.report.sweep_verdicts(label) -> function(summary, row) -> rows",
-  "A report section's published verdicts for a sweep: one row per run of summary.result.runs, named label(run).",
+add("xsa.report.sweep_verdicts", "xsa.report.sweep_verdicts(label [, keep]) -> function(summary, row) -> rows",
+  "A report section's published verdicts for a sweep: one row per run of summary.result.runs (those keep(run) accepts, when given), named label(run).",
   "local verdicts = xsa.report.sweep_verdicts(function(r) return \"lambda \" .. r.lambda end)")
 add("xsa.report.ci", "xsa.report.ci(pair, format) -> string", "\" (95% t interval a to b)\" of {a, b}, or \"\" without one.",
   "print(xsa.report.ci({0.1, 0.3}, \"%.2f\"))")

@@ -214,10 +214,12 @@ end
 
 -- A section's published verdicts (make results) for a sweep: one row per
 -- run of the summary's result.runs, named label(run).
-function M.sweep_verdicts(label)
+function M.sweep_verdicts(label, keep)
   return function(s, row)
     local rows = {}
-    for _, r in ipairs(s.result.runs or {}) do rows[#rows + 1] = row(label(r), r.stats) end
+    for _, r in ipairs(s.result.runs or {}) do
+      if not keep or keep(r) then rows[#rows + 1] = row(label(r), r.stats) end
+    end
     return rows
   end
 end
