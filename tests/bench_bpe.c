@@ -10,14 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "../core/xsa.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* the corpus as a plain file or as the committed .xz */
 static char text_path[1100];
@@ -68,25 +62,25 @@ int main(void)
     xsa_bpe *tok = NULL;
     for (int r = 0; r < 3; r++) {
         xsa_bpe_free(tok);
-        double t0 = now();
+        double t0 = bench_seconds();
         tok = xsa_bpe_load(e, v);
-        double t1 = now();
+        double t1 = bench_seconds();
         if (!tok) {
             fprintf(stderr, "bench_bpe: %s\n", xsa_last_error());
             free(text);
             return 1;
         }
         int32_t *ids = xsa_bpe_encode(tok, text, n, 0, &nids);
-        double t2 = now();
+        double t2 = bench_seconds();
         free(ids);
         if (t1 - t0 < load) load = t1 - t0;
         if (t2 - t1 < best) best = t2 - t1;
     }
     double warm = 1e30;
     for (int r = 0; r < 3; r++) {
-        double t0 = now();
+        double t0 = bench_seconds();
         int32_t *ids = xsa_bpe_encode(tok, text, n, 0, &nids);
-        double dt = now() - t0;
+        double dt = bench_seconds() - t0;
         free(ids);
         if (dt < warm) warm = dt;
     }

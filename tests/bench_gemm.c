@@ -37,6 +37,7 @@
 
 #include <cblas.h>
 
+#include "bench.h"
 #include "../core/xsa.h"
 #include "peak.h"
 
@@ -46,26 +47,7 @@
 extern void omp_set_num_threads(int n) __attribute__((weak));
 #endif
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* sorts v */
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* one product: row-major C[M,N] = op(A) op(B) + beta C, as cblas_sgemm */
 typedef struct {
     const char *what;
@@ -137,37 +119,37 @@ static double probe(const product *p, int reps, double *dn, sums *med, sums *bes
         double t0, t1;
 #ifdef XSA_HAVE_DNNL
         if (dn_first) {
-            t0 = now_ms();
+            t0 = (1e3 * bench_seconds());
             run_dnnl(p, buf_a, buf_b, buf_d);
-            td[r] = now_ms() - t0;
+            td[r] = (1e3 * bench_seconds()) - t0;
         }
 #endif
-        t0 = now_ms();
+        t0 = (1e3 * bench_seconds());
         run_blas(p, buf_a, buf_b, buf_c);
-        t1 = now_ms();
+        t1 = (1e3 * bench_seconds());
         tb[r] = t1 - t0;
 #ifdef XSA_HAVE_DNNL
         if (!dn_first) {
-            t0 = now_ms();
+            t0 = (1e3 * bench_seconds());
             run_dnnl(p, buf_a, buf_b, buf_d);
-            td[r] = now_ms() - t0;
+            td[r] = (1e3 * bench_seconds()) - t0;
         }
 #endif
         (void)dn_first;
     }
-    double mb = median(tb, reps); /* tb sorted: tb[0] the best */
+    double mb = bench_median(tb, reps);
     printf("  %-34s %5d x %5d x %5d %c%c %3d  OpenBLAS %7.2f ms %6.1f GFLOP/s", p->what, p->M, p->N, p->K,
            p->ta ? 'T' : 'N', p->tb ? 'T' : 'N', p->calls, mb, flop / mb * 1e-6);
 #ifdef XSA_HAVE_DNNL
-    *dn = median(td, reps);
-    double rm = *dn / mb, rb = td[0] / tb[0];
+    *dn = bench_median(td, reps);
+    double rm = *dn / mb, rb = bench_min(td, reps) / bench_min(tb, reps);
     if (med) sum_add(med, p->calls, mb, *dn);
-    if (best) sum_add(best, p->calls, tb[0], td[0]);
+    if (best) sum_add(best, p->calls, bench_min(tb, reps), bench_min(td, reps));
     printf("  oneDNN %7.2f ms %6.1f GFLOP/s  oneDNN/OpenBLAS %.2f (best %.2f)  %s", *dn, flop / *dn * 1e-6, rm,
            rb, rm < 1 && rb < 1 ? "oneDNN" : rm > 1 && rb > 1 ? "OpenBLAS" : "load");
 #else
     if (med) sum_add(med, p->calls, mb, 0);
-    if (best) sum_add(best, p->calls, tb[0], 0);
+    if (best) sum_add(best, p->calls, bench_min(tb, reps), 0);
 #endif
     printf("\n");
     return mb;

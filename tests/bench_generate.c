@@ -26,27 +26,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "../core/xsa.h"
 #include "peak.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* ---- bandwidth ---------------------------------------------------------- */
 
@@ -83,7 +65,7 @@ static double bandwidth(float *a, const float *b, size_t n, int nthreads, int co
     pthread_t th[16];
     bw_job jobs[16];
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = bench_seconds();
         size_t chunk = n / (size_t)nthreads;
         for (int t = 0; t < nthreads; t++) {
             jobs[t] = (bw_job){a + t * chunk, b + t * chunk, t == nthreads - 1 ? n - t * chunk : chunk, copy, 0};
@@ -93,7 +75,7 @@ static double bandwidth(float *a, const float *b, size_t n, int nthreads, int co
             pthread_join(th[t], NULL);
             sink += jobs[t].sum;
         }
-        double dt = now_s() - t0;
+        double dt = bench_seconds() - t0;
         double gb = (copy ? 2.0 : 1.0) * n * sizeof(float) / 1e9 / dt;
         if (gb > best) best = gb;
     }
@@ -109,7 +91,7 @@ static double decode_run(xsa_gpt *m, xsa_kv_cache *c, int B, int steps, float *l
     int V = xsa_gpt_get_config(m)->vocab;
     xsa_kv_cache_reset(c);
     for (int b = 0; b < B; b++) ids[b] = (int32_t)(b * 997 % V);
-    double t0 = now_s();
+    double t0 = bench_seconds();
     xsa_kv_cache_append(c, ids, 1, NULL, logits, 0);
     for (int s = 0; s < steps; s++) {
         for (int b = 0; b < B; b++) ids[b] = xsa_argmax(logits + (size_t)b * V, V);
@@ -118,7 +100,7 @@ static double decode_run(xsa_gpt *m, xsa_kv_cache *c, int B, int steps, float *l
             exit(1);
         }
     }
-    return now_s() - t0;
+    return bench_seconds() - t0;
 }
 
 static double generate_run(xsa_gpt *m, int B, int steps)
@@ -135,9 +117,9 @@ static double generate_run(xsa_gpt *m, int B, int steps)
     xsa_generate_opts_default(&o);
     o.max_new_tokens = steps + 1;
     o.sampling.temperature = 0;
-    double t0 = now_s();
+    double t0 = bench_seconds();
     xsa_gpt_generate(m, B, rows, lens, &o, out, nout);
-    double dt = now_s() - t0;
+    double dt = bench_seconds() - t0;
     free(p);
     free(out);
     free(rows);
@@ -206,7 +188,7 @@ int main(int argc, char **argv)
             t[r] = decode_run(m, c, B, steps, logits, ids);
             g[r] = generate_run(m, B, steps);
         }
-        double mt = median(t, runs), mg = median(g, runs);
+        double mt = bench_median(t, runs), mg = bench_median(g, runs);
         rate[k] = B * steps / mt;
         printf("decode batch %2d: %7.0f tokens/s (%.3f ms per step; median of %d runs of %d steps)  "
                "through xsa_gpt_generate: %7.0f tokens/s\n",

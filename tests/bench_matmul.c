@@ -12,31 +12,13 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench.h"
 #include "../core/gemm.h"
 #include "../core/system.h"
 #include "../core/tensor.h"
 
 #define REPS 9
 #define WARM 2
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
-}
 
 static int bench(int64_t M, int64_t K, int64_t N)
 {
@@ -51,18 +33,18 @@ static int bench(int64_t M, int64_t K, int64_t N)
     }
     double t_api[REPS], t_blas[REPS];
     for (int r = -WARM; r < REPS; r++) {
-        double t0 = now();
+        double t0 = bench_seconds();
         xsa_tensor *out = xsa_tensor_matmul(a, b);
-        double t1 = now();
+        double t1 = bench_seconds();
         if (!out) {
             fprintf(stderr, "bench_matmul: %s\n", xsa_last_error());
             return 1;
         }
         xsa_tensor_free(out);
-        double t2 = now();
+        double t2 = bench_seconds();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
                     xsa_tensor_f32(a), (int)K, xsa_tensor_f32(b), (int)N, 0.0f, c, (int)N);
-        double t3 = now();
+        double t3 = bench_seconds();
         if (r >= 0) {
             t_api[r] = t1 - t0;
             t_blas[r] = t3 - t2;
@@ -70,8 +52,8 @@ static int bench(int64_t M, int64_t K, int64_t N)
     }
     double flop = 2.0 * (double)M * (double)N * (double)K;
     printf("matmul %lldx%lldx%lld: api (%s) %.1f GFLOP/s, cblas %.1f GFLOP/s (core %s, %d threads)\n",
-           (long long)M, (long long)K, (long long)N, xsa_gemm_describe(), flop / median(t_api, REPS) * 1e-9,
-           flop / median(t_blas, REPS) * 1e-9, xsa_blas_corename(), xsa_threads());
+           (long long)M, (long long)K, (long long)N, xsa_gemm_describe(), flop / bench_median(t_api, REPS) * 1e-9,
+           flop / bench_median(t_blas, REPS) * 1e-9, xsa_blas_corename(), xsa_threads());
     free(c);
     xsa_tensor_free(a);
     xsa_tensor_free(b);

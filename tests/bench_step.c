@@ -37,33 +37,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "../core/matmul_bf16.h"
 #include "../core/xsa.h"
 #include "peak.h"
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n)
-{
-    if (n < 1) return 0.0 / 0.0;
-    double *c = malloc(sizeof(double) * (size_t)n);
-    memcpy(c, v, sizeof(double) * (size_t)n);
-    qsort(c, (size_t)n, sizeof *c, cmp);
-    double r = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
-    free(c);
-    return r;
-}
 
 static void die(const char *what)
 {
@@ -112,14 +89,14 @@ static void runner_init(runner *r, const char *name, xsa_gpt *m)
 
 static void train_step(runner *r, const int32_t *in, const int32_t *tg, int B, int T, int keep)
 {
-    double t0 = now_ms();
+    double t0 = (1e3 * bench_seconds());
     xsa_adamw_zero_grad(r->o);
     if (xsa_gpt_forward(r->m, in, tg, B, T, &r->loss) != 0) die("forward");
-    double t1 = now_ms();
+    double t1 = (1e3 * bench_seconds());
     if (xsa_gpt_backward(r->m, 1.0f) != 0) die("backward");
-    double t2 = now_ms();
+    double t2 = (1e3 * bench_seconds());
     xsa_adamw_step(r->o);
-    double t3 = now_ms();
+    double t3 = (1e3 * bench_seconds());
     if (keep) {
         add(&r->train, t3 - t0);
         add(&r->fwd, t1 - t0);
@@ -130,9 +107,9 @@ static void train_step(runner *r, const int32_t *in, const int32_t *tg, int B, i
 
 static void eval_step(runner *r, const int32_t *in, const int32_t *tg, int B, int T, int keep)
 {
-    double t0 = now_ms();
+    double t0 = (1e3 * bench_seconds());
     if (xsa_gpt_eval_loss(r->m, in, tg, B, T, &r->eval_loss) != 0) die("eval");
-    if (keep) add(&r->eval, now_ms() - t0);
+    if (keep) add(&r->eval, (1e3 * bench_seconds()) - t0);
 }
 
 /* ---- the PyTorch reference (bench_torch.py --serve) ----------------------- */
@@ -312,7 +289,7 @@ static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lm
     for (size_t i = 0; i < (size_t)V * C; i++) w[i] = 0.01f * (float)(i % 7);
     samples all = {0}, head = {0};
     for (int s = -2; s < reps; s++) {
-        double t0 = now_ms();
+        double t0 = (1e3 * bench_seconds());
         for (int r0 = 0; r0 < N; r0 += R) {
             int n = N - r0 < R ? N - r0 : R;
             /* the forward product of every block, then both backward
@@ -331,7 +308,7 @@ static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lm
                           w, x + (size_t)r0 * C, et};
             bf_gemms_run(&g, threads);
         }
-        double t1 = now_ms();
+        double t1 = (1e3 * bench_seconds());
         for (int l = 0; l < L; l++) {
             int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};
             for (int k = 0; k < 4; k++) {
@@ -340,14 +317,14 @@ static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lm
                 xsa_nn_linear_backward(x, dw, NULL, o, x, w2, N, ci, co);
             }
         }
-        double t2 = now_ms();
+        double t2 = (1e3 * bench_seconds());
         if (s >= 0) {
             add(&all, t2 - t0);
             add(&head, t1 - t0);
         }
     }
-    double r = median(all.v, all.n);
-    *lmhead = median(head.v, head.n);
+    double r = bench_median(all.v, all.n);
+    *lmhead = bench_median(head.v, head.n);
     free(all.v); free(head.v);
     free(x); free(w); free(et); free(o); free(ot); free(w2); free(dw);
     free(w16); free(et16); free(x16);
@@ -506,15 +483,15 @@ int main(int argc, char **argv)
     double feval = step_flops(B, T, c.d_model, c.vocab, c.n_layer, 0);
     for (int k = 0; k < 2; k++) {
         runner *r = &rn[k];
-        double st = median(r->train.v, r->train.n), ev = median(r->eval.v, r->eval.n);
+        double st = bench_median(r->train.v, r->train.n), ev = bench_median(r->eval.v, r->eval.n);
         printf("%-3s train step %7.1f ms (fwd %.1f, bwd %.1f, adamw %.1f), %6.0f tokens/s, "
                "%5.1f GFLOP/s | eval step %6.1f ms, %6.0f tokens/s, %5.1f GFLOP/s | eval/train %.2f | "
                "median of %d; loss %.4f\n",
-               r->name, st, median(r->fwd.v, r->fwd.n), median(r->bwd.v, r->bwd.n),
-               median(r->opt.v, r->opt.n), N / (st / 1e3), ftrain / (st * 1e6), ev,
+               r->name, st, bench_median(r->fwd.v, r->fwd.n), bench_median(r->bwd.v, r->bwd.n),
+               bench_median(r->opt.v, r->opt.n), N / (st / 1e3), ftrain / (st * 1e6), ev,
                N / (ev / 1e3), feval / (ev * 1e6), ev / st, r->train.n, r->loss);
     }
-    double sa_st = median(rn[0].train.v, rn[0].train.n);
+    double sa_st = bench_median(rn[0].train.v, rn[0].train.n);
     int R = xsa_nn_lmhead_rows(N, c.vocab, bf16);
     printf("GEMMs of a train step alone: %.1f ms = %.0f%% of the SA step, step / GEMMs %.2f "
            "(lm_head's three, in chunks of %d rows x blocks of %d: %.1f ms)\n",
@@ -528,7 +505,7 @@ int main(int argc, char **argv)
     double lim_t = ftrain / p32 * 1e-6, lim_e = feval / p32 * 1e-6; /* ms */
     printf("float32 FMA peak (%s, %d threads): %.1f GFLOP/s (bench_peak %.1f; this run's rounds: %.1f%s, best %.1f, "
            "median %.1f)\n", pf.isa, threads, p32, given_f32, r32, up32 ? " = threads x 1 thread's" : "", pf.gflops,
-           median(pf_med.v, pf_med.n));
+           bench_median(pf_med.v, pf_med.n));
     printf("limit, float32: a train step's %.1f GFLOP (the lm_head's three products %.1f) / the peak = %.1f ms; "
            "an eval step's %.1f GFLOP = %.1f ms\n", ftrain / 1e9, lm_t / 1e9, lim_t, feval / 1e9, lim_e);
     double lim16_t = 0, lim16_e = 0;
@@ -537,12 +514,12 @@ int main(int argc, char **argv)
         lim16_e = (lm_e / p16 + (feval - lm_e) / p32) * 1e-6;
         printf("bf16 dot-product peak (%s, %d threads): %.1f GFLOP/s (bench_peak %.1f; this run's rounds: %.1f%s, best "
                "%.1f, median %.1f)\n", pb.isa, threads, p16, given_bf16, r16, up16 ? " = threads x 1 thread's" : "",
-               pb.gflops, median(pb_med.v, pb_med.n));
+               pb.gflops, bench_median(pb_med.v, pb_med.n));
         printf("limit, bf16 (the lm_head at the bf16 peak, the rest at float32's): train %.1f ms, eval %.1f ms\n",
                lim16_t, lim16_e);
     }
     for (int k = 0; k < 2; k++) {
-        double st = median(rn[k].train.v, rn[k].train.n), ev = median(rn[k].eval.v, rn[k].eval.n);
+        double st = bench_median(rn[k].train.v, rn[k].train.n), ev = bench_median(rn[k].eval.v, rn[k].eval.n);
         printf("%-3s against the limit: train step %.2fx", rn[k].name, st / lim_t);
         if (bf16) printf(" the float32 limit, %.2fx its bf16 limit", st / lim16_t);
         printf(" | its GEMMs alone %.2fx%s (%.0f%% of the step)", gm / (bf16 ? lim16_t : lim_t),
@@ -552,7 +529,7 @@ int main(int argc, char **argv)
         printf(" | eval/train %.2f\n", ev / st);
         /* on a loaded machine the step and the peak kernel lose alike: the
          * train step against the median peak of this run's rounds */
-        double pm = median(pf_med.v, pf_med.n), pm16 = bf16 ? median(pb_med.v, pb_med.n) : 0;
+        double pm = bench_median(pf_med.v, pf_med.n), pm16 = bf16 ? bench_median(pb_med.v, pb_med.n) : 0;
         if (!bf16 && pm > 0)
             printf("%-3s against this run's median float32 peak (%.1f GFLOP/s, the load's share): train step %.2fx, "
                    "eval step %.2fx\n", rn[k].name, pm, st / (ftrain / pm * 1e-6), ev / (feval / pm * 1e-6));
@@ -563,12 +540,12 @@ int main(int argc, char **argv)
     }
     printf("peak RSS: %.0f MB (two models, two AdamW, train and eval steps)\n", rss / 1024.0);
     printf("XSA overhead: train %+.1f%%, eval %+.1f%%\n",
-           100 * (median(rn[1].train.v, rn[1].train.n) / sa_st - 1),
-           100 * (median(rn[1].eval.v, rn[1].eval.n) / median(rn[0].eval.v, rn[0].eval.n) - 1));
+           100 * (bench_median(rn[1].train.v, rn[1].train.n) / sa_st - 1),
+           100 * (bench_median(rn[1].eval.v, rn[1].eval.n) / bench_median(rn[0].eval.v, rn[0].eval.n) - 1));
     if (have_torch) {
         for (int k = 0; k < 2; k++) {
-            double pt = median(tr.train[k].v, tr.train[k].n), pe = median(tr.eval[k].v, tr.eval[k].n);
-            double xt = median(rn[k].train.v, rn[k].train.n), xe = median(rn[k].eval.v, rn[k].eval.n);
+            double pt = bench_median(tr.train[k].v, tr.train[k].n), pe = bench_median(tr.eval[k].v, tr.eval[k].n);
+            double xt = bench_median(rn[k].train.v, rn[k].train.n), xe = bench_median(rn[k].eval.v, rn[k].eval.n);
             printf("PyTorch %s %-3s train step %7.1f ms (%.2fx the float32 limit), eval step %6.1f ms "
                    "(%.2fx) | PyTorch/xsa: train %.2fx, eval %.2fx\n",
                    tr.version, rn[k].name, pt, pt / lim_t, pe, pe / lim_e, pt / xt, pe / xe);
