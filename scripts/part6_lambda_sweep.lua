@@ -58,7 +58,7 @@ function P.main(ex, runs)
       opts.steps, opts.batch, opts.seq_len, opts.max_tokens, study.seeds_text(ex.seeds))}
   local p = fig:panel{title = "paired improvement of XSA(λ) over its SA baseline, %", xlabel = "λ",
     ylabel = "improvement % (positive: XSA lower)", xtics = tics, xrange = {lo - pad - bw, hi + pad + bw},
-    key = "top left", zero = true, headroom = 0.35}
+    key = "top left", zero = true, headroom = 0.8}
   study.improvement_bars_ci(p, lams, sts, bw)
   local q = fig:panel{title = plot.markup(string.format("post-projection mean cos(z_i, v_i): layers, positions ≥ 1, %d batches",
       opts.probe_batches)), xlabel = "λ", ylabel = plot.markup "mean cos(z_i, v_i)", xtics = tics, xrange = {lo - pad, hi + pad},
