@@ -85,14 +85,7 @@ local function verdicts(sums)
     "seeds for ±1 point (steps: ±20)"}, rows)
 end
 
--- The OpenBLAS kernel, and the float32 GEMM library when the record names
--- it (records from before it was recorded ran OpenBLAS's).
-local function blas_text(prov)
-  if type(prov.gemm) == "string" and not prov.gemm:match("^OpenBLAS") then
-    return string.format("%s; products %s", prov.blas, prov.gemm)
-  end
-  return tostring(prov.blas)
-end
+local blas_text = xsa.record.blas_text
 
 local function compute_hours(sums)
   local total, n, cpus = 0, 0, {}

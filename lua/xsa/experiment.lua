@@ -445,11 +445,7 @@ function Ex:note_record(name, recs)
   end
   self.records_used = self.records_used or {}
   local kernels = {}
-  for i, r in ipairs(recs) do
-    local v, g = r.provenance, r.provenance.gemm -- records before the GEMM was recorded ran OpenBLAS's
-    kernels[i] = string.format("%s, %s%s", v.blas, v.threads, type(g) == "string" and not g:match("^OpenBLAS") and
-      ("; products " .. g) or "")
-  end
+  for i, r in ipairs(recs) do kernels[i] = string.format("%s, %s", record.blas_text(r.provenance), r.provenance.threads) end
   self.records_used[#self.records_used + 1] = {name = name, file = rec.file, provenance = rec.provenance,
     elapsed_s = rec.result.elapsed_s, others = #recs - 1, differences = diffs, kernels = kernels}
 end

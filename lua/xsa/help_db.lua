@@ -225,6 +225,9 @@ add("xsa.record.commit", "xsa.record.commit() -> hex | \"unknown\"", "The checko
 add("xsa.record.parse", "xsa.record.parse(text, key [, check]) -> record | nil, why",
   "A record's text checked: format, key, finite numbers, short printable strings, the caller's check.",
   "local rec, why = xsa.record.parse(xsa.read_file(path), xsa.record.key(config))")
+add("xsa.record.blas_text", "xsa.record.blas_text(provenance) -> string",
+  "A record provenance's BLAS as text: the OpenBLAS kernel, and the float32 GEMM library when it is not OpenBLAS (\"Haswell; products oneDNN 2.6.3 dnnl_sgemm\"); records from before the library was recorded ran OpenBLAS's.",
+  "print(xsa.record.blas_text(xsa.record.provenance()))")
 add("xsa.record.differences", "xsa.record.differences(records) -> {{field=, values=, max_abs=}}",
   "The numbers that differ between the records of one run (the cross-machine comparison).",
   "for _, d in ipairs(xsa.record.differences(recs)) do print(d.field, d.max_abs) end")

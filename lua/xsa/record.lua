@@ -133,6 +133,16 @@ end
 
 -- Every string in v is short and printable, every number finite, nesting
 -- bounded. Returns true, or false and why (naming the field).
+-- The BLAS of a provenance as text: the OpenBLAS kernel, and the float32
+-- GEMM library when the record names one other than OpenBLAS (records from
+-- before it was recorded ran OpenBLAS's): "Haswell; products oneDNN ...".
+function M.blas_text(prov)
+  if type(prov.gemm) == "string" and not prov.gemm:match("^OpenBLAS") then
+    return string.format("%s; products %s", prov.blas, prov.gemm)
+  end
+  return tostring(prov.blas)
+end
+
 local function sane(v, path, depth)
   if depth > 12 then return false, path .. " is nested too deeply" end
   local t = type(v)
