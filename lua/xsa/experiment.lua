@@ -527,6 +527,9 @@ end
 
 -- Also the temporary files of an atomic write that a SIGKILL interrupted
 -- (NAME.tmp.PID, see core/fileio.h): nothing else will ever rename them.
+-- Only from another process, so this runs before training and after it,
+-- never from the save hook: os.execute is C's system(), which ignores
+-- SIGINT while the shell runs, and a Ctrl-C that came then would be lost.
 local function remove_stale_temps(f)
   os.execute("rm -f -- " .. sys.shell_quote(f.base) .. ".resume*.tmp.* 2>/dev/null")
 end
@@ -546,7 +549,6 @@ local function write_state(f, config, ctx)
   local st = ctx.state
   if not st then return nil end
   local slot = slot_on_disk(f) == "a" and "b" or "a"
-  remove_stale_temps(f)
   local models = {}
   for _, k in ipairs{"sa", "xsa"} do
     models[k] = f.state_model(k, slot)
@@ -687,6 +689,7 @@ end
 -- discards it.
 local function resume_state(self, p, dp)
   local f, opts, say = p.f, self.opts, p.say
+  remove_stale_temps(f)
   if dp then
     if sys.exists(f.state) then say("resume: --data-parallel does not resume; starting %s over", p.what) end
   elseif opts.resume ~= false then

@@ -16,6 +16,9 @@
 -- (xsa.data), token caches and the study's default output folders are found
 -- relative to it. It is returned as given (relative when $XSA_ROOT or the
 -- module's path is); callers that store paths take abspath() of it.
+-- Rule: no os.execute (or mkdir here) inside a training loop. It is C's
+-- system(), which ignores SIGINT while the shell runs: a Ctrl-C or kill -INT
+-- that comes then is lost (tests/test_experiment.lua counts the calls).
 -- Non-goals: Windows paths and shells, changing the working directory.
 local M = {}
 
