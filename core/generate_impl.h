@@ -21,8 +21,10 @@ enum { XSA_LMHEAD_PACKED_MAX_ROWS = 64 };
 
 /* floats of the packed copy of a [V,C] wte */
 size_t xsa_lmhead_packed_floats(int V, int C);
-/* A packed copy of wte [V,C] (64-byte aligned; free()), NULL when out of memory. */
+/* A packed copy of wte [V,C] (64-byte aligned, from the pool: pool.h), NULL
+ * when out of memory; xsa_lmhead_packed_free gives it back. */
 float *xsa_lmhead_packed_new(const float *wte, int V, int C);
+void xsa_lmhead_packed_free(float *wt);
 /* Packs wte again into wt (after training changed it). */
 void xsa_lmhead_packed_update(float *wt, const float *wte, int V, int C);
 /* logits[B,V] = x[B,C] wte^T from the packed wt, over the engine's threads. */

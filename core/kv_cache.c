@@ -106,7 +106,7 @@ void xsa_kv_cache_free(xsa_kv_cache *c)
     free(c->start);
     free(c->k);
     free(c->scratch);
-    free(c->wt);
+    xsa_lmhead_packed_free(c->wt);
     free(c);
 }
 

@@ -19,6 +19,7 @@
 #endif
 
 #include "generate_impl.h"
+#include "pool.h"
 #include "system.h"
 
 #define LM_TILE XSA_LMHEAD_TILE
@@ -43,10 +44,14 @@ void xsa_lmhead_packed_update(float *wt, const float *wte, int V, int C)
 
 float *xsa_lmhead_packed_new(const float *wte, int V, int C)
 {
-    float *wt = aligned_alloc(64, xsa_lmhead_packed_floats(V, C) * sizeof(float));
+    /* pooled: every generate call makes a cache, and a fresh 26 MB buffer
+     * each time cost more in page faults than its 64 decoding steps */
+    float *wt = xsa_pool_get(XSA_POOL_DECODE, xsa_lmhead_packed_floats(V, C));
     if (wt) xsa_lmhead_packed_update(wt, wte, V, C);
     return wt;
 }
+
+void xsa_lmhead_packed_free(float *wt) { xsa_pool_put(wt); }
 
 typedef struct {
     float *logits;

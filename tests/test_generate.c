@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/generate_impl.h"
+#include "../core/pool.h"
 #include "../core/xsa.h"
 #include "check.h"
 
@@ -427,11 +429,41 @@ static void test_errors(void)
     xsa_gpt_free(m);
 }
 
+/* A decoding cache's packed lm_head goes back to the pool and the next
+ * generate reuses it (a fresh 26 MB buffer per call cost more in page
+ * faults than decoding), packed again from the model it now serves. */
+static void test_packed_lmhead_pooled(void)
+{
+    xsa_gpt *m1 = model(61, 1, 32, 2, 12, XSA_ATTN_SA, 1.0, 31), *m2 = model(61, 1, 32, 2, 12, XSA_ATTN_SA, 1.0, 32);
+    int32_t p[2] = {3, 9}, a[20], b[20], ref[20];
+    const int32_t *prompts[1] = {p};
+    int lens[1] = {2}, na, nb, nr;
+    xsa_generate_opts o;
+    xsa_generate_opts_default(&o);
+    o.max_new_tokens = 20;
+    o.sampling.temperature = 0;
+    xsa_pool_trim();
+    size_t packed = xsa_lmhead_packed_floats(61, 32) * sizeof(float);
+    CHECK(xsa_gpt_generate(m1, 1, prompts, lens, &o, a, &na) == 0, "generate: %s", xsa_last_error());
+    size_t held = xsa_pool_bytes();
+    CHECK(held >= packed, "after generate the pool holds %zu bytes, the packed lm_head is %zu", held, packed);
+    CHECK(xsa_gpt_generate(m2, 1, prompts, lens, &o, b, &nb) == 0, "generate: %s", xsa_last_error());
+    CHECK(xsa_pool_bytes() == held, "the second generate reused the buffer (%zu bytes held, %zu before)",
+          xsa_pool_bytes(), held);
+    o.use_cache = 0;
+    CHECK(xsa_gpt_generate(m2, 1, prompts, lens, &o, ref, &nr) == 0, "generate: %s", xsa_last_error());
+    CHECK(nb == nr && memcmp(b, ref, sizeof b) == 0, "the reused buffer holds the second model's lm_head");
+    CHECK(memcmp(a, b, sizeof a) != 0, "two models, two continuations (the test can tell them apart)");
+    xsa_gpt_free(m1);
+    xsa_gpt_free(m2);
+}
+
 int main(void)
 {
     test_cache_matches_forward();
     test_prefill_is_the_full_block();
     test_greedy_same_both_ways();
+    test_packed_lmhead_pooled();
     test_sampling_reproducible();
     test_sampling_rules();
     test_errors();
