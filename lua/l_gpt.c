@@ -390,8 +390,10 @@ static int m_config(lua_State *L)
     lua_setfield(L, -2, "seq_len");
     lua_pushstring(L, xsa_gpt_attention_name(c->attention));
     lua_setfield(L, -2, "attention");
-    lua_pushnumber(L, c->lambda);
-    lua_setfield(L, -2, "lambda");
+    if (c->attention == XSA_ATTN_XSA) { /* SA has none: xsa.gpt(m:config()) is m's config */
+        lua_pushnumber(L, c->lambda);
+        lua_setfield(L, -2, "lambda");
+    }
     lua_pushinteger(L, (lua_Integer)c->seed);
     lua_setfield(L, -2, "seed");
     if (c->precision != XSA_PREC_F32) { /* f32 left out: results' configs stay as they were */

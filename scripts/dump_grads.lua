@@ -36,7 +36,7 @@ res.logits = xsa.no_grad(function() return model:forward(inputs) end)
 
 local meta = {source = ckpt}
 for k, v in pairs(model:config()) do meta[k] = tostring(v) end
-meta.lambda = string.format("%.17g", model:config().lambda)
+meta.lambda = string.format("%.17g", model:config().lambda or 1) -- SA: 1, the engine's default
 xsa.safetensors.save(out, res, meta)
 print(string.format("%s: loss %.6f, %d gradients, logits [%s]", out, loss:item(),
   #model:parameters(), table.concat(res.logits:shape(), ",")))

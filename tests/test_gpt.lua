@@ -44,7 +44,14 @@ T.case("defaults, num_params, config, tostring", function()
   local C, V, S = 16, 40, 8
   T.eq(m:num_params(), V * C + S * C + 2 * (12 * C * C + 13 * C) + 2 * C)
   local c = m:config()
-  T.eq(c.vocab, 40); T.eq(c.n_layer, 2); T.eq(c.attention, "sa"); T.eq(c.lambda, 1.0); T.eq(c.seed, 5)
+  T.eq(c.vocab, 40); T.eq(c.n_layer, 2); T.eq(c.attention, "sa"); T.eq(c.lambda, nil); T.eq(c.seed, 5)
+  -- the constructor takes what config() gives, for every attention and precision
+  local kinds = {{}, {attention = "xsa"}, {attention = "xsa", lambda = 0.25}}
+  if pcall(xsa.gpt, cfg{precision = "bf16"}) then kinds[#kinds + 1] = {attention = "xsa", lambda = 0.5, precision = "bf16"} end
+  for _, k in ipairs(kinds) do
+    local a = xsa.gpt(cfg(k)):config()
+    T.eq(xsa.json.encode(xsa.gpt(a):config()), xsa.json.encode(a), "xsa.gpt(m:config()) round trip")
+  end
   T.ok(tostring(m):find("xsa.gpt(sa", 1, true))
   local ps = m:parameters()
   T.eq(#ps, 2 + 2 * 12 + 2)

@@ -437,7 +437,7 @@ add("model:parameters", "model:parameters() -> list of {name=, tensor=}",
   "The parameters in GPT-2 order, also indexed by name; the tensors are the model's own.",
   "local ps = model:parameters()\nprint(ps[\"wte.weight\"]:shape()[1])")
 add("model:num_params", "model:num_params() -> integer", "The number of scalars.", "print(model:num_params())")
-add("model:config", "model:config() -> table", "The configuration (the constructor's keys).", "print(model:config().attention)")
+add("model:config", "model:config() -> table", "The configuration (the constructor's keys: xsa.gpt(model:config()) builds the same model; lambda only with attention \"xsa\").", "print(model:config().attention)")
 add("model:probe", "model:probe(loader [, n]) -> per-layer metrics",
   "Self-value bias metrics (value_cos, self_attn, pre_cos, post_cos, ..._pos1) averaged over batches 1..n and heads.",
   "for l, m in ipairs(model:probe(val, 2)) do print(l, m.pre_cos) end")
