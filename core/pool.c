@@ -3,10 +3,10 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "error.h"
 #include "pool.h"
+#include "system.h"
 
 #define HDR 64
 
@@ -57,13 +57,7 @@ float *xsa_pool_get(xsa_pool_kind kind, size_t nfloats)
         xsa_error("out of memory (a buffer of %zu MB)", (nfloats * sizeof(float)) >> 20);
         return NULL;
     }
-#ifdef MADV_HUGEPAGE
-    size_t bytes = HDR + nfloats * sizeof(float), huge = (size_t)2 << 20;
-    if (bytes >= huge) { /* the whole pages inside the buffer; a refusal only costs speed */
-        uintptr_t a = ((uintptr_t)raw + 4095) & ~(uintptr_t)4095, z = ((uintptr_t)raw + bytes) & ~(uintptr_t)4095;
-        if (z > a) madvise((void *)a, z - a, MADV_HUGEPAGE);
-    }
-#endif
+    xsa_advise_huge(raw, HDR + nfloats * sizeof(float));
     ((hdr *)raw)->cap = nfloats;
     ((hdr *)raw)->kind = kind;
     return (float *)((char *)raw + HDR);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "system.h"
 #include "tensor.h"
 #include "tensor_impl.h"
 
@@ -132,6 +133,7 @@ xsa_storage *xsa_storage_alloc(size_t nbytes, int zero)
         if (zero) memset(p, 0, n);
     } else {
         p = zero ? calloc(1, n) : malloc(n);
+        xsa_advise_huge(p, n); /* before the first touch */
     }
     if (!p) {
         free(s);

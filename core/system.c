@@ -1,7 +1,9 @@
 /* system.c: OpenBLAS kernel and thread facts (see system.h). */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <cblas.h>
 
@@ -88,4 +90,17 @@ int xsa_set_threads(int n)
     engine_threads = n;
     openblas_set_num_threads(1); /* again, should the embedder have changed it */
     return 0;
+}
+
+void xsa_advise_huge(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    if (!p || bytes < ((size_t)2 << 20)) return;
+    /* the whole 4 KB pages inside the buffer */
+    uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, z = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+    if (z > a) madvise((void *)a, z - a, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
 }

@@ -23,6 +23,7 @@
 #include "../core/matmul_bf16.h"
 #include "../core/nn.h"
 #include "../core/pool.h"
+#include "../core/system.h"
 #include "check.h"
 
 #define H 1e-2
@@ -673,6 +674,24 @@ static void test_pool(void)
           "the too-small buffer made way for the new size (%zu bytes held)", xsa_pool_bytes());
     xsa_pool_trim();
     CHECK(xsa_pool_bytes() == 0, "trim empties the pool");
+    /* a buffer of huge-page size (advised before its first touch) is whole:
+     * every page written and read back, at both ends and inside */
+    size_t big = ((size_t)5 << 20) / sizeof(float) + 3;
+    float *h = xsa_pool_get(XSA_POOL_SCRATCH, big);
+    CHECK(h && ((uintptr_t)h & 63) == 0, "a 5 MB pool buffer, 64-byte aligned");
+    int whole = h != NULL;
+    if (h) {
+        for (size_t i = 0; i < big; i += 1021) h[i] = (float)(i % 4099);
+        h[big - 1] = -1.0f;
+        for (size_t i = 0; i < big - 1; i += 1021) whole &= h[i] == (float)(i % 4099);
+        whole &= h[big - 1] == -1.0f;
+    }
+    CHECK(whole, "the 5 MB buffer holds what was written");
+    xsa_pool_put(h);
+    xsa_pool_trim();
+    xsa_advise_huge(NULL, (size_t)1 << 30); /* ignored */
+    char small[64];
+    xsa_advise_huge(small, sizeof small);   /* under 2 MB: ignored */
 }
 
 int main(void)
