@@ -36,6 +36,11 @@ T.case("render: one data block per series, script reads them", function()
   T.ok(script:find('set loadpath "/some/dir"', 1, true))
   -- bar panels keep zero and the labels in view
   T.ok(script:find("set yrange [-0.34:0.605]", 1, true), script)
+  -- headroom on a line panel: the range ends that share of the span above the data
+  local h = plot.figure{}
+  h:panel{headroom = 0.5}:line({1, 2, 3}, {0.2, 0.6, 1.0})
+  local hs = h:render("h", "/d")
+  T.ok(hs:find("set yrange [0.2:1.4]", 1, true), hs)
   -- the value labels: one block above (0.50), one below (-0.25)
   -- (texts in script arrays, indexed from the data: no strings in the .dat)
   T.ok(data:find('1 0.5 1\n', 1, true) and data:find('2 -0.25 1\n', 1, true), data)

@@ -632,8 +632,8 @@ add("xsa.plot.render_script", "xsa.plot.render_script(gp_path, fmt, out) -> true
   "xsa.plot.render_script(\"plots/part3_loss.gp\", \"svg\", \"/tmp/loss.svg\")")
 add("xsa.plot.terminal_size", "xsa.plot.terminal_size() -> columns, lines", "The terminal's size: $COLUMNS/$LINES, else stty on the tty, else 80x24.",
   "print(xsa.plot.terminal_size())")
-add("figure:panel", "figure:panel{title=, xlabel=, ylabel=, xrange=, yrange=, xtics=, key=, grid=, equal=, zero=, logy=} -> panel",
-  "Adds the next panel of the grid.", "local p = fig:panel{xlabel = \"step\", ylabel = \"loss\"}")
+add("figure:panel", "figure:panel{title=, xlabel=, ylabel=, xrange=, yrange=, xtics=, key=, grid=, equal=, zero=, logy=, headroom=} -> panel",
+  "Adds the next panel of the grid. headroom: without yrange, room above the data for the key, a share of the data's span.", "local p = fig:panel{xlabel = \"step\", ylabel = \"loss\"}")
 add("figure:save", "figure:save(path [, {format=}]) -> path, warnings", "Writes NAME.dat and NAME.gp next to path and renders PNG, SVG or GIF.",
   "fig:save(\"plots/loss.png\")")
 add("figure:show", "figure:show([{width=, height=}]) -> true", "Draws the figure in the terminal (gnuplot dumb), sized to the window; works over ssh.",

@@ -440,7 +440,9 @@ end
 
 -- fig:panel{title=, xlabel=, ylabel=, xrange={a,b}, yrange={a,b},
 --   xtics={ {"label", x}, ... } or a step, key="top right"|false, grid=true,
---   equal=true (same unit on both axes), zero=true (draw y = 0)}
+--   equal=true (same unit on both axes), zero=true (draw y = 0),
+--   headroom=share (no yrange: the y range ends that share of the data's
+--   span above the data, room for the key; bars 0.14 unless given)}
 local PANEL_OPTIONS = {"title", "xlabel", "ylabel", "xrange", "yrange", "xtics", "key", "grid", "equal", "zero",
   "logy", "headroom"}
 
@@ -542,10 +544,11 @@ local function panel_axes(S, p)
   S("set xlabel %s", gtext(fit(o.xlabel or "", p.room, 11, p.fs)))
   S("set ylabel %s", gtext(o.ylabel or ""))
   S("set xrange %s", range(o.xrange))
-  if not o.yrange and p.has_bars and p.ymin then
-    -- bars start at zero: keep it in view, with room for the value labels
-    -- (and the key, o.headroom of the span)
-    local lo, hi = math.min(0, p.ymin), math.max(0, p.ymax)
+  if not o.yrange and p.ymin and (p.has_bars or o.headroom) then
+    -- bars start at zero: keep it in view, with room for the value labels;
+    -- o.headroom (any panel): room above the data for the key, a share of the span
+    local lo, hi = p.ymin, p.ymax
+    if p.has_bars then lo, hi = math.min(0, lo), math.max(0, hi) end
     local span = (hi - lo > 0) and (hi - lo) or 1
     local top = hi + span * (o.headroom or 0.14)
     local bottom = lo < 0 and (lo - span * 0.12) or lo
