@@ -48,7 +48,7 @@ function P.main(ex, per)
   local esc = xsa.endpoints.ESCAPE_LEVEL
   for k, rc in ipairs(RECIPES) do
     local p = fig:panel{title = rc.label, xlabel = "step", ylabel = "validation loss", key = "top right",
-      yrange = lo < 6.5 and {lo - 0.1, 7.5} or nil}
+      yrange = lo < 6.5 and {lo - 0.1, 8.4} or nil} -- above 7: room for the key
     study.loss_curves(p, by[k], "val")
     p:line({0, opts.steps}, {esc, esc}, {color = "#777777", width = 1, dash = 2, label = "escape level " .. esc})
   end
