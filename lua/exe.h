@@ -21,6 +21,9 @@ int xsa_msghandler(lua_State *L);
 /* Kernel mode: a signal outside xsa_docall is ignored, and every signal
  * during one interrupts (a second one does not kill, as it does in a shell). */
 void xsa_intr_kernel_mode(void);
+/* For a C function that waits (the kernel's input): 1 when an interrupt is
+ * pending for L, which is then taken (the caller raises it), else 0. */
+int xsa_intr_take(lua_State *L);
 
 /* ---- main.c ---- */
 

@@ -86,6 +86,16 @@ static void laction(int sig)
     if (T) arm(T);
 }
 
+int xsa_intr_take(lua_State *L)
+{
+    if (!pending) return 0;
+    pending = 0;
+    raised++;
+    restore_hook(L);
+    if (running_co && running_co != L) restore_hook(running_co);
+    return 1;
+}
+
 void xsa_intr_kernel_mode(void)
 {
     kernel_mode = 1;

@@ -15,8 +15,13 @@
  * streams, figures and progress as display data, completion through
  * xsa.help) is lua/xsa/notebook.lua's; this file moves messages.
  *
- * Non-goals: the stdin channel (io.read in a cell reads the kernel's own
- * stdin), comms and widgets, binary buffers, debug_request.
+ * Input: io.read in a cell asks the front end (input_request on the stdin
+ * channel, to the identities of the execute_request, which a front end's
+ * stdin socket shares) and waits for its input_reply; an interrupt or a
+ * shutdown ends the wait. A request with allow_stdin false (nbconvert)
+ * gets an error at once, never a wait.
+ *
+ * Non-goals: comms and widgets, binary buffers, debug_request.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -118,6 +123,47 @@ static int l_publish(lua_State *L)
     return 1;
 }
 
+/* kernel.input(prompt, password) -> the line the front end's user typed */
+static int l_input(lua_State *L)
+{
+    const char *prompt = luaL_optstring(L, 1, "");
+    int password = lua_toboolean(L, 2);
+    const kmsg *req = K.parent;
+    if (!req || strcmp(req->msg_type, "execute_request") != 0 ||
+        !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req->content, "allow_stdin")))
+        return luaL_error(L, "io.read: this front end takes no input here (its request has allow_stdin false, "
+                             "as nbconvert's have)");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "prompt", prompt);
+    cJSON_AddBoolToObject(c, "password", password);
+    if (kmsg_send(K.stdin_sock, K.conn.key, K.session, req, NULL, "input_request", c) != 0)
+        return luaL_error(L, "io.read: could not ask the front end: %s", zmq_strerror(errno));
+    zmq_pollitem_t it = {K.stdin_sock, 0, ZMQ_POLLIN, 0};
+    for (;;) {
+        /* short polls: an interrupt (a signal handler cannot stop zmq_poll)
+         * or a shutdown is seen within 100 ms */
+        if (xsa_intr_take(L)) return luaL_error(L, "interrupted!");
+        if (K.shutdown) return luaL_error(L, "io.read: the kernel is shutting down");
+        int n = zmq_poll(&it, 1, 100);
+        if (n < 0 && errno != EINTR) return luaL_error(L, "io.read: %s", zmq_strerror(errno));
+        if (n <= 0) continue;
+        kmsg m;
+        int got = kmsg_recv(K.stdin_sock, K.conn.key, &m);
+        if (got < 0) return luaL_error(L, "io.read: %s", zmq_strerror(errno));
+        if (got == 0) continue;
+        if (strcmp(m.msg_type, "input_reply") != 0) {
+            fprintf(stderr, "xsa kernel: ignored a %s on the stdin channel\n", m.msg_type);
+            kmsg_free(&m);
+            continue;
+        }
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(m.content, "value");
+        if (cJSON_IsString(v)) lua_pushstring(L, v->valuestring);
+        else lua_pushliteral(L, "");
+        kmsg_free(&m);
+        return 1;
+    }
+}
+
 static int l_base64(lua_State *L)
 {
     size_t n;
@@ -129,18 +175,20 @@ static int l_base64(lua_State *L)
     return 1;
 }
 
-/* require("xsa.notebook").start{publish=, base64=} -> handlers, kept in the registry */
+/* require("xsa.notebook").start{publish=, base64=, input=} -> handlers, kept in the registry */
 static int start_lua(lua_State *L)
 {
     lua_getglobal(L, "require");
     lua_pushliteral(L, "xsa.notebook");
     lua_call(L, 1, 1);
     lua_getfield(L, -1, "start");
-    lua_createtable(L, 0, 2);
+    lua_createtable(L, 0, 3);
     lua_pushcfunction(L, l_publish);
     lua_setfield(L, -2, "publish");
     lua_pushcfunction(L, l_base64);
     lua_setfield(L, -2, "base64");
+    lua_pushcfunction(L, l_input);
+    lua_setfield(L, -2, "input");
     lua_call(L, 1, 1);
     luaL_checktype(L, -1, LUA_TTABLE);
     return 1;

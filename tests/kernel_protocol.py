@@ -26,6 +26,16 @@ os.environ["JUPYTER_PATH"] = os.path.join(TMP, "share", "jupyter")
 passed = failed = 0
 
 
+def drain(get):
+    """Drops every message waiting on one channel (msg_ready is a coroutine
+    in newer jupyter_client, so poll with a short timeout instead)."""
+    while True:
+        try:
+            get(timeout=0.2)
+        except Exception:
+            return
+
+
 def case(fn):
     global passed, failed
     try:
@@ -35,10 +45,8 @@ def case(fn):
         failed += 1
         print("FAIL %s: %s" % (fn.__name__, traceback.format_exc()), flush=True)
         time.sleep(2)  # what the failed case left behind is not the next case's
-        while kc.shell_channel.msg_ready():
-            kc.get_shell_msg()
-        while kc.iopub_channel.msg_ready():
-            kc.get_iopub_msg()
+        for get in (kc.get_shell_msg, kc.get_iopub_msg, kc.get_stdin_msg):
+            drain(get)
     return fn
 
 
@@ -218,6 +226,58 @@ def a_badly_signed_message_is_dropped():
     s.close(0)
     r, out = run("'still here'")
     assert of(out, "execute_result")[0]["data"]["text/plain"] == "still here"
+
+
+def answered(code, answers):
+    """Runs code that reads, typing each answer into the input box it asks for."""
+    msg_id = kc.execute(code, allow_stdin=True)
+    for a in answers:
+        m = kc.get_stdin_msg(timeout=30)
+        assert m["msg_type"] == "input_request" and m["parent_header"]["msg_id"] == msg_id, m
+        assert m["content"]["password"] is False, m
+        kc.input(a)
+    return collect(msg_id)
+
+
+@case
+def io_read_asks_the_front_end():
+    r, out = answered('local name = io.read() print("hello " .. name)', ["Ada Lovelace"])
+    assert r["status"] == "ok" and "hello Ada Lovelace\n" in "".join(o["text"] for o in of(out, "stream")), (r, out)
+    r, out = answered('return io.read("n", "L", 3)', ["42.5", "two words", "abcdef"])
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "42.5\ttwo words\n\tabc", out
+    r, out = answered('return io.stdin:read("l")', ["last"])
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "last", out
+    r, out = answered('return io.read("n")', ["not a number"])
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "nil", out
+    r, out = run('for l in io.lines() do end')
+    assert r["status"] == "error" and "never gives" in r["evalue"], r
+    r, out = run('return io.read("x")')
+    assert r["status"] == "error" and "invalid format" in r["evalue"], r
+    # files other than stdin read as they always do
+    r, out = run('local p = os.tmpname() local f = io.open(p, "w") f:write("a\\nb\\n") f:close() '
+                 'local t = {} for l in io.lines(p) do t[#t + 1] = l end os.remove(p) return table.concat(t, ",")')
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "a,b", (r, out)
+
+
+@case
+def io_read_without_stdin_fails_at_once():
+    t = time.time()
+    msg_id = kc.execute("return io.read()", allow_stdin=False)
+    r, out = collect(msg_id, timeout=30)
+    assert r["status"] == "error" and "allow_stdin false" in r["evalue"], r
+    assert time.time() - t < 10, "no wait for an answer that cannot come"
+
+
+@case
+def an_interrupt_ends_a_wait_for_input():
+    msg_id = kc.execute("return io.read()", allow_stdin=True)
+    m = kc.get_stdin_msg(timeout=30)
+    assert m["msg_type"] == "input_request", m
+    km.interrupt_kernel()
+    r, out = collect(msg_id, timeout=30)
+    assert r["status"] == "error" and r["ename"] == "Interrupted", r
+    r, out = run("'alive'")
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "alive"
 
 
 @case

@@ -12,8 +12,13 @@
 --   so does fig:save when xsa.plot.show_saved is true; no SVG: see below);
 --   a training progress bar is one display updated in place.
 --   Completion is xsa.help.complete's, inspection xsa.help.text's.
+--   io.read() and io.stdin:read() ask the front end for a line (Jupyter's
+--   input box); each format is one line typed: "l" the line, "L" with its
+--   newline, "n" its number (nil when it is none), "a" the line, a count
+--   its first bytes. io.lines() and io.stdin:lines() have no end of input
+--   in a notebook and raise instead of waiting forever.
 --
--- Non-goals: rich output for tables; input (io.read); widgets.
+-- Non-goals: rich output for tables; widgets.
 local help = require "xsa.help"
 local M = {}
 
@@ -64,6 +69,50 @@ local function install_output()
       return f
     end
     return file_write(f, ...)
+  end
+end
+
+-- one value per format, each from one line the front end's user types
+local function input_read(...)
+  local fmts, out = table.pack(...), {}
+  if fmts.n == 0 then fmts = {n = 1, "l"} end
+  for i = 1, fmts.n do
+    local f = fmts[i]
+    if type(f) == "string" then f = f:gsub("^%*", ""):sub(1, 1) end
+    local ok = f == "l" or f == "L" or f == "n" or f == "a" or math.type(f) == "integer"
+    if not ok then error(string.format("bad argument #%d to 'read' (invalid format)", i), 3) end
+    local line = K.input("", false)
+    if f == "L" then out[i] = line .. "\n"
+    elseif f == "n" then out[i] = tonumber(line)
+    elseif math.type(f) == "integer" then out[i] = line:sub(1, math.max(f, 0))
+    else out[i] = line end
+  end
+  return table.unpack(out, 1, fmts.n)
+end
+
+local function no_lines()
+  error("io.lines() reads until the end of input, which a notebook never gives: read each line with io.read()", 3)
+end
+
+local function install_input()
+  local stdin, io_read, io_lines = io.stdin, io.read, io.lines
+  io.read = function(...)
+    if io.input() ~= stdin then return io_read(...) end
+    return input_read(...)
+  end
+  io.lines = function(name, ...)
+    if name == nil and io.input() == stdin then no_lines() end
+    return io_lines(name, ...)
+  end
+  local methods = getmetatable(stdin).__index
+  local file_read, file_lines = methods.read, methods.lines
+  methods.read = function(f, ...)
+    if f == stdin then return input_read(...) end
+    return file_read(f, ...)
+  end
+  methods.lines = function(f, ...)
+    if f == stdin then no_lines() end
+    return file_lines(f, ...)
   end
 end
 
@@ -208,6 +257,7 @@ function M.start(kernel)
   local xsa = require "xsa"
   json = xsa.json
   install_output()
+  install_input()
   rawset(_G, "help", xsa.help)
   require("xsa.plot").inline = show_figure
   require("xsa.progress").live = live_progress
