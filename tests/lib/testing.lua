@@ -74,11 +74,15 @@ function T.read(p)
   return s
 end
 
--- A new empty folder under the system's temporary folder.
+-- A new empty folder under the system's temporary folder, removed with
+-- everything in it by T.done() (test_record's alone held 1.4 GB of
+-- checkpoints, left behind by every run); XSA_KEEP_TMP=1 keeps them.
+local tmpdirs = {}
 function T.tmpdir()
   local d = os.tmpname()
   os.remove(d)
   os.execute("mkdir -p '" .. d .. "'")
+  tmpdirs[#tmpdirs + 1] = d
   return d
 end
 
@@ -109,6 +113,9 @@ function T.golden_dir()
 end
 
 function T.done()
+  if os.getenv("XSA_KEEP_TMP") ~= "1" then
+    for _, d in ipairs(tmpdirs) do os.execute("rm -rf '" .. d .. "'") end
+  end
   local name = (arg and arg[0] or "lua"):match("([^/]+)$")
   io.stdout:write(string.format("%s: %d passed, %d failed\n", name, passed, failed))
   io.stdout:flush()
