@@ -11,7 +11,6 @@
  * Non-goals: many rows (nn.h's lm_head), the loss and its gradient.
  */
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))

@@ -131,8 +131,6 @@ end
 ----------------------------------------------------------------------------
 -- reading
 
--- Every string in v is short and printable, every number finite, nesting
--- bounded. Returns true, or false and why (naming the field).
 -- The BLAS of a provenance as text: the OpenBLAS kernel, and the float32
 -- GEMM library when the record names one other than OpenBLAS (records from
 -- before it was recorded ran OpenBLAS's): "Haswell; products oneDNN ...".
@@ -143,6 +141,8 @@ function M.blas_text(prov)
   return tostring(prov.blas)
 end
 
+-- Every string in v is short and printable, every number finite, nesting
+-- bounded. Returns true, or false and why (naming the field).
 local function sane(v, path, depth)
   if depth > 12 then return false, path .. " is nested too deeply" end
   local t = type(v)
