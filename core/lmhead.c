@@ -264,22 +264,38 @@ void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
 
 /* ---- fused and chunked: lm_head + cross-entropy (+ gradient) ------------- */
 
+/* The blocking's rule, in numbers (xsa_nn_lmhead_describe prints it): per
+ * chunk, about LM_F32_BUDGET bytes of float32 exponentials (bf16:
+ * LM_BF16_BUDGET of bf16 ones), and blocks of about LM_BLOCK_BYTES of
+ * float32 logits. float32 went from 40 to 80 MB (192 to 384 rows of
+ * GPT-2's vocabulary) on 2026-12-02: half the passes over wte and dwte
+ * (25.7 MB each, beyond the L3 together), and the training step in 0.94
+ * of the time at 16 x 64 and 8 x 256 on the Zen 5 machine, quiet,
+ * bench_blocking; blocks of 1.5 MB (in L2 there) measured no faster than
+ * 4 MB, and bf16's 512 x 4 MB no slower than either, so both stayed. */
+#define LM_F32_BUDGET (80L << 20)
+#define LM_BF16_BUDGET (104L << 20)
+#define LM_BLOCK_BYTES (4L << 20)
+
+/* The overrides: -1 unread, 0 the rule, > 0 rows; from the environment
+ * (read once) or from xsa_nn_lmhead_set_blocking, which wins. */
+static int ovr_rows = -1, ovr_vblock = -1, ovr_set;
+
+static int env_once(int *cache, const char *name)
+{
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        int v = e ? atoi(e) : 0;
+        *cache = v > 0 ? v : 0;
+    }
+    return *cache;
+}
+
 int xsa_nn_lmhead_rows(int N, int V, int bf16)
 {
-    static int env = -1;
-    if (env < 0) {
-        const char *e = getenv("XSA_LMHEAD_ROWS");
-        int v = e ? atoi(e) : 0;
-        env = v > 0 ? v : 0;
-    }
-    int r = env;
+    int r = env_once(&ovr_rows, "XSA_LMHEAD_ROWS");
     if (r == 0) {
-        /* float32: about 40 MB of exponentials per chunk (192 rows of
-         * GPT-2's vocabulary), what a paired run can afford; bf16, whose
-         * oneDNN products gain most from long chunks, keeps them in bf16:
-         * about 52 MB (512 rows) */
-        long budget = bf16 ? 104L << 20 : 40L << 20;
-        long want = budget / ((long)(V > 0 ? V : 1) * (long)sizeof(float));
+        long want = (bf16 ? LM_BF16_BUDGET : LM_F32_BUDGET) / ((long)(V > 0 ? V : 1) * (long)sizeof(float));
         r = want < 64 ? 64 : want > 1024 ? 1024 : (int)want;
         r = r / 64 * 64; /* whole 16-column blocks, and chunks that divide 64 x 2^k rows */
     }
@@ -288,17 +304,36 @@ int xsa_nn_lmhead_rows(int N, int V, int bf16)
 
 int xsa_nn_lmhead_vblock(int R, int V)
 {
-    static int env = -1;
-    if (env < 0) {
-        const char *e = getenv("XSA_LMHEAD_VBLOCK");
-        env = e && atoi(e) > 0 ? atoi(e) : 0;
-    }
-    long vb = env;
+    long vb = env_once(&ovr_vblock, "XSA_LMHEAD_VBLOCK");
     if (vb == 0) {
-        vb = (4L << 20) / ((long)(R > 0 ? R : 1) * (long)sizeof(float));
+        vb = LM_BLOCK_BYTES / ((long)(R > 0 ? R : 1) * (long)sizeof(float));
         vb = vb < 64 ? 64 : vb / 64 * 64;
     }
     return vb < V ? (int)vb : V;
+}
+
+int xsa_nn_lmhead_set_blocking(int rows, int vblock)
+{
+    if (rows < 0 || vblock < 0)
+        return xsa_error("lm_head blocking: rows %d and vblock %d must be >= 0 (0: the rule)", rows, vblock);
+    ovr_rows = rows;
+    ovr_vblock = vblock;
+    ovr_set = 1;
+    return 0;
+}
+
+const char *xsa_nn_lmhead_describe(void)
+{
+    static char buf[160];
+    int rows = env_once(&ovr_rows, "XSA_LMHEAD_ROWS"), vb = env_once(&ovr_vblock, "XSA_LMHEAD_VBLOCK");
+    const char *by_r = ovr_set ? "set" : "XSA_LMHEAD_ROWS", *by_b = ovr_set ? "set" : "XSA_LMHEAD_VBLOCK";
+    char r[64], b[64];
+    if (rows) snprintf(r, sizeof r, "chunks of %d rows (%s)", rows, by_r);
+    else snprintf(r, sizeof r, "chunks of %ld MB (bf16 %ld)", LM_F32_BUDGET >> 20, LM_BF16_BUDGET >> 20);
+    if (vb) snprintf(b, sizeof b, "blocks of %d rows (%s)", vb, by_b);
+    else snprintf(b, sizeof b, "blocks of %ld MB", LM_BLOCK_BYTES >> 20);
+    snprintf(buf, sizeof buf, "%s, %s", r, b);
+    return buf;
 }
 
 /* The scratch, carved in one place for the size and the use. float32: the

@@ -195,16 +195,27 @@ typedef struct xsa_nn_bf16 {
 int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
                      const float *inp, const float *wte, const int32_t *targets, int N, int C,
                      int V, int rows, int nthreads, const xsa_nn_bf16 *bf);
-/* Rows per chunk for N rows of a V vocabulary: 192 rows of GPT-2's (about
- * 40 MB of float32 exponentials), 512 with bf16 products (bf16 != 0; about
+/* Rows per chunk for N rows of a V vocabulary: 384 rows of GPT-2's (about
+ * 77 MB of float32 exponentials), 512 with bf16 products (bf16 != 0; about
  * 52 MB of bf16 exponentials), a multiple of 64, at most N.
  * XSA_LMHEAD_ROWS in the environment overrides (for tuning). */
 int xsa_nn_lmhead_rows(int N, int V, int bf16);
 /* Rows of the vocabulary per block for chunks of R rows: about 4 MB of
  * float32 logits (in L3 while the softmax reads them right after their
- * product: 5440 rows at R = 192, 2048 at 512), a multiple of 64, at most
+ * product: 2688 rows at R = 384, 2048 at 512), a multiple of 64, at most
  * V. XSA_LMHEAD_VBLOCK overrides. */
 int xsa_nn_lmhead_vblock(int R, int V);
+/* The blocking as text, for a record's provenance (the blocks set the
+ * order of the softmax's sums, so another blocking gives other last bits):
+ * "chunks of 80 MB (bf16 104), blocks of 4 MB" (of float32
+ * exponentials, bf16 ones, float32 logits), or the overriding variables'
+ * values. */
+const char *xsa_nn_lmhead_describe(void);
+/* Overrides the blocking for the rest of the process (benchmarks: make
+ * bench's bench_blocking alternates blockings in one process): rows per
+ * chunk and vocabulary rows per block, 0 for the rule; it wins over the
+ * environment. Not while a step runs. 0, or -1 with an error. */
+int xsa_nn_lmhead_set_blocking(int rows, int vblock);
 size_t xsa_nn_lmhead_ce_scratch_floats(int N, int C, int V, int rows, int bf16, int nthreads);
 
 #endif

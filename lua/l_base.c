@@ -2,7 +2,7 @@
  * l_base.c: the `xsa` table's own functions (as Lua's lbaselib.c holds the
  * global functions; l_init.c builds the module, as linit.c does):
  *   the engine: xsa._VERSION, xsa.version(), xsa.blas() -> {core=, best=,
- *     fallback=, threads=, gemm=, gemm_lib=, gemm_source=}, xsa.set_threads(n),
+ *     fallback=, threads=, gemm=, gemm_lib=, gemm_source=, lmhead=}, xsa.set_threads(n),
  *     xsa.set_gemm(name) ("openblas" | "dnnl" | "default": gemm.h)
  *   whole files: xsa.read_file(path) -> bytes | nil, message;
  *     xsa.write_file_atomic(path, s) -> true (temporary file, then rename)
@@ -51,7 +51,7 @@ static int l_version(lua_State *L)
 
 static int l_blas(lua_State *L)
 {
-    lua_createtable(L, 0, 7);
+    lua_createtable(L, 0, 8);
     lua_pushstring(L, xsa_blas_corename());
     lua_setfield(L, -2, "core");
     const char *best = xsa_cpu_best_coretype();
@@ -67,6 +67,8 @@ static int l_blas(lua_State *L)
     lua_setfield(L, -2, "gemm_lib");
     lua_pushstring(L, xsa_gemm_source());
     lua_setfield(L, -2, "gemm_source");
+    lua_pushstring(L, xsa_nn_lmhead_describe());
+    lua_setfield(L, -2, "lmhead");
     return 1;
 }
 

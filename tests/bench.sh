@@ -13,6 +13,9 @@
 # build has oneDNN and the CPU avx512_bf16), each a process of its own so its
 # peak RSS is its own, with the PyTorch reference interleaved in the same run
 # when /usr/bin/python3 has torch.
+# bench_blocking (the lm_head's chunks and blocks: the rule against the
+# blocking before it and two others, alternated in one process) runs at the
+# same shapes and precisions.
 set -u
 BUILD=${XSA_BUILD:-build}
 EXE=${XSA_EXE:-$BUILD/xsa}
@@ -73,6 +76,15 @@ for b in "$BUILD"/tests/bench_*; do
         echo "== bench_generate $PEAK_GEN"
         # shellcheck disable=SC2086
         "$b" $PEAK_GEN || status=1
+        ;;
+    bench_blocking)
+        for p in $PRECISIONS; do
+            for shape in "16 64" "8 256"; do
+                set -- $shape
+                echo "== bench_blocking --batch $1 --seq $2 --precision $p"
+                "$b" --batch "$1" --seq "$2" --precision "$p" || status=1
+            done
+        done
         ;;
     bench_step)
         for p in $PRECISIONS; do

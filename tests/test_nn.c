@@ -506,6 +506,39 @@ static double maxdiff(const float *a, const float *b, size_t n, double *maxb)
  * logits each): three blocks of 3001, two of 1500; with inputs scaled by
  * 60 the logits spread over hundreds, so whole blocks underflow against
  * the row's maximum (their factors e^(m_b - lse) are 0). */
+/* The blocking set in-process (xsa_nn_lmhead_set_blocking, as
+ * bench_blocking alternates it): blocks of 64 rows of the vocabulary and
+ * a ragged last one, chunks of 48 rows, still the two-step reference's
+ * loss and gradients; the text names it; negatives are refused. */
+static void test_lmhead_blocking(void)
+{
+    enum { BN = 100, BC = 16, BV = 1000 };
+    float *x = randv(BN * BC, 2), *w = randv(BV * BC, 1), *dx = zerov(BN * BC), *dw = zerov(BV * BC);
+    float *rx = zerov(BN * BC), *rw = zerov(BV * BC);
+    int32_t tg[BN];
+    for (int i = 0; i < BN; i++) tg[i] = (int32_t)((i * 7919 + 3) % BV);
+    double want = lmhead_ce_ref(rx, rw, NULL, x, w, tg, BN, BC, BV), got = 0;
+    CHECK(xsa_nn_lmhead_set_blocking(48, 64) == 0, "set_blocking");
+    int R = xsa_nn_lmhead_rows(BN, BV, 0);
+    CHECK(R == 48 && xsa_nn_lmhead_vblock(R, BV) == 64, "the set blocking is used: %d x %d", R,
+          xsa_nn_lmhead_vblock(R, BV));
+    CHECK(strcmp(xsa_nn_lmhead_describe(), "chunks of 48 rows (set), blocks of 64 rows (set)") == 0, "%s",
+          xsa_nn_lmhead_describe());
+    float *scr = zerov(xsa_nn_lmhead_ce_scratch_floats(BN, BC, BV, R, 0, 2));
+    CHECK(xsa_nn_lmhead_ce(&got, dx, dw, NULL, scr, x, w, tg, BN, BC, BV, R, 2, NULL) == 0, "lmhead_ce");
+    double mb, mbw, ddx = maxdiff(dx, rx, BN * BC, &mb), ddw = maxdiff(dw, rw, BV * BC, &mbw);
+    CHECK(fabs(got - want) <= 1e-6 * fabs(want), "loss %.9g vs %.9g", got, want);
+    CHECK(ddx <= 1e-5 * mb && ddw <= 1e-5 * mbw, "dinp %g (max %g), dwte %g (max %g)", ddx, mb, ddw, mbw);
+    CHECK(xsa_nn_lmhead_set_blocking(-1, 0) != 0 && strstr(xsa_last_error(), "must be >= 0"), "negative rows: %s",
+          xsa_last_error());
+    CHECK(xsa_nn_lmhead_set_blocking(0, 0) == 0 && xsa_nn_lmhead_rows(1 << 20, 50257, 0) == 384 &&
+              xsa_nn_lmhead_vblock(384, 50257) == 2688,
+          "back to the rule: 384 rows of GPT-2's vocabulary, blocks of 2688");
+    CHECK(strcmp(xsa_nn_lmhead_describe(), "chunks of 80 MB (bf16 104), blocks of 4 MB") == 0, "%s",
+          xsa_nn_lmhead_describe());
+    free(x); free(w); free(dx); free(dw); free(rx); free(rw); free(scr);
+}
+
 static void test_lmhead_ce_chunked(void)
 {
     struct { int N, C, V, rows, threads; double xscale; } cs[] = {
@@ -698,6 +731,7 @@ int main(void)
 {
     test_lmhead_ce_fused();
     test_lmhead_ce_chunked();
+    test_lmhead_blocking();
     test_lmhead_ce_bf16();
     test_pool();
     test_gelu_accuracy();

@@ -156,10 +156,11 @@ group("bar", "a progress bar (xsa.progress.new)", "Draws a line on a terminal, l
 -- the xsa table
 
 add("xsa.version", "xsa.version() -> string", "The engine's version, \"0.1.0\".", "print(xsa.version())")
-add("xsa.blas", "xsa.blas() -> {core=, best=, fallback=, threads=, gemm=, gemm_lib=, gemm_source=}",
+add("xsa.blas", "xsa.blas() -> {core=, best=, fallback=, threads=, gemm=, gemm_lib=, gemm_source=, lmhead=}",
   "The OpenBLAS kernel in use, the best one for this CPU, whether OpenBLAS fell back to a slower one, the thread count, " ..
-  "and the library that runs float32 matrix products (gemm \"openblas\" or \"dnnl\", the library by name, and how it " ..
-  "was chosen: \"default\", \"XSA_GEMM\" or \"xsa_gemm_set\").",
+  "the library that runs float32 matrix products (gemm \"openblas\" or \"dnnl\", the library by name, and how it " ..
+  "was chosen: \"default\", \"XSA_GEMM\" or \"xsa_gemm_set\"), and the lm_head's blocking (its chunks of rows and " ..
+  "blocks of the vocabulary set the order of the softmax's sums).",
   "print(xsa.blas().gemm_lib)")
 add("xsa.set_gemm", "xsa.set_gemm(name)",
   "Selects the library of float32 matrix products: \"openblas\", \"dnnl\" (oneDNN's dnnl_sgemm, in builds with oneDNN) " ..
@@ -226,7 +227,7 @@ add("xsa.record.parse", "xsa.record.parse(text, key [, check]) -> record | nil, 
   "A record's text checked: format, key, finite numbers, short printable strings, the caller's check.",
   "local rec, why = xsa.record.parse(xsa.read_file(path), xsa.record.key(config))")
 add("xsa.record.blas_text", "xsa.record.blas_text(provenance) -> string",
-  "A record provenance's BLAS as text: the OpenBLAS kernel, and the float32 GEMM library when it is not OpenBLAS (\"Haswell; products oneDNN 2.6.3 dnnl_sgemm\"); records from before the library was recorded ran OpenBLAS's.",
+  "A record provenance's BLAS as text: the OpenBLAS kernel, the float32 GEMM library when it is not OpenBLAS (\"Haswell; products oneDNN 2.6.3 dnnl_sgemm\"; records from before the library was recorded ran OpenBLAS's), and the lm_head's blocking when the record names it (records from before it was recorded ran chunks of 40 MB and blocks of 4 MB).",
   "print(xsa.record.blas_text(xsa.record.provenance()))")
 add("xsa.record.differences", "xsa.record.differences(records) -> {{field=, values=, max_abs=}}",
   "The numbers that differ between the records of one run (the cross-machine comparison).",

@@ -115,13 +115,13 @@ end
 
 -- What should not change the numbers but may: engine, commit, BLAS kernel
 -- and threads, the float32 GEMM library (OpenBLAS or oneDNN: another
--- summation order, so other last bits), CPU, the load average when the run
--- ended, date.
+-- summation order, so other last bits), the lm_head's blocking (the order
+-- of the softmax's sums), CPU, the load average when the run ended, date.
 function M.provenance()
   local blas = core.blas()
   local family, model = first_line("/proc/cpuinfo", "^cpu family%s*:%s*(%d+)"), first_line("/proc/cpuinfo", "^model%s*:%s*(%d+)")
   return {engine = "xsa " .. core.version(), commit = M.commit(), blas = blas.core, threads = blas.threads,
-    gemm = blas.gemm_lib,
+    gemm = blas.gemm_lib, lmhead = blas.lmhead,
     cpu = (first_line("/proc/cpuinfo", "^model name%s*:%s*(.-)%s*$") or "unknown") ..
       (family and string.format(" (family %s model %s)", family, model or "?") or ""),
     load = tonumber(first_line("/proc/loadavg", "^(%S+)") or ""), -- a busy machine trains slower: read elapsed_s with it
@@ -131,14 +131,16 @@ end
 ----------------------------------------------------------------------------
 -- reading
 
--- The BLAS of a provenance as text: the OpenBLAS kernel, and the float32
--- GEMM library when the record names one other than OpenBLAS (records from
--- before it was recorded ran OpenBLAS's): "Haswell; products oneDNN ...".
+-- The BLAS of a provenance as text: the OpenBLAS kernel, the float32 GEMM
+-- library when the record names one other than OpenBLAS (records from
+-- before it was recorded ran OpenBLAS's), and the lm_head's blocking when
+-- the record names it (records from before ran chunks of 40 MB, blocks of
+-- 4 MB): "Haswell; products oneDNN ...; lm_head chunks of ...".
 function M.blas_text(prov)
-  if type(prov.gemm) == "string" and not prov.gemm:match("^OpenBLAS") then
-    return string.format("%s; products %s", prov.blas, prov.gemm)
-  end
-  return tostring(prov.blas)
+  local t = tostring(prov.blas)
+  if type(prov.gemm) == "string" and not prov.gemm:match("^OpenBLAS") then t = t .. "; products " .. prov.gemm end
+  if type(prov.lmhead) == "string" then t = t .. "; lm_head " .. prov.lmhead end
+  return t
 end
 
 -- Every string in v is short and printable, every number finite, nesting
