@@ -69,15 +69,10 @@ int main(int argc, char **argv)
                      {"blocks of 16 MB", 0, (int)((16L << 20) / (rule_rows * 4L) / 64 * 64)},
                      {"chunks of 1024 rows", 1024, 0}};
     int nb = (int)(sizeof bl / sizeof bl[0]), N = B * T;
-    int32_t *in = malloc((size_t)N * sizeof *in), *tg = malloc((size_t)N * sizeof *tg);
-    xsa_rng g;
-    xsa_rng_seed(&g, 1);
-    for (int i = 0; i < N; i++) {
-        in[i] = (int32_t)xsa_rng_int(&g, 0, c.vocab);
-        tg[i] = (int32_t)xsa_rng_int(&g, 0, c.vocab);
-    }
+    int32_t *in, *tg;
+    if (bench_batch(N, c.vocab, &in, &tg) != 0) die("out of memory");
     xsa_gpt *m = xsa_gpt_new(&c);
-    if (!in || !tg || !m) die("setup");
+    if (!m) die("model");
     printf("bench_blocking: V=%d C=%d, batch %dx%d, %s; CPU %s; OpenBLAS %s; float32 GEMM %s; %d threads; "
            "load average %s\n", c.vocab, c.d_model, B, T, bf16 ? "bf16 lm_head" : "float32", peak_cpu_model(),
            xsa_blas_corename(), xsa_gemm_describe(), xsa_threads(), peak_load());

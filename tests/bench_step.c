@@ -413,13 +413,8 @@ int main(int argc, char **argv)
         if (xsa_bf16_check() != 0) die("bf16");
         printf("bf16 products: %s\n", xsa_bf16_backend());
     }
-    int32_t *in = malloc(sizeof(int32_t) * (size_t)N), *tg = malloc(sizeof(int32_t) * (size_t)N);
-    xsa_rng g;
-    xsa_rng_seed(&g, 1);
-    for (int i = 0; i < N; i++) {
-        in[i] = (int32_t)xsa_rng_int(&g, 0, c.vocab);
-        tg[i] = (int32_t)xsa_rng_int(&g, 0, c.vocab);
-    }
+    int32_t *in, *tg;
+    if (bench_batch(N, c.vocab, &in, &tg) != 0) die("out of memory");
     xsa_gpt *sa = xsa_gpt_new(&c);
     if (!sa) die("model");
     xsa_gpt *xs = xsa_gpt_clone(sa, XSA_ATTN_XSA, 1.0);
