@@ -29,6 +29,7 @@ local function run(ex, seed, lam, first, reuse) -- one (seed, lambda); first: th
   if not r then r, status, entry = train(ex, seed, lam, base, probe_data) end
   local cos = function(m, key) return study.layer_mean(r.probe[m], key or "post_cos_pos1") end
   return {r = r, x = {seed = seed, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
+    steps = r.steps, sa_curve = r.sa.val, xsa_curve = r.xsa.val, -- the mean val loss (make results)
     xsa_post_cos = cos("xsa"), sa_post_cos = cos("sa"), xsa_post_cos_all = cos("xsa", "post_cos"), elapsed_s = r.elapsed_s,
     checkpoints = r.checkpoints, cache = status or r.reused, entry = entry}}
 end

@@ -86,6 +86,32 @@ T.case("claim 1: every endpoint of part 3's pairs; the final val loss decides", 
   T.ok(md:find("1. XSA beats SA", 1, true) and md:find("supported", 1, true), md)
 end)
 
+T.case("the README's sweep rows carry the mean val loss, from the recorded curves", function()
+  local xsa = xsa or require "xsa"
+  -- seed s: SA's curve 10, 9, 8 (mean after step 0: 8.5), XSA's the same scaled by 1 - g/100: gain g exactly
+  local seeds = {}
+  for s, g in ipairs{1, 2, 3} do
+    local k = 1 - g / 100
+    seeds[s] = {seed = s - 1, sa_val = 8, xsa_val = 8 * k, steps = {0, 10, 20}, sa_curve = {10, 9, 8},
+      xsa_curve = {10, 9 * k, 8 * k}}
+  end
+  local st = xsa.report.mean_val_stats(seeds)
+  close(st.mean, 2, 1e-9, "mean gain of 1, 2, 3")
+  close(st.t_lo, 2 - 4.303 / math.sqrt(3), 1e-3, "t interval low")
+  T.eq(st.n, 3)
+  local got = {}
+  local verdicts = xsa.report.sweep_verdicts(function(r) return "T = " .. r.seq_len end)
+  local rows = verdicts({result = {runs = {{seq_len = 64, stats = {n = 3}, seeds = seeds}}}},
+    function(label, final, mean) got[#got + 1] = {label, final, mean}; return label end)
+  T.eq(#rows, 1)
+  T.eq(got[1][1], "T = 64")
+  close(got[1][3].mean, 2, 1e-9, "the row's mean val loss statistics")
+  seeds[2].steps = nil -- a summary from before the curves were kept: no statistic, not a wrong one
+  T.eq(xsa.report.mean_val_stats(seeds), nil)
+  seeds[2].steps, seeds[2].sa_curve = {0, 10, 20}, {10, 0 / 0, 8}
+  T.eq(xsa.report.mean_val_stats(seeds), nil, "a NaN in a curve")
+end)
+
 T.case("no records: no claim row pretends to an answer", function()
   local rows = claims.rows({})
   T.eq(#rows, 2, "claim 2's two rows, empty")

@@ -855,8 +855,11 @@ add("xsa.report.stats_words", "xsa.report.stats_words(stats, what, out) -> out",
   "Appends the statement of a paired comparison over seeds (xsa.study.stats_lines) to out as sentences.",
   "local words = xsa.report.stats_words(summary.stats, \"final val loss\", {})")
 add("xsa.report.sweep_verdicts", "xsa.report.sweep_verdicts(label [, keep]) -> function(summary, row) -> rows",
-  "A report section's published verdicts for a sweep: one row per run of summary.result.runs (those keep(run) accepts, when given), named label(run).",
+  "A report section's published verdicts for a sweep: one row per run of summary.result.runs (those keep(run) accepts, when given), named label(run): row(label, final val loss statistics, mean val loss statistics or nil).",
   "local verdicts = xsa.report.sweep_verdicts(function(r) return \"lambda \" .. r.lambda end)")
+add("xsa.report.mean_val_stats", "xsa.report.mean_val_stats(seeds) -> stats | nil",
+  "The paired statistics of the mean val loss (the area under the validation curve) of a sweep run's seeds ({seed=, steps=, sa_curve=, xsa_curve=}); nil when a seed has no usable curves.",
+  "local st = xsa.report.mean_val_stats(summary.result.runs[1].seeds)")
 add("xsa.report.ci", "xsa.report.ci(pair, format) -> string", "\" (95% t interval a to b)\" of {a, b}, or \"\" without one.",
   "print(xsa.report.ci({0.1, 0.3}, \"%.2f\"))")
 add("xsa.progress.new", "xsa.progress.new{label=, total=, stream=io.stderr, mode=, width=24} -> bar", "A progress bar.",

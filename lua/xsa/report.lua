@@ -16,6 +16,7 @@
 local plot = require "xsa.plot"
 local numbers = require "xsa.numbers"
 local study = require "xsa.study"
+local endpoints = require "xsa.endpoints"
 
 local M = {}
 
@@ -218,10 +219,23 @@ function M.sweep_verdicts(label, keep)
   return function(s, row)
     local rows = {}
     for _, r in ipairs(s.result.runs or {}) do
-      if not keep or keep(r) then rows[#rows + 1] = row(label(r), r.stats) end
+      if not keep or keep(r) then rows[#rows + 1] = row(label(r), r.stats, M.mean_val_stats(r.seeds)) end
     end
     return rows
   end
+end
+
+-- The paired statistics of the mean val loss (doc/study.md, "Endpoints")
+-- of a sweep run's seeds ({seed=, steps=, sa_curve=, xsa_curve=}), or nil
+-- when a seed has no usable curves (summaries written before they were kept).
+function M.mean_val_stats(seeds)
+  local sa, xs, used = {}, {}, {}
+  for i, x in ipairs(seeds or {}) do
+    local ok, a, b = pcall(function() return endpoints.mean_loss(x.steps, x.sa_curve), endpoints.mean_loss(x.steps, x.xsa_curve) end)
+    if not (ok and finite(a) and finite(b)) then return nil end
+    sa[i], xs[i], used[i] = a, b, x.seed
+  end
+  return #sa > 0 and study.paired_stats(sa, xs, used) or nil
 end
 
 -- " (95% t interval a to b)" of a pair {a, b} in format f, or "".

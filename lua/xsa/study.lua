@@ -715,7 +715,7 @@ function M.lambda_from_part3(reuse, lam)
   local baseline = {sa = p3.sa, probe = {sa = p5.models.sa}}
   if lam ~= 0 and lam ~= 1 then return nil, baseline end
   local x = lam == 1 and p3.xsa or p3.sa
-  return {sa = p3.sa, xsa = x, improvement_pct = lam == 1 and p3.improvement_pct or 0, elapsed_s = 0, checkpoints = {},
+  return {sa = p3.sa, xsa = x, steps = p3.steps, improvement_pct = lam == 1 and p3.improvement_pct or 0, elapsed_s = 0, checkpoints = {},
     probe = {batches = p5.probe_batches, sa = p5.models.sa, xsa = lam == 1 and p5.models.xsa or p5.models.sa},
     reused = lam == 1 and "part 3's pair, part 5's probes" or "part 3's SA, part 5's probe"}, baseline
 end

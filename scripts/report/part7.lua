@@ -3,13 +3,12 @@
 local xsa = xsa or require "xsa"
 
 return {
-  verdicts = function(s, row) -- the published verdicts (make results): final val loss per recipe
+  verdicts = function(s, row) -- the published verdicts (make results): final and mean val loss per recipe
     local rows = {}
     for _, rc in ipairs{"constant", "cosine"} do
-      local r7 = s.recipes and s.recipes[rc]
-      for _, e in ipairs(r7 and r7.endpoints or {}) do
-        if e.key == "final" and e.stats then rows[#rows + 1] = row("part 7: " .. r7.label .. ", final val loss", e.stats) end
-      end
+      local r7, by = s.recipes and s.recipes[rc], {}
+      for _, e in ipairs(r7 and r7.endpoints or {}) do by[e.key] = e.stats end
+      if by.final then rows[#rows + 1] = row("part 7: " .. r7.label, by.final, by.mean) end
     end
     return rows
   end,
