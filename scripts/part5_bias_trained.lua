@@ -6,7 +6,7 @@
 local xsa = xsa or require "xsa"
 local study, numbers, plot = xsa.study, xsa.numbers, xsa.plot
 
-local P = {name = "part5", title = "Bias probe after training", report = "report/part5.lua", publish = {seeds = 5},
+local P = {name = "part5", title = "Bias probe after training", report = "report/part5.lua", publish = {seeds = 10},
   summary = "Bias probe of trained SA, trained XSA (part 3's checkpoints, every seed) and the untrained initial\n" ..
     "model: four panels (three metrics + post-projection cos(z_i,v_i)) and the pre- vs post-projection table.",
   options = study.options({}, {{"train", "bool", false, "train part 3 first when its checkpoints are missing"},

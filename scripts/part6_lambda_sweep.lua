@@ -5,7 +5,7 @@
 local xsa = xsa or require "xsa"
 local study, plot = xsa.study, xsa.plot
 
-local P = {name = "part6", title = "Lambda sweep", report = "report/part6.lua", publish = {seeds = 5}, ranks = true,
+local P = {name = "part6", title = "Lambda sweep", report = "report/part6.lua", publish = {seeds = 10}, ranks = true,
   summary = "Lambda sweep from one init per seed, each XSA(lambda) against its seed's SA baseline: paired\n" ..
     "improvement % and mean post-projection bias vs lambda (95% intervals over --seeds); checkpoints kept.",
   options = study.options({}, {{"lambdas", "numbers", {0, 0.25, 0.5, 0.75, 1.0}, "the lambda values"},
