@@ -5,8 +5,8 @@ local R = xsa.report
 local f4, finite, pct, compare, stats_words = R.f4, xsa.numbers.finite, xsa.study.pct, xsa.study.compare_words, R.stats_words
 
 return {
-  -- the published verdicts (make results): the primary endpoint and two secondary ones (doc/study.md, "Endpoints")
-  verdicts = function(s, row) -- the final and the mean val loss (make results)
+  -- the published verdict (make results): the primary endpoint and the mean val loss (doc/study.md, "Endpoints")
+  verdicts = function(s, row)
     if not s.stats then return {} end
     local ok, eps, mean = pcall(xsa.study.endpoint_stats, s.runs or {}, s.seeds)
     for _, e in ipairs(ok and eps or {}) do if e.key == "mean" then mean = e.stats end end
