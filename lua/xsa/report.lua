@@ -226,16 +226,21 @@ function M.sweep_verdicts(label, keep)
 end
 
 -- The paired statistics of the mean val loss (doc/study.md, "Endpoints")
--- of a sweep run's seeds ({seed=, steps=, sa_curve=, xsa_curve=}), or nil
--- when a seed has no usable curves (summaries written before they were kept).
+-- of a sweep run's seeds ({seed=, steps=, sa_curve=, xsa_curve=}), as
+-- xsa.study.endpoint_stats gives them for part 3's pairs; nil when a seed
+-- has no usable curves (summaries written before they were kept).
+local MEAN_VAL
+for _, e in ipairs(endpoints.ENDPOINTS) do if e.key == "mean" then MEAN_VAL = e end end
+
 function M.mean_val_stats(seeds)
-  local sa, xs, used = {}, {}, {}
+  local pairs_, used = {}, {}
   for i, x in ipairs(seeds or {}) do
-    local ok, a, b = pcall(function() return endpoints.mean_loss(x.steps, x.sa_curve), endpoints.mean_loss(x.steps, x.xsa_curve) end)
-    if not (ok and finite(a) and finite(b)) then return nil end
-    sa[i], xs[i], used[i] = a, b, x.seed
+    pairs_[i], used[i] = {steps = x.steps, sa = {val = x.sa_curve}, xsa = {val = x.xsa_curve}}, x.seed
   end
-  return #sa > 0 and study.paired_stats(sa, xs, used) or nil
+  if #pairs_ == 0 then return nil end
+  local ok, rows = pcall(study.endpoint_stats, pairs_, used, {endpoints = {MEAN_VAL}})
+  local st = ok and rows[1].stats
+  return st and finite(st.mean) and st or nil
 end
 
 -- " (95% t interval a to b)" of a pair {a, b} in format f, or "".
