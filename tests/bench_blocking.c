@@ -36,6 +36,14 @@ typedef struct {
 
 #define MAX_ROUNDS 64
 
+/* Vocabulary rows of a block of about `bytes` of float32 logits for
+ * chunks of R rows, as xsa_nn_lmhead_vblock rounds its own rule. */
+static int block_rows(long bytes, int R)
+{
+    long vb = bytes / (R * (long)sizeof(float)) / 64 * 64;
+    return vb < 64 ? 64 : (int)vb;
+}
+
 int main(int argc, char **argv)
 {
     int B = 16, T = 64, rounds = 7, bf16 = 0;
@@ -62,13 +70,13 @@ int main(int argc, char **argv)
     /* the rule; float32's before 2026-12-02 (chunks of 40 MB of
      * exponentials: 192 rows); blocks of 1.5 MB (in a 1 MB L2 or near it)
      * and of 16 MB; chunks of 1024 rows */
-    int rule_rows = xsa_nn_lmhead_rows(1 << 30, c.vocab, bf16);
+    int N = B * T, rule_rows = xsa_nn_lmhead_rows(N, c.vocab, bf16); /* the rows of this batch's chunks */
     blocking bl[] = {{"the rule", 0, 0},
                      {bf16 ? "chunks of 256 rows" : "before: chunks of 192 rows", bf16 ? 256 : 192, 0},
-                     {"blocks of 1.5 MB", 0, (int)((3L << 19) / (rule_rows * 4L) / 64 * 64)},
-                     {"blocks of 16 MB", 0, (int)((16L << 20) / (rule_rows * 4L) / 64 * 64)},
+                     {"blocks of 1.5 MB", 0, block_rows(3L << 19, rule_rows)},
+                     {"blocks of 16 MB", 0, block_rows(16L << 20, rule_rows)},
                      {"chunks of 1024 rows", 1024, 0}};
-    int nb = (int)(sizeof bl / sizeof bl[0]), N = B * T;
+    int nb = (int)(sizeof bl / sizeof bl[0]);
     int32_t *in, *tg;
     if (bench_batch(N, c.vocab, &in, &tg) != 0) die("out of memory");
     xsa_gpt *m = xsa_gpt_new(&c);
@@ -78,7 +86,7 @@ int main(int argc, char **argv)
            xsa_blas_corename(), xsa_gemm_describe(), xsa_threads(), peak_load());
     printf("the rule: %s\n", xsa_nn_lmhead_describe());
     double tr[8][MAX_ROUNDS], ev[8][MAX_ROUNDS], gdiff[8] = {0};
-    float loss[8], eloss[8];
+    float loss[8], eloss;
     xsa_tensor *wte = xsa_gpt_param(m, 0); /* wte: its gradient is the lm_head's and the embedding's */
     size_t nw = (size_t)xsa_tensor_numel(wte);
     float *g0 = malloc(nw * sizeof *g0);
@@ -96,7 +104,7 @@ int main(int argc, char **argv)
             }
             for (int s = 0; s < 2; s++) {
                 double t0 = bench_seconds();
-                if (xsa_gpt_eval_loss(m, in, tg, B, T, &eloss[k]) != 0) die("eval");
+                if (xsa_gpt_eval_loss(m, in, tg, B, T, &eloss) != 0) die("eval");
                 double t = bench_seconds() - t0;
                 if (t < be) be = t;
             }
