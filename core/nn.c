@@ -52,15 +52,49 @@ void xsa_nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
 
 /* ---- linear ------------------------------------------------------------- */
 
+typedef struct {
+    float *out;
+    const float *inp, *w, *b;
+    int N, C, OC;
+} linear_fw_job;
+
+static void *linear_rows(void *arg)
+{
+    const linear_fw_job *j = arg;
+    float beta = 0.0f;
+    if (j->b) {
+        for (int n = 0; n < j->N; n++) memcpy(j->out + (size_t)n * j->OC, j->b, (size_t)j->OC * sizeof(float));
+        beta = 1.0f;
+    }
+    xsa_sgemm(0, 0, j->N, j->OC, j->C, 1.0f, j->inp, j->C, j->w, j->OC, beta, j->out, j->OC);
+    return NULL;
+}
+
+/* Products of at least this many multiply-adds run on two threads, each its
+ * own call: dinp's and dw's products side by side in the backward, and in
+ * the forward the two halves of the rows. Each product stays one call on
+ * one thread (OpenBLAS's own threads would change its bits, see system.c).
+ * The row halves only with oneDNN: dnnl_sgemm gives each row the same bits
+ * whatever the row count (test_nn checks it); OpenBLAS does not (measured:
+ * a split changed the bits of every shape of the study's blocks), so it
+ * keeps one call. */
+#define LINEAR_PAIR_MIN (1L << 20)
+
 void xsa_nn_linear_forward(float *out, const float *inp, const float *w,
                            const float *b, int N, int C, int OC)
 {
-    float beta = 0.0f;
-    if (b) {
-        for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, b, (size_t)OC * sizeof(float));
-        beta = 1.0f;
+    linear_fw_job whole = {out, inp, w, b, N, C, OC};
+    int h = (N / 2 + 15) / 16 * 16;
+    pthread_t tid;
+    linear_fw_job top = {out, inp, w, b, h, C, OC};
+    linear_fw_job rest = {out + (size_t)h * OC, inp + (size_t)h * C, w, b, N - h, C, OC};
+    if (h > 0 && h < N && (long)N * C * OC >= LINEAR_PAIR_MIN && xsa_threads() > 1 &&
+        xsa_gemm_get() == XSA_GEMM_DNNL && pthread_create(&tid, NULL, linear_rows, &rest) == 0) {
+        linear_rows(&top);
+        pthread_join(tid, NULL);
+        return;
     }
-    xsa_sgemm(0, 0, N, OC, C, 1.0f, inp, C, w, OC, beta, out, OC);
+    linear_rows(&whole);
 }
 
 typedef struct {
@@ -75,12 +109,6 @@ static void *linear_dw(void *arg)
     xsa_sgemm(1, 0, j->C, j->OC, j->N, 1.0f, j->inp, j->C, j->dout, j->OC, 1.0f, j->dw, j->OC);
     return NULL;
 }
-
-/* Products of at least this many multiply-adds run dinp's and dw's
- * products side by side when there are threads. Each product stays one
- * call on one thread (OpenBLAS's own threads would change its bits, see
- * system.c), so the bits are those of one thread. */
-#define LINEAR_PAIR_MIN (1L << 20)
 
 void xsa_nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC)

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../core/error.h"
+#include "../core/gemm.h"
 #include "../core/matmul_bf16.h"
 #include "../core/nn.h"
 #include "../core/pool.h"
@@ -142,6 +143,46 @@ static void test_linear(void)
     xsa_nn_linear_backward(dx, dw, db, l_r, l_x, l_w, LN_N, LC, LOC);
     CHECK(fabsf(db[1] - 2 * db0) < 1e-6f, "linear backward does not accumulate");
     free(l_x); free(l_w); free(l_b); free(l_out); free(l_r); free(dx); free(dw); free(db);
+}
+
+/* The forward at a size that runs on two threads (dnnl_sgemm: the rows in
+ * two halves, the second not on a 16-row boundary of the whole) gives the
+ * bits of one thread, with and without a bias, on every backend the build
+ * has, and each row is the product: against a double sum, within the
+ * standard bound of a float sum of C + 1 terms, (C + 1) u sum |term|. */
+static void test_linear_threads(void)
+{
+    enum { N = 100, C = 128, OC = 160 };
+    float *x = randv(N * C, 1), *w = randv(C * OC, 1), *b = randv(OC, 1);
+    float *o1 = zerov(N * OC), *o2 = zerov(N * OC);
+    const char *names[] = {"openblas", "dnnl"};
+    int threads = xsa_threads();
+    for (int k = 0; k < 2; k++) {
+        if (k == 1 && !xsa_gemm_has_dnnl()) continue;
+        CHECK(xsa_gemm_set(names[k]) == 0, "gemm_set %s: %s", names[k], xsa_last_error());
+        for (int wb = 0; wb < 2; wb++) {
+            xsa_set_threads(1);
+            xsa_nn_linear_forward(o1, x, w, wb ? b : NULL, N, C, OC);
+            xsa_set_threads(2);
+            xsa_nn_linear_forward(o2, x, w, wb ? b : NULL, N, C, OC);
+            CHECK(memcmp(o1, o2, sizeof(float) * N * OC) == 0,
+                  "%s linear forward (bias %d): 2 threads differ from 1", names[k], wb);
+            double worst = 0.0; /* the largest error as a fraction of its bound */
+            for (int n = 0; n < N; n++)
+                for (int q = 0; q < OC; q++) {
+                    double s = wb ? b[q] : 0.0, a = fabs(s);
+                    for (int c = 0; c < C; c++) {
+                        s += (double)x[n * C + c] * w[c * OC + q];
+                        a += fabs((double)x[n * C + c] * w[c * OC + q]);
+                    }
+                    worst = fmax(worst, fabs(s - o2[n * OC + q]) / ((C + 1) * 0x1p-24 * a));
+                }
+            CHECK(worst <= 1.0, "%s linear forward (bias %d): error %.3g of its bound", names[k], wb, worst);
+        }
+    }
+    xsa_gemm_set("default");
+    xsa_set_threads(threads);
+    free(x); free(w); free(b); free(o1); free(o2);
 }
 
 /* ---- lm_head ---- */
@@ -738,6 +779,7 @@ int main(void)
     test_ce_nan();
     test_embedding();
     test_linear();
+    test_linear_threads();
     test_lmhead();
     test_layernorm();
     test_gelu_residual();
