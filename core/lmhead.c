@@ -486,7 +486,9 @@ CE_INLINE void block_vec_body(const ce_blk *j, int c0, int c1, int nb, int full)
                 vf l = full ? vf_load(row + VF_W * b) : vf_load_mask(km[b], row + VF_W * b);
                 vf e = vf_exp(vf_sub(l, mx[b]));
                 if (j->grad) {
-                    if (j->e16)
+                    if (j->e16 && full)
+                        vf_store_bf16(j->e16 + (size_t)v * n + c0 + VF_W * b, e);
+                    else if (j->e16)
                         vf_store_bf16_mask(j->e16 + (size_t)v * n + c0 + VF_W * b, km[b], e);
                     else if (full)
                         vf_store(row + VF_W * b, e);

@@ -22,7 +22,7 @@ void xsa_bf16_from_f32(uint16_t *dst, const float *src, size_t n)
      * only in the low 16 bits rounds to infinity there); the scalar loop
      * keeps a NaN a NaN */
     for (; XSA_SIMD_BF16 && i + VF_W <= n; i += VF_W)
-        vf_store_bf16_mask(dst + i, vf_mask(VF_W), vf_load(src + i));
+        vf_store_bf16(dst + i, vf_load(src + i));
     for (; i < n; i++) {
         uint32_t u;
         memcpy(&u, src + i, sizeof u);

@@ -102,6 +102,22 @@ static void test_ops(void)
         for (int i = 0; i < VF_W; i++) ok &= h[i] == (i < n ? sf_to_bf16(src[i]) : 0xBEEF);
         CHECK(ok, "bf16 store of %d lanes", n);
     }
+    /* the unmasked bf16 store: every lane as sf_to_bf16, ties (both ways),
+     * a denormal, a value that rounds up into the next binade, and the
+     * largest finite float (which rounds to infinity's bits), written
+     * exactly VF_W elements */
+    {
+        const float cases[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 0x1p-140f, 0x1.ffffp-1f,
+                               -2.5f, 3.4028235e38f, 0.0f, -0x1p-130f};
+        float src[VF_W];
+        uint16_t h[VF_W + 1];
+        for (int i = 0; i < VF_W; i++) src[i] = cases[i % 8] * (i < 8 ? 1.0f : 0.75f);
+        h[VF_W] = 0xBEEF;
+        vf_store_bf16(h, vf_load(src));
+        int ok = h[VF_W] == 0xBEEF;
+        for (int i = 0; i < VF_W; i++) ok &= h[i] == sf_to_bf16(src[i]);
+        CHECK(ok, "bf16 store of all lanes");
+    }
     /* bf16: round to nearest, ties to even */
     CHECK(sf_to_bf16(1.0f) == 0x3F80 && sf_to_bf16(1.0f + 0x1p-8f) == 0x3F80 &&
               sf_to_bf16(1.0f + 0x1p-8f + 0x1p-9f) == 0x3F81 && sf_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3F82,
