@@ -4,12 +4,14 @@
  * CPU kernels do for float32 tensors). Non-goals: other optimizers.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckd.h"
 #include "optim.h"
 #include "simd.h"
+#include "system.h"
 
 static int check_hyper(double lr, double b1, double b2, double eps, double wd)
 {
@@ -128,11 +130,42 @@ static inline void adamw_lanes(float *w, const float *g, float *m, float *v, vma
     }
 }
 
+typedef struct {
+    float *w, *m, *v;
+    const float *g;
+    size_t n;
+    adamw_hyper h;
+} adamw_range;
+
+static void *adamw_run(void *arg)
+{
+    const adamw_range *r = arg;
+    size_t k = 0, n = r->n;
+    for (; k + VF_W <= n; k += VF_W)
+        adamw_lanes(r->w + k, r->g + k, r->m + k, r->v + k, vf_mask(VF_W), 1, &r->h);
+    if (k < n) adamw_lanes(r->w + k, r->g + k, r->m + k, r->v + k, vf_mask((int)(n - k)), 0, &r->h);
+    return NULL;
+}
+
+/* Parameters of at least this many values (the tied wte) are updated in two
+ * halves on two threads: the update is memory-bound (7 floats moved per
+ * value) and one core does not draw the bandwidth two do. Each lane is the
+ * same formula wherever the split falls: the same weights. */
+#define ADAMW_SPLIT_MIN ((size_t)1 << 20)
+
 static void adamw_apply(float *w, const float *g, float *m, float *v, size_t n, adamw_hyper h)
 {
-    size_t k = 0;
-    for (; k + VF_W <= n; k += VF_W) adamw_lanes(w + k, g + k, m + k, v + k, vf_mask(VF_W), 1, &h);
-    if (k < n) adamw_lanes(w + k, g + k, m + k, v + k, vf_mask((int)(n - k)), 0, &h);
+    size_t half = (n / 2 + 63) & ~(size_t)63;
+    adamw_range all = {w, m, v, g, n, h};
+    adamw_range top = {w, m, v, g, half, h};
+    adamw_range rest = {w + half, m + half, v + half, g + half, n - half, h};
+    pthread_t tid;
+    if (n >= ADAMW_SPLIT_MIN && xsa_threads() > 1 && pthread_create(&tid, NULL, adamw_run, &rest) == 0) {
+        adamw_run(&top);
+        pthread_join(tid, NULL);
+    } else {
+        adamw_run(&all);
+    }
 }
 
 int xsa_adamw_step(xsa_adamw *o)

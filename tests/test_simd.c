@@ -20,6 +20,7 @@
 #include "../core/gemm.h"
 #include "../core/nn.h"
 #include "../core/optim.h"
+#include "../core/system.h"
 #include "../core/simd.h"
 #include "../core/tensor.h"
 #include "../core/vec.h"
@@ -229,39 +230,52 @@ static void test_dot_axpy(void)
 
 /* ---- AdamW: the same weights at every width -------------------------------- */
 
-static void test_adamw(void)
+/* n values (full vectors and a tail at every width) on `threads` threads:
+ * at (1 << 20) + 53 and 2 threads the update runs in two halves (optim.c),
+ * whose every lane must still be the scalar formula */
+static void test_adamw_n(int n, int threads)
 {
-    int64_t shape[1] = {53}; /* full vectors and a tail at every width */
+    int64_t shape[1] = {n};
     xsa_tensor *p = xsa_tensor_zeros(XSA_FLOAT32, 1, shape);
     xsa_tensor *g = xsa_tensor_zeros(XSA_FLOAT32, 1, shape);
-    CHECK(p && g, "tensors");
-    if (!p || !g) return;
+    float *rw = malloc(sizeof(float) * n), *rm = calloc(n, sizeof(float)), *rv = calloc(n, sizeof(float));
+    CHECK(p && g && rw && rm && rv, "tensors");
+    if (!p || !g || !rw || !rm || !rv) return;
+    int had = xsa_threads();
+    xsa_set_threads(threads);
     p->grad = g;
     float *w = xsa_tensor_f32(p), *gd = xsa_tensor_f32(g);
-    float rw[53], rm[53] = {0}, rv[53] = {0};
-    for (int i = 0; i < 53; i++) rw[i] = w[i] = frand(-1, 1);
+    for (int i = 0; i < n; i++) rw[i] = w[i] = frand(-1, 1);
     xsa_adamw *o = xsa_adamw_new(1, &p, 1e-2, 0.9, 0.999, 1e-8, 0.1);
     CHECK(o != NULL, "adamw_new");
-    int bad = 0;
+    long bad = 0;
     for (int t = 1; t <= 4; t++) {
-        for (int i = 0; i < 53; i++) gd[i] = frand(-2, 2);
+        for (int i = 0; i < n; i++) gd[i] = frand(-2, 2);
         if (xsa_adamw_step(o) != 0) bad++;
         /* optim.h's formula in float, each operation rounded */
         float decay = (float)(1.0 - 1e-2 * 0.1), a1 = (float)(1.0 - 0.9), b2 = (float)0.999,
               a2 = (float)(1.0 - 0.999);
         float step = (float)(1e-2 / (1.0 - pow(0.9, t))), bc2 = (float)sqrt(1.0 - pow(0.999, t));
-        for (int i = 0; i < 53; i++) {
+        for (int i = 0; i < n; i++) {
             float gk = gd[i], wk = rw[i] * decay;
             rm[i] = rm[i] + a1 * (gk - rm[i]);
             rv[i] = rv[i] * b2 + a2 * gk * gk;
             float den = sqrtf(rv[i]) / bc2 + (float)1e-8;
             rw[i] = wk - step * (rm[i] / den);
         }
-        for (int i = 0; i < 53; i++) bad += !same(w[i], rw[i]);
+        for (int i = 0; i < n; i++) bad += !same(w[i], rw[i]) || !same(o->m[0][i], rm[i]) || !same(o->v[0][i], rv[i]);
     }
-    CHECK(bad == 0, "adamw: %d weights differ from the scalar formula", bad);
+    CHECK(bad == 0, "adamw, %d values, %d threads: %ld values differ from the scalar formula", n, threads, bad);
+    xsa_set_threads(had);
     xsa_adamw_free(o);
     xsa_tensor_free(p); /* frees its grad */
+    free(rw); free(rm); free(rv);
+}
+
+static void test_adamw(void)
+{
+    test_adamw_n(53, 1);
+    test_adamw_n((1 << 20) + 53, 2);
 }
 
 /* ---- the cross-entropy backward's scaled copy ------------------------------ */
