@@ -323,19 +323,55 @@ void xsa_nn_xsa_project(float *z, const float *y, const float *v, int HS, float 
     for (int i = 0; i < HS; i++) z[i] = y[i] - f * v[i];
 }
 
-void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv,
-                              int B, int T, int C, int NH, float lambda,
-                              double *probe)
+/* The attention's arguments, and the batch rows [b0, b1) one thread runs:
+ * every value a batch row writes (its att rows, its y and out rows, its
+ * columns of dqkv) is its own, so the rows split over two threads give the
+ * bits of one. datt: this thread's T floats of the backward's scratch. */
+typedef struct {
+    float *out, *y, *att_out, *dqkv, *dyw, *datt;
+    const float *qkv, *att, *dout, *ysaved;
+    int B, T, C, NH, b0, b1;
+    float lambda;
+} attn_job;
+
+/* At least this many query-key products (B T^2 NH / 2) before a second
+ * thread pays for itself. */
+#define ATTN_SPLIT_MIN (1L << 16)
+
+/* Runs fn over batch rows [0, B/2) on this thread and [B/2, B) on another
+ * when there are two threads, B >= 2 and the work is large enough. */
+static void attn_run(attn_job *j, void *(*fn)(void *), float *datt2)
 {
-    int HS = C / NH, C3 = 3 * C;
+    attn_job rest = *j;
+    pthread_t tid;
+    int h = j->B / 2;
+    if (j->B >= 2 && (long)j->B * j->T * j->T * j->NH / 2 >= ATTN_SPLIT_MIN && xsa_threads() > 1) {
+        rest.b0 = h;
+        rest.datt = datt2;
+        if (pthread_create(&tid, NULL, fn, &rest) == 0) {
+            attn_job top = *j;
+            top.b1 = h;
+            fn(&top);
+            pthread_join(tid, NULL);
+            return;
+        }
+    }
+    fn(j);
+}
+
+static void *attn_forward_rows(void *arg)
+{
+    const attn_job *j = arg;
+    int T = j->T, C = j->C, NH = j->NH, HS = C / NH, C3 = 3 * C;
+    const float *qkv = j->qkv;
     float scale = 1.0f / sqrtf((float)HS);
-    int xsa = lambda != 0.0f;
-    float *ydst = xsa ? y : out;
-    for (int b = 0; b < B; b++)
+    int xsa = j->lambda != 0.0f;
+    float *ydst = xsa ? j->y : j->out;
+    for (int b = j->b0; b < j->b1; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
                 const float *q = qkv + ((size_t)b * T + t) * C3 + h * HS;
-                float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                float *a = j->att_out + (((size_t)b * NH + h) * T + t) * T;
                 float mx = -INFINITY;
                 for (int t2 = 0; t2 <= t; t2++) {
                     const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * HS;
@@ -356,39 +392,47 @@ void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv
                 for (int t2 = 0; t2 <= t; t2++)
                     axpy(yo, a[t2], qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS, HS);
                 if (xsa)
-                    xsa_nn_xsa_project(out + ((size_t)b * T + t) * C + h * HS, yo,
-                                       qkv + ((size_t)b * T + t) * C3 + 2 * C + h * HS, HS, lambda);
+                    xsa_nn_xsa_project(j->out + ((size_t)b * T + t) * C + h * HS, yo,
+                                       qkv + ((size_t)b * T + t) * C3 + 2 * C + h * HS, HS, j->lambda);
             }
-    if (probe) attention_probe(probe, out, ydst, att, qkv, B, T, C, NH);
+    return NULL;
+}
+
+void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv,
+                              int B, int T, int C, int NH, float lambda,
+                              double *probe)
+{
+    attn_job j = {.out = out, .y = y, .att_out = att, .qkv = qkv, .B = B, .T = T, .C = C, .NH = NH,
+                  .b0 = 0, .b1 = B, .lambda = lambda};
+    attn_run(&j, attn_forward_rows, NULL);
+    if (probe) attention_probe(probe, out, lambda != 0.0f ? y : out, att, qkv, B, T, C, NH);
 }
 
 size_t xsa_nn_attention_scratch_floats(int B, int T, int C, int NH)
 {
     (void)NH;
-    return (size_t)B * T * C + (size_t)T;
+    return (size_t)B * T * C + 2 * (size_t)T; /* dY through the projection; datt per thread */
 }
 
-void xsa_nn_attention_backward(float *dqkv, float *scratch, const float *dout,
-                               const float *qkv, const float *att, const float *y,
-                               int B, int T, int C, int NH, float lambda)
+static void *attn_backward_rows(void *arg)
 {
-    int HS = C / NH, C3 = 3 * C;
+    const attn_job *j = arg;
+    int T = j->T, C = j->C, NH = j->NH, HS = C / NH, C3 = 3 * C;
+    const float *qkv = j->qkv, *dy = j->dout;
+    float *dqkv = j->dqkv, *datt = j->datt, lambda = j->lambda;
     float scale = 1.0f / sqrtf((float)HS);
-    const float *dy = dout;
-    float *datt = scratch + (size_t)B * T * C;
     if (lambda != 0.0f) {
         /* Through the projection: with s = Y.Vn, g = dZ.Vn,
          *   dY  = dZ - lambda g Vn
          *   dVn = -lambda (s dZ + g Y)
          *   dV  = (dVn - (dVn.Vn) Vn) / |V|   (or dVn / eps when |V| <= eps) */
-        float *dyw = scratch;
-        for (size_t bt = 0; bt < (size_t)B * T; bt++)
+        for (size_t bt = (size_t)j->b0 * T; bt < (size_t)j->b1 * T; bt++)
             for (int h = 0; h < NH; h++) {
                 const float *v = qkv + bt * C3 + 2 * C + h * HS;
                 float *dv = dqkv + bt * C3 + 2 * C + h * HS;
-                const float *yy = y + bt * C + h * HS;
-                const float *dz = dout + bt * C + h * HS;
-                float *dyo = dyw + bt * C + h * HS;
+                const float *yy = j->ysaved + bt * C + h * HS;
+                const float *dz = j->dout + bt * C + h * HS;
+                float *dyo = j->dyw + bt * C + h * HS;
                 float nv = sqrtf(dot(v, v, HS));
                 float r = 1.0f / (nv > VN_EPS ? nv : VN_EPS);
                 float s = dot(yy, v, HS) * r, g = dot(dz, v, HS) * r;
@@ -405,12 +449,12 @@ void xsa_nn_attention_backward(float *dqkv, float *scratch, const float *dout,
                     dv[i] += normal ? (dvn - dvn_vn * vn) * r : dvn * r;
                 }
             }
-        dy = dyw;
+        dy = j->dyw;
     }
-    for (int b = 0; b < B; b++)
+    for (int b = j->b0; b < j->b1; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
-                const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                const float *a = j->att + (((size_t)b * NH + h) * T + t) * T;
                 const float *dyt = dy + ((size_t)b * T + t) * C + h * HS;
                 const float *q = qkv + ((size_t)b * T + t) * C3 + h * HS;
                 float *dq = dqkv + ((size_t)b * T + t) * C3 + h * HS;
@@ -432,4 +476,16 @@ void xsa_nn_attention_backward(float *dqkv, float *scratch, const float *dout,
                     axpy(dk, dpre, q, HS);
                 }
             }
+    return NULL;
+}
+
+void xsa_nn_attention_backward(float *dqkv, float *scratch, const float *dout,
+                               const float *qkv, const float *att, const float *y,
+                               int B, int T, int C, int NH, float lambda)
+{
+    float *datt = scratch + (size_t)B * T * C;
+    attn_job j = {.dqkv = dqkv, .dyw = scratch, .datt = datt, .qkv = qkv, .dout = dout,
+                  .ysaved = y, .att = att, .B = B, .T = T, .C = C, .NH = NH, .b0 = 0,
+                  .b1 = B, .lambda = lambda};
+    attn_run(&j, attn_backward_rows, datt + T);
 }

@@ -325,6 +325,39 @@ static void test_attention(float lambda, const char *name)
     free(a_qkv); free(a_out); free(a_y); free(a_att); free(a_r); free(dqkv); free(scratch);
 }
 
+/* Above the size where attention splits the batch over two threads (an odd
+ * B: uneven halves), forward and backward give the bits of one thread; the
+ * backward adds into a dqkv that is not zero. The finite-difference checks
+ * above run the one-thread path. */
+static void test_attention_threads(float lambda)
+{
+    enum { B = 3, T = 128, C = 64, NH = 4 };
+    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *qkv = randv(nq, 1), *dout = randv(no, 1), *d0 = randv(nq, 1);
+    float *out[2], *y[2], *att[2], *dq[2], *sc[2];
+    int threads = xsa_threads();
+    for (int k = 0; k < 2; k++) {
+        out[k] = zerov(no); y[k] = zerov(no); att[k] = zerov(na);
+        dq[k] = malloc(nq * sizeof(float));
+        memcpy(dq[k], d0, nq * sizeof(float));
+        sc[k] = zerov(xsa_nn_attention_scratch_floats(B, T, C, NH));
+        xsa_set_threads(k + 1);
+        xsa_nn_attention_forward(out[k], y[k], att[k], qkv, B, T, C, NH, lambda, NULL);
+        xsa_nn_attention_backward(dq[k], sc[k], dout, qkv, att[k], lambda != 0 ? y[k] : NULL, B, T, C,
+                                  NH, lambda);
+    }
+    xsa_set_threads(threads);
+    CHECK(memcmp(out[0], out[1], no * sizeof(float)) == 0 && memcmp(y[0], y[1], no * sizeof(float)) == 0 &&
+              memcmp(att[0], att[1], na * sizeof(float)) == 0,
+          "attention forward (lambda %g): 2 threads differ from 1", lambda);
+    CHECK(memcmp(dq[0], dq[1], nq * sizeof(float)) == 0,
+          "attention backward (lambda %g): 2 threads differ from 1", lambda);
+    for (int k = 0; k < 2; k++) {
+        free(out[k]); free(y[k]); free(att[k]); free(dq[k]); free(sc[k]);
+    }
+    free(qkv); free(dout); free(d0);
+}
+
 /* probe on a case with known answers: T = 1 (a token attends only to itself) */
 static void test_probe(void)
 {
@@ -788,6 +821,8 @@ int main(void)
     test_attention(0.5f, "attention XSA l=.5 dqkv");
     test_attention(-0.7f, "attention XSA l=-.7 dqkv");
     test_attention(1.8f, "attention XSA l=1.8 dqkv");
+    test_attention_threads(0.0f);
+    test_attention_threads(0.5f);
     test_probe();
     test_crossentropy();
     return check_done("test_nn");
