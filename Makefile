@@ -116,7 +116,7 @@ LIB_SO   := $(BUILD)/libxsa.so
 LUA_SO   := $(BUILD)/xsa.so
 EXE      := $(BUILD)/xsa
 
-.PHONY: all deps test jupyter check bench run run-all results asan ubsan sanitize fuzz fuzz-bins install uninstall clean data rock rock-install
+.PHONY: all deps test jupyter check bench run run-all results asan ubsan sanitize tsan fuzz fuzz-bins install uninstall clean data rock rock-install
 
 # Building without the libraries would die on the first missing header; say
 # instead which packages are missing and how to get them. Targets that install
@@ -212,6 +212,19 @@ asan sanitize: deps
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 sh tests/run.sh
 
 ubsan: asan
+
+# The C tests of the engine's own threads (the lm_head's blocks and bf16
+# slots, the row halves of linear and attention, AdamW's halves) under
+# ThreadSanitizer. oneDNN, its OpenMP runtime and OpenBLAS are not
+# instrumented, so their own locking reads as races: mk/tsan.supp.
+TSAN_TESTS := test_nn test_simd test_gpt
+tsan: deps
+	@$(MAKE) --no-print-directory -s BUILD=build-tsan MPI=0 OPT="-O1 -g -march=native" \
+	    SANITIZE="-fsanitize=thread" $(addprefix build-tsan/tests/,$(TSAN_TESTS))
+	@fail=0; for t in $(TSAN_TESTS); do \
+	    TSAN_OPTIONS="suppressions=$(CURDIR)/mk/tsan.supp halt_on_error=1 exitcode=66" \
+	    build-tsan/tests/$$t > build-tsan/$$t.log 2>&1 || { fail=1; tail -40 build-tsan/$$t.log; }; \
+	    echo "$$t [tsan]: $$(tail -1 build-tsan/$$t.log)"; done; exit $$fail
 
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c), each run FUZZ_SECONDS on a
 # scratch copy of its seed corpus; fails on any finding. The core and the
