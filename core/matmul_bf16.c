@@ -4,6 +4,7 @@
  * are plain C with a vector path where simd.h has XSA_SIMD_BF16, and
  * always built.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 
 /* ---- conversions ---------------------------------------------------------- */
 
-void xsa_bf16_from_f32(uint16_t *dst, const float *src, size_t n)
+static void bf16_from_f32_range(uint16_t *dst, const float *src, size_t n)
 {
     size_t i = 0;
     /* the vector path has never special-cased NaN (one whose payload is
@@ -32,6 +33,35 @@ void xsa_bf16_from_f32(uint16_t *dst, const float *src, size_t n)
         }
         dst[i] = sf_to_bf16(src[i]);
     }
+}
+
+typedef struct {
+    uint16_t *dst;
+    const float *src;
+    size_t n;
+} bf16_conv;
+
+static void *bf16_conv_run(void *arg)
+{
+    const bf16_conv *c = arg;
+    bf16_from_f32_range(c->dst, c->src, c->n);
+    return NULL;
+}
+
+/* From 1M values (the wte, rounded at every bf16 forward) the second half
+ * runs on another thread; the halves meet on a 64-value boundary, so every
+ * value takes the path (vector or scalar tail) it takes in one pass. */
+void xsa_bf16_from_f32(uint16_t *dst, const float *src, size_t n)
+{
+    size_t h = (n / 2) & ~(size_t)63;
+    bf16_conv rest = {dst + h, src + h, n - h};
+    pthread_t tid;
+    if (n >= ((size_t)1 << 20) && xsa_threads() > 1 && pthread_create(&tid, NULL, bf16_conv_run, &rest) == 0) {
+        bf16_from_f32_range(dst, src, h);
+        pthread_join(tid, NULL);
+        return;
+    }
+    bf16_from_f32_range(dst, src, n);
 }
 
 void xsa_bf16_to_f32(float *dst, const uint16_t *src, size_t n)
