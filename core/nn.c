@@ -5,7 +5,9 @@
  * head-size loops of attention (vec.h) and the GELU (AVX-512) are
  * vectorised over simd.h; the rest are plain loops, which at the study's
  * sizes cost little next to the lm_head. The tied lm_head and its loss,
- * the hottest loop outside the products, are lmhead.c's.
+ * the hottest loop outside the products, are lmhead.c's. With two threads
+ * (xsa_threads), attention and, on oneDNN, the linear forward run their
+ * rows in two halves, with the bits of one thread (below).
  *
  * Non-goals: strided inputs, float64, dropout, kernels for other layers.
  */
