@@ -5,7 +5,7 @@
 local xsa = xsa or require "xsa"
 local study, plot, fmt = xsa.study, xsa.plot, string.format
 
-local P = {name = "part3", title = "Paired training", report = "report/part3.lua", publish = {seeds = 40},
+local P = {name = "part3", title = "Paired training", report = "report/part3.lua", publish = {seeds = 50},
   summary = "Paired training: SA and XSA from identical initial weights, the same batch to both at every step,\n" ..
     "AdamW each; train/val loss curves, final val loss table, checkpoints and results; --seeds N replicates\n" ..
     "the pair over seeds and gives the verdict with a 95% interval.",
