@@ -14,6 +14,7 @@
  *   l_bpe.c         xsa._tokenizer, the tokenizer type
  *   l_data.c        xsa._data, the loader type
  *   l_mpi.c         xsa.mpi (over core/comm.h: the only file that asks for MPI)
+ *   l_proc.c        xsa._proc, a shell command that signals reach (os.execute's do not)
  *   l_bind.c        the helpers below (and the scratch box type)
  * main.c is the executable, not a binding.
  *
@@ -218,6 +219,7 @@ int xsa_lua_open_optim(lua_State *L);       /* l_optim.c: xsa.optim and the Adam
 int xsa_lua_open_bpe(lua_State *L);         /* l_bpe.c: xsa._tokenizer and its type */
 int xsa_lua_open_data(lua_State *L);        /* l_data.c: xsa._data and the loader type */
 int xsa_lua_open_text(lua_State *L);        /* l_text.c: xsa._text */
+int xsa_lua_open_proc(lua_State *L);        /* l_proc.c: xsa._proc */
 int xsa_lua_open_mpi(lua_State *L);         /* l_mpi.c: xsa.mpi */
 /* l_json.c: json.encode(value [, indent]) and json.decode(text), for l_mpi.c
  * (gather sends JSON text between ranks). */

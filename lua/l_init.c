@@ -129,6 +129,7 @@ static const luaL_Reg libs[] = {
     {"_tokenizer", xsa_lua_open_bpe},
     {"_data", xsa_lua_open_data},
     {"_text", xsa_lua_open_text},
+    {"_proc", xsa_lua_open_proc},
     {"mpi", xsa_lua_open_mpi},
     {NULL, NULL},
 };

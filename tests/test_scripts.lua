@@ -663,5 +663,46 @@ kill -%s $pid; { wait $pid; } 2>/dev/null; echo "status=$?"]], shq(dir .. "/reco
   T.ok(not left:find("resume", 1, true), left)
 end)
 
+-- --jobs: a SIGINT sent to the parent alone (kill -INT, as a Jupyter
+-- interrupt sends it) reaches the workers, which save their states, and
+-- then ends the parent. Through os.execute the parent ignored SIGINT until
+-- every worker had finished its whole run.
+long_case("--jobs 2: kill -INT of the parent stops the workers, which save, then the parent", function()
+  local flags = "--quick --seeds 2 --jobs 2 --steps 3000 --eval-every 50 --save-every 100 --eval-batches 1 " ..
+    "--max-tokens 8000 --seq-len 16 --batch 4 --d-model 32 --n-layer 1"
+  local dir, e = TMP .. "/jobs_int", TMP .. "/jobs_int.err"
+  local sh = string.format([[
+XSA_RESULTS=%s XSA_PROGRESS=log %s %s %s --out %s --plots %s >/dev/null 2>%s & pid=$!
+i=0; while [ "$(grep -c "step [0-9]*/3000" %s 2>/dev/null)" -lt 4 ]; do sleep 0.05; i=$((i+1)); [ $i -gt 2400 ] && break; done
+t0=$(date +%%s%%N); kill -INT $pid; { wait $pid; } 2>/dev/null; s=$?; t1=$(date +%%s%%N)
+echo "status=$s ms=$(( (t1 - t0) / 1000000 ))"]], shq(dir .. "/records"), shq(EXE), shq(ROOT .. "/scripts/part3_train.lua"),
+    flags, shq(dir), shq(dir), shq(e), shq(e))
+  local p = io.popen("sh -c " .. shq(sh))
+  local res = p:read("a")
+  p:close()
+  local text = read(e) or ""
+  local status, ms = tonumber(res:match("status=(%d+)")), tonumber(res:match("ms=(%d+)"))
+  io.stdout:write("  kill -INT of the --jobs parent: " .. res)
+  T.eq(status, 130, res .. text)
+  T.eq(count(text, "results so far written to"), 2, "each worker saved its state: " .. text)
+  for seed = 0, 1 do
+    local at = tonumber(text:match("seed " .. seed .. "%) interrupted after (%d+) of 3000 steps") or
+      text:match("interrupted after (%d+) of 3000 steps"))
+    T.ok(at and at < 3000, "seed " .. seed .. " stopped early: " .. text)
+  end
+  T.ok(ms and ms < 15000, "the parent ended " .. tostring(ms) .. " ms after the signal")
+  -- the same command resumes both seeds from their states
+  local sh2 = string.format([[
+XSA_RESULTS=%s XSA_PROGRESS=log %s %s %s --out %s --plots %s >/dev/null 2>%s & pid=$!
+i=0; while [ "$(grep -c "resume: part3" %s 2>/dev/null)" -lt 2 ]; do sleep 0.05; i=$((i+1)); [ $i -gt 2400 ] && break; done
+kill -INT $pid; { wait $pid; } 2>/dev/null; echo "status=$?"]], shq(dir .. "/records"), shq(EXE), shq(ROOT .. "/scripts/part3_train.lua"),
+    flags, shq(dir), shq(dir), shq(e), shq(e))
+  p = io.popen("sh -c " .. shq(sh2))
+  res = p:read("a")
+  p:close()
+  text = read(e) or ""
+  T.eq(count(text, "resume: part3 paired training"), 2, "both seeds resumed: " .. text)
+end)
+
 os.execute("rm -rf " .. shq(TMP))
 T.done()

@@ -203,7 +203,7 @@ function M.results(name, opts, o)
   io.stdout:flush()
   local cmd = {sys.shell_quote(M.exe()), sys.shell_quote(sys.root() .. "/" .. script)}
   for _, a in ipairs(argv) do cmd[#cmd + 1] = sys.shell_quote(a) end
-  local ok, how, code = os.execute(table.concat(cmd, " "))
+  local ok, how, code = core._proc.run(table.concat(cmd, " "))
   if not ok then
     if (how == "exit" and code == 130) or how == "signal" then error("interrupted!", 0) end
     error(string.format("%s failed (%s %s): %s", script, how, tostring(code), table.concat(cmd, " ")), 0)
@@ -825,6 +825,10 @@ end
 -- it needs are stored already: reads); its progress lines
 -- (XSA_PROGRESS=log unless set) name the run. A child stopped by Ctrl-C
 -- ends the run as interrupted; one that failed is reported with its status.
+-- The workers run through xsa._proc.run, not os.execute (C's system(),
+-- which ignores SIGINT while it waits): a Ctrl-C, a kill -INT of this
+-- process or a Jupyter interrupt reaches the workers, which save their
+-- state, and then this process, once they have exited.
 function Ex:run_workers(units, wave)
   local jobs = math.min(self.opts.jobs, #wave)
   local tokens, by_seed = worker_tokens(units, wave)
@@ -840,7 +844,7 @@ function Ex:run_workers(units, wave)
   io.stdout:flush()
   local child = 't=$1; s=${t%%:*}; u=${t##*:}; if [ -n "$s" ]; then set -- --seeds "$s,"; else set --; fi; ' ..
     table.concat(cmd, " ") .. ' "$@" --worker --unit "$u"; echo $? >' .. sys.shell_quote(dir) .. '/"$t"'
-  os.execute(string.format("printf '%%s\\n' %s | XSA_PROGRESS=${XSA_PROGRESS:-log} xargs -P %d -I{} sh -c %s sh {}",
+  core._proc.run(string.format("printf '%%s\\n' %s | XSA_PROGRESS=${XSA_PROGRESS:-log} xargs -P %d -I{} sh -c %s sh {}",
     table.concat(tokens, " "), jobs, sys.shell_quote(child)))
   local failed, interrupted = {}, false
   for j, i in ipairs(wave) do
