@@ -13,7 +13,6 @@
  * logits in other dtypes (bf16 products only, through matmul_bf16.h).
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,27 +22,9 @@
 #include "matmul_bf16.h"
 #include "nn.h"
 #include "simd.h"
+#include "system.h"
 
-/* Runs fn(jobs[k]) for k in [0, n), each job `size` bytes: jobs 1.. on
- * threads of their own, job 0 on the caller's; a job whose thread cannot
- * start runs on the caller's after the others (each writes only its own
- * outputs, so where a job runs never changes a bit). n <= CE_MAX_THREADS. */
-#define CE_MAX_THREADS 16
-
-static void run_split(void *jobs, size_t size, int n, void *(*fn)(void *))
-{
-    pthread_t tid[CE_MAX_THREADS];
-    int started[CE_MAX_THREADS] = {0};
-    char *base = jobs;
-    for (int k = 1; k < n; k++) started[k] = pthread_create(&tid[k], NULL, fn, base + k * size) == 0;
-    fn(base);
-    for (int k = 1; k < n; k++) {
-        if (started[k])
-            pthread_join(tid[k], NULL);
-        else
-            fn(base + k * size);
-    }
-}
+#define CE_MAX_THREADS XSA_SPLIT_MAX /* the threads of xsa_run_split (system.h) */
 
 /* ---- tied lm_head ------------------------------------------------------- */
 
@@ -197,7 +178,7 @@ static double ce_run(ce_job *proto, int nthreads)
         }
         jobs[k].total = 0.0;
     }
-    run_split(jobs, sizeof jobs[0], nthreads, ce_thread);
+    xsa_run_split(jobs, sizeof jobs[0], nthreads, ce_thread);
     if (nthreads == 1) return jobs[0].total; /* the blocks' sums, in order */
     double total = 0.0;
     if (!proto->backward)
@@ -696,7 +677,7 @@ static int lm_run(const lm_job *proto)
         jobs[k].k = k;
         jobs[k].nth = T;
     }
-    run_split(jobs, sizeof jobs[0], T, lm_pass);
+    xsa_run_split(jobs, sizeof jobs[0], T, lm_pass);
     for (int k = 0; k < T; k++)
         if (jobs[k].rc != 0) return xsa_error("%s", jobs[k].err);
     return 0;

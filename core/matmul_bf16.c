@@ -4,7 +4,6 @@
  * are plain C with a vector path where simd.h has XSA_SIMD_BF16, and
  * always built.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,14 +53,11 @@ static void *bf16_conv_run(void *arg)
 void xsa_bf16_from_f32(uint16_t *dst, const float *src, size_t n)
 {
     size_t h = (n / 2) & ~(size_t)63;
-    bf16_conv rest = {dst + h, src + h, n - h};
-    pthread_t tid;
-    if (n >= ((size_t)1 << 20) && xsa_threads() > 1 && pthread_create(&tid, NULL, bf16_conv_run, &rest) == 0) {
-        bf16_from_f32_range(dst, src, h);
-        pthread_join(tid, NULL);
-        return;
-    }
-    bf16_from_f32_range(dst, src, n);
+    bf16_conv halves[2] = {{dst, src, h}, {dst + h, src + h, n - h}};
+    if (n >= ((size_t)1 << 20) && xsa_threads() > 1)
+        xsa_run_split(halves, sizeof halves[0], 2, bf16_conv_run);
+    else
+        bf16_from_f32_range(dst, src, n);
 }
 
 void xsa_bf16_to_f32(float *dst, const uint16_t *src, size_t n)

@@ -85,18 +85,15 @@ static void *linear_rows(void *arg)
 void xsa_nn_linear_forward(float *out, const float *inp, const float *w,
                            const float *b, int N, int C, int OC)
 {
-    linear_fw_job whole = {out, inp, w, b, N, C, OC};
     int h = (N / 2 + 15) / 16 * 16;
-    pthread_t tid;
-    linear_fw_job top = {out, inp, w, b, h, C, OC};
-    linear_fw_job rest = {out + (size_t)h * OC, inp + (size_t)h * C, w, b, N - h, C, OC};
+    linear_fw_job halves[2] = {{out, inp, w, b, h, C, OC},
+                               {out + (size_t)h * OC, inp + (size_t)h * C, w, b, N - h, C, OC}};
+    linear_fw_job whole = {out, inp, w, b, N, C, OC};
     if (h > 0 && h < N && (long)N * C * OC >= LINEAR_PAIR_MIN && xsa_threads() > 1 &&
-        xsa_gemm_get() == XSA_GEMM_DNNL && pthread_create(&tid, NULL, linear_rows, &rest) == 0) {
-        linear_rows(&top);
-        pthread_join(tid, NULL);
-        return;
-    }
-    linear_rows(&whole);
+        xsa_gemm_get() == XSA_GEMM_DNNL)
+        xsa_run_split(halves, sizeof halves[0], 2, linear_rows);
+    else
+        linear_rows(&whole);
 }
 
 typedef struct {
@@ -344,21 +341,14 @@ typedef struct {
  * when there are two threads, B >= 2 and the work is large enough. */
 static void attn_run(attn_job *j, void *(*fn)(void *), float *datt2)
 {
-    attn_job rest = *j;
-    pthread_t tid;
-    int h = j->B / 2;
+    attn_job halves[2] = {*j, *j};
     if (j->B >= 2 && (long)j->B * j->T * j->T * j->NH / 2 >= ATTN_SPLIT_MIN && xsa_threads() > 1) {
-        rest.b0 = h;
-        rest.datt = datt2;
-        if (pthread_create(&tid, NULL, fn, &rest) == 0) {
-            attn_job top = *j;
-            top.b1 = h;
-            fn(&top);
-            pthread_join(tid, NULL);
-            return;
-        }
+        halves[0].b1 = halves[1].b0 = j->B / 2;
+        halves[1].datt = datt2;
+        xsa_run_split(halves, sizeof halves[0], 2, fn);
+    } else {
+        fn(j);
     }
-    fn(j);
 }
 
 static void *attn_forward_rows(void *arg)

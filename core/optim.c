@@ -4,7 +4,6 @@
  * CPU kernels do for float32 tensors). Non-goals: other optimizers.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,15 +156,11 @@ static void adamw_apply(float *w, const float *g, float *m, float *v, size_t n, 
 {
     size_t half = (n / 2 + 63) & ~(size_t)63;
     adamw_range all = {w, m, v, g, n, h};
-    adamw_range top = {w, m, v, g, half, h};
-    adamw_range rest = {w + half, m + half, v + half, g + half, n - half, h};
-    pthread_t tid;
-    if (n >= ADAMW_SPLIT_MIN && xsa_threads() > 1 && pthread_create(&tid, NULL, adamw_run, &rest) == 0) {
-        adamw_run(&top);
-        pthread_join(tid, NULL);
-    } else {
+    adamw_range halves[2] = {{w, m, v, g, half, h}, {w + half, m + half, v + half, g + half, n - half, h}};
+    if (n >= ADAMW_SPLIT_MIN && xsa_threads() > 1)
+        xsa_run_split(halves, sizeof halves[0], 2, adamw_run);
+    else
         adamw_run(&all);
-    }
 }
 
 int xsa_adamw_step(xsa_adamw *o)
