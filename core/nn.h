@@ -180,12 +180,11 @@ void xsa_nn_lmhead_ce_backward(float *dinp, float *dwte, float *scratch,
  * product, then its softmax statistics and exponentials while it is in
  * cache, so the logits never travel to memory and back; the backward
  * products run per block too, each block's exponentials scaled by its own
- * factor e^(max_block - lse). float32: thread k of nthreads runs blocks
- * k, k + nthreads, ... (their products, each one xsa_sgemm on that
- * thread, and their softmax), and dinp's sum over the blocks goes in block
- * order after them: the bits do not depend on nthreads (each xsa_sgemm
- * must run on one thread, as gemm.h and system.h keep it). bf16: the same split,
- * dinp summed per thread (its bits depend on nthreads).
+ * factor e^(max_block - lse). Thread k of nthreads runs blocks k, k +
+ * nthreads, ... (their products, each one call on that thread, and their
+ * softmax), and dinp's sum over the blocks goes in block order after them:
+ * the bits do not depend on nthreads (each xsa_sgemm must run on one
+ * thread, as gemm.h and system.h keep it).
  * Returns 0, or -1 with an error (bf16 products only). */
 struct xsa_bf16_mm;
 typedef struct xsa_nn_bf16 {

@@ -740,6 +740,19 @@ static void lmhead_ce_bf16_case(int N, int C, int V, int R)
     CHECK(fabs(got - want) <= 2 * Lmax, "bf16 loss %.9g vs %.9g (bound %g)", got, want, 2 * Lmax);
     CHECK(okx, "bf16 dinp beyond the rounding bound (%.2f x)", worst_x);
     CHECK(okw, "bf16 dwte beyond the rounding bound (%.2f x)", worst_w);
+    /* the same bits on 1 and 3 threads: each block's products on one
+     * thread, dinp summed over the blocks in block order */
+    for (int t = 1; t <= 3; t += 2) {
+        float *dxt = zerov((size_t)N * C), *dwt = zerov((size_t)V * C);
+        float *st = zerov(xsa_nn_lmhead_ce_scratch_floats(N, C, V, R, 1, t));
+        double gt = 0;
+        CHECK(xsa_nn_lmhead_ce(&gt, dxt, dwt, NULL, st, x, w, tg, N, C, V, R, t, &bf) == 0, "bf16: %s",
+              xsa_last_error());
+        CHECK(gt == got, "bf16 loss on %d threads %.17g vs %.17g on 2", t, gt, got);
+        CHECK(memcmp(dxt, dx, sizeof(float) * (size_t)N * C) == 0, "bf16 dinp bits, %d threads vs 2", t);
+        CHECK(memcmp(dwt, dw, sizeof(float) * (size_t)V * C) == 0, "bf16 dwte bits, %d threads vs 2", t);
+        free(dxt); free(dwt); free(st);
+    }
     /* the conversions: round to nearest even, exact back */
     float vals[5] = {1.0f, 1.00390625f, 1.01171875f, -3.14159f, 65504.0f};
     uint16_t h[5];
