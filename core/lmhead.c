@@ -465,7 +465,7 @@ CE_INLINE void block_vec_body(const ce_blk *j, int c0, int c1, int nb, int full)
                 vf e = vf_exp(vf_sub(l, mx[b]));
                 if (j->grad) {
                     if (j->e16 && full)
-                        vf_store_bf16(j->e16 + (size_t)v * n + c0 + VF_W * b, e);
+                        vf_store_bf16_normal(j->e16 + (size_t)v * n + c0 + VF_W * b, e);
                     else if (j->e16)
                         vf_store_bf16_mask(j->e16 + (size_t)v * n + c0 + VF_W * b, km[b], e);
                     else if (full)
