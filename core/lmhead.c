@@ -564,7 +564,8 @@ typedef struct {
     const int32_t *targets;
     const uint16_t *x16;
     ce_scratch *p;
-    float *dwte;
+    float *dwte, *dinp;      /* dinp: the chunk's rows */
+    float g;                 /* 1/N */
     int rc;
     char err[256];
 } lm_job;
@@ -621,8 +622,12 @@ static int block_forward(lm_job *j, int b, int v0, int nv)
         if (xsa_bf16_gemm_on(j->bf->mm, j->k + 1, 1, 1, 0, C, n, nv, j->bf->wte + (size_t)v0 * C, C,
                              cb.e16, n, 0, tt, n) != 0)
             return -1;
-        for (int i = 0; i < n; i++)
-            for (int c = 0; c < C; c++) dt[(size_t)i * C + c] = tt[(size_t)c * n + i];
+        /* in tiles of 16 x 16, so that neither side strides through the cache */
+        for (int i0 = 0; i0 < n; i0 += 16)
+            for (int c0 = 0; c0 < C; c0 += 16)
+                for (int i = i0; i < n && i < i0 + 16; i++)
+                    for (int c = c0; c < C && c < c0 + 16; c++)
+                        dt[(size_t)i * C + c] = tt[(size_t)c * n + i];
         return 0;
     }
     xsa_sgemm(1, 0, n, C, nv, 1.0f, cb.lb, n, j->wte + (size_t)v0 * C, C, 0.0f, dt, C);
@@ -653,6 +658,25 @@ static int block_backward(lm_job *j, int b, int v0, int nv)
     return 0;
 }
 
+/* dinp's rows i0..i1 of the chunk: the sum over the blocks, in block
+ * order, of fac_b e_b^T wte_b, less the target's row of wte */
+static void dinp_rows(const lm_job *j, int i0, int i1)
+{
+    const ce_scratch *p = j->p;
+    int C = j->C;
+    float *d = j->dinp + (size_t)i0 * C;
+    for (int b = 0; b < j->nblk; b++)
+        scale_rows(d, p->fac + (size_t)b * j->R + i0, p->dtb + ((size_t)b * j->R + i0) * C, i1 - i0,
+                   C, b == 0);
+    for (int i = i0; i < i1; i++) {
+        const float *w = j->wte + (size_t)j->targets[i] * C;
+        float *di = j->dinp + (size_t)i * C;
+        for (int c = 0; c < C; c++) di[c] -= j->g * w[c];
+    }
+}
+
+/* A thread's blocks; in the backward pass then its slice of dinp's rows
+ * (the rows are independent: any split gives the same bits). */
 static void *lm_pass(void *arg)
 {
     lm_job *j = arg;
@@ -662,9 +686,11 @@ static void *lm_pass(void *arg)
         if ((j->phase == 0 ? block_forward(j, b, v0, nv) : block_backward(j, b, v0, nv)) != 0) {
             j->rc = -1;
             snprintf(j->err, sizeof j->err, "%s", xsa_last_error());
-            break;
+            return NULL;
         }
     }
+    if (j->phase == 1)
+        dinp_rows(j, (int)((long)j->n * j->k / j->nth), (int)((long)j->n * (j->k + 1) / j->nth));
     return NULL;
 }
 
@@ -722,18 +748,11 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
                     p.fac[(size_t)b * R + i] = (float)(g * exp(p.bmax[(size_t)b * R + i] - lse));
         }
         if (!grad) continue;
-        /* per block: dinp rows += fac (e_b^T wte_b), dwte_b (+)= e_b (fac x) */
-        float *d = dinp + (size_t)r0 * C;
+        /* per block: dwte_b (+)= e_b (fac x); then dinp's rows */
         j.phase = 1;
+        j.dinp = dinp + (size_t)r0 * C;
+        j.g = g;
         if (lm_run(&j) != 0) return -1;
-        /* dinp rows = sum over the blocks, in block order, of fac_b e_b^T wte_b */
-        for (int b = 0; b < nblk; b++)
-            scale_rows(d, p.fac + (size_t)b * R, p.dtb + (size_t)b * R * C, n, C, b == 0);
-        for (int i = 0; i < n; i++) {
-            const float *w = wte + (size_t)targets[r0 + i] * C;
-            float *di = d + (size_t)i * C;
-            for (int c = 0; c < C; c++) di[c] -= g * w[c];
-        }
     }
     if (grad)
         for (int i = 0; i < N; i++) {

@@ -190,8 +190,8 @@ static void torch_stop(torch_ref *t)
 }
 
 /* Thread k runs blocks k, k + T, ... of the vocabulary, its forward
- * products, then (after all threads) its backward ones, as
- * xsa_nn_lmhead_ce does: bf16 on oneDNN slot k + 1 with one thread;
+ * products and dinp's (bf16: transposed, wte_b^T e_b), then (after all
+ * threads) its dwte products, as xsa_nn_lmhead_ce does: bf16 on oneDNN slot k + 1 with one thread;
  * float32 (mm NULL) through xsa_sgemm, on the calling thread (gemm.h). */
 typedef struct {
     xsa_bf16_mm *mm;
@@ -216,10 +216,10 @@ static void *bf_gemms_thread(void *arg)
             if (!g->mm) {
                 const float *wf = g->wf + (size_t)v0 * C;
                 float *ef = g->etf + (size_t)v0 * n;
-                if (pass == 0)
+                if (pass == 0) {
                     xsa_sgemm(0, 1, nv, n, C, 1.0f, wf, C, g->xf, C, 0.0f, ef, n);
-                else {
                     xsa_sgemm(1, 0, n, C, nv, 1.0f, ef, n, wf, C, 0.0f, o, C);
+                } else {
                     xsa_sgemm(0, 0, nv, C, n, 1.0f, ef, n, g->xf, C, g->acc ? 1.0f : 0.0f,
                               g->dw + (size_t)v0 * C, C);
                 }
@@ -228,8 +228,8 @@ static void *bf_gemms_thread(void *arg)
             const uint16_t *wb = g->w16 + (size_t)v0 * C, *eb = g->et16 + (size_t)v0 * n;
             if (pass == 0) {
                 xsa_bf16_gemm_on(g->mm, g->k + 1, 1, 0, 1, nv, n, C, wb, C, g->x16, C, 0, lb, n);
+                xsa_bf16_gemm_on(g->mm, g->k + 1, 1, 1, 0, C, n, nv, wb, C, eb, n, 0, o, n);
             } else {
-                xsa_bf16_gemm_on(g->mm, g->k + 1, 1, 1, 0, n, C, nv, eb, n, wb, C, 0, o, C);
                 xsa_bf16_gemm_on(g->mm, g->k + 1, 1, 0, 0, nv, C, n, eb, n, g->x16, C, g->acc,
                                  g->dw + (size_t)v0 * C, C);
             }
