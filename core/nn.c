@@ -12,7 +12,6 @@
  * Non-goals: strided inputs, float64, dropout, kernels for other layers.
  */
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "gemm.h"
@@ -96,30 +95,35 @@ void xsa_nn_linear_forward(float *out, const float *inp, const float *w,
         linear_rows(&whole);
 }
 
+/* The backward's two products, dinp's and dw's, side by side: job k runs
+ * product k (each one call on one thread, as in the forward). */
 typedef struct {
-    float *dw;
-    const float *dout, *inp;
+    int which; /* 0: dinp, 1: dw */
+    float *dinp, *dw;
+    const float *dout, *inp, *w;
     int N, C, OC;
-} linear_dw_job;
+} linear_bw_job;
 
-static void *linear_dw(void *arg)
+static void *linear_bw(void *arg)
 {
-    const linear_dw_job *j = arg;
-    xsa_sgemm(1, 0, j->C, j->OC, j->N, 1.0f, j->inp, j->C, j->dout, j->OC, 1.0f, j->dw, j->OC);
+    const linear_bw_job *j = arg;
+    if (j->which == 0)
+        xsa_sgemm(0, 1, j->N, j->C, j->OC, 1.0f, j->dout, j->OC, j->w, j->OC, 1.0f, j->dinp, j->C);
+    else
+        xsa_sgemm(1, 0, j->C, j->OC, j->N, 1.0f, j->inp, j->C, j->dout, j->OC, 1.0f, j->dw, j->OC);
     return NULL;
 }
 
 void xsa_nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC)
 {
-    linear_dw_job dj = {dw, dout, inp, N, C, OC};
-    pthread_t tid;
-    int pair = dinp && dw && (long)N * C * OC >= LINEAR_PAIR_MIN && xsa_threads() > 1 &&
-               pthread_create(&tid, NULL, linear_dw, &dj) == 0;
-    if (dinp)
-        xsa_sgemm(0, 1, N, C, OC, 1.0f, dout, OC, w, OC, 1.0f, dinp, C);
-    if (dw && !pair) linear_dw(&dj);
-    if (pair) pthread_join(tid, NULL);
+    linear_bw_job jobs[2] = {{0, dinp, dw, dout, inp, w, N, C, OC}, {1, dinp, dw, dout, inp, w, N, C, OC}};
+    if (dinp && dw && (long)N * C * OC >= LINEAR_PAIR_MIN && xsa_threads() > 1) {
+        xsa_run_split(jobs, sizeof jobs[0], 2, linear_bw);
+    } else {
+        if (dinp) linear_bw(&jobs[0]);
+        if (dw) linear_bw(&jobs[1]);
+    }
     if (db)
         for (int n = 0; n < N; n++) {
             const float *d = dout + (size_t)n * OC;
