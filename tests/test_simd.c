@@ -136,7 +136,7 @@ static void test_ops(void)
                 uint32_t bits = sign << 31 | e << 23 | (r % 3 ? m : (m & 0x7f0000u) | 0x8000u);
                 memcpy(&src[i], &bits, sizeof bits);
             }
-            if (r == 0) src[0] = 0.0f, src[1] = -0.0f;
+            if (r < 2) src[0] = r ? -0.0f : 0.0f;
             h[VF_W] = 0xBEEF;
             vf_store_bf16_normal(h, vf_load(src));
             ok &= h[VF_W] == 0xBEEF;
