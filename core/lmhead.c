@@ -325,7 +325,7 @@ const char *xsa_nn_lmhead_describe(void)
  * the rows scaled by a block's factors [R,C]. bf16: the exponentials as
  * bf16 [V,R], and per thread its own block of logits and rows. */
 typedef struct {
-    float *lb, *xs;  /* [VB,R] logits of one block; [R,C] */
+    float *lb, *xs;  /* [VB,R] logits of one block; [R,C] (forward: dinp's product, transposed) */
     uint16_t *xs16;  /* [R,C] */
 } ce_own;
 
@@ -583,6 +583,16 @@ static void scale_rows(float *out, const float *f, const float *t, int n, int C,
     }
 }
 
+/* dt[n,C] = tt^T for tt[C,n], in tiles of 16 x 16, so that neither side
+ * strides through the cache */
+static void transpose_into(float *dt, const float *tt, int n, int C)
+{
+    for (int i0 = 0; i0 < n; i0 += 16)
+        for (int c0 = 0; c0 < C; c0 += 16)
+            for (int i = i0; i < n && i < i0 + 16; i++)
+                for (int c = c0; c < C && c < c0 + 16; c++) dt[(size_t)i * C + c] = tt[(size_t)c * n + i];
+}
+
 /* Forward: the block's logits, transposed (lb[v][i] = wte[v] . x[i]:
  * OpenBLAS then packs wte as the cheap operand), then its softmax
  * statistics while it is in cache. float32 keeps the exponentials in place
@@ -596,7 +606,7 @@ static void scale_rows(float *out, const float *f, const float *t, int n, int C,
  * time at 2048 rows). bf16 computes it transposed, wte_b^T e_b into the
  * thread's rows buffer, and transposes that into place: oneDNN then reads
  * the smaller operand transposed (measured: the bf16 lm_head in 0.91-0.95
- * of its time at 2048 rows, 0.96-0.98 at 1024). */
+ * of its time at 2048 rows, 0.95-0.98 at 1024). */
 static int block_forward(lm_job *j, int b, int v0, int nv)
 {
     ce_scratch *p = j->p;
@@ -622,12 +632,7 @@ static int block_forward(lm_job *j, int b, int v0, int nv)
         if (xsa_bf16_gemm_on(j->bf->mm, j->k + 1, 1, 1, 0, C, n, nv, j->bf->wte + (size_t)v0 * C, C,
                              cb.e16, n, 0, tt, n) != 0)
             return -1;
-        /* in tiles of 16 x 16, so that neither side strides through the cache */
-        for (int i0 = 0; i0 < n; i0 += 16)
-            for (int c0 = 0; c0 < C; c0 += 16)
-                for (int i = i0; i < n && i < i0 + 16; i++)
-                    for (int c = c0; c < C && c < c0 + 16; c++)
-                        dt[(size_t)i * C + c] = tt[(size_t)c * n + i];
+        transpose_into(dt, tt, n, C);
         return 0;
     }
     xsa_sgemm(1, 0, n, C, nv, 1.0f, cb.lb, n, j->wte + (size_t)v0 * C, C, 0.0f, dt, C);

@@ -117,7 +117,9 @@ static void *linear_bw(void *arg)
 void xsa_nn_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC)
 {
-    linear_bw_job jobs[2] = {{0, dinp, dw, dout, inp, w, N, C, OC}, {1, dinp, dw, dout, inp, w, N, C, OC}};
+    linear_bw_job jobs[2] = {{0, dinp, dw, dout, inp, w, N, C, OC}};
+    jobs[1] = jobs[0];
+    jobs[1].which = 1;
     if (dinp && dw && (long)N * C * OC >= LINEAR_PAIR_MIN && xsa_threads() > 1) {
         xsa_run_split(jobs, sizeof jobs[0], 2, linear_bw);
     } else {

@@ -191,8 +191,9 @@ static void torch_stop(torch_ref *t)
 
 /* Thread k runs blocks k, k + T, ... of the vocabulary, its forward
  * products and dinp's (bf16: transposed, wte_b^T e_b), then (after all
- * threads) its dwte products, as xsa_nn_lmhead_ce does: bf16 on oneDNN slot k + 1 with one thread;
- * float32 (mm NULL) through xsa_sgemm, on the calling thread (gemm.h). */
+ * threads) its dwte products, as xsa_nn_lmhead_ce does: bf16 on oneDNN
+ * slot k + 1 with one thread; float32 (mm NULL) through xsa_sgemm, on the
+ * calling thread (gemm.h). */
 typedef struct {
     xsa_bf16_mm *mm;
     const uint16_t *w16;
