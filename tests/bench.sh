@@ -24,87 +24,106 @@ export XSA_ROOT=$(pwd)
 # what the xsa executable sets for itself when unset (lua/main.c): the C
 # benchmarks below measure the engine as xsa runs it
 export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
-"$EXE" --version
-echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(grep -c '^processor' /proc/cpuinfo) logical CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}; OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT; XSA_GEMM=${XSA_GEMM:-(unset)}: float32 products through $("$EXE" -e 'io.write(xsa.blas().gemm_lib)'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
-status=0
-TORCH=""
-if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
-    TORCH="--torch tests/reference/bench_torch.py"
-else
-    echo "skip: PyTorch reference steps and decode (no torch for /usr/bin/python3; apt-get install python3-torch)"
-fi
-PRECISIONS="f32"
-if "$EXE" -e 'xsa.gpt{vocab = 8, d_model = 8, n_head = 1, precision = "bf16"}' >/dev/null 2>&1; then
-    PRECISIONS="f32 bf16"
-else
-    echo "skip: bf16 steps ($("$EXE" -e 'print(select(2, pcall(xsa.gpt, {vocab = 8, d_model = 8, n_head = 1, precision = "bf16"})))' 2>&1))"
-fi
-# The machine's own limits first (tests/bench_peak.c): its machine-readable
-# "peak ..." lines give bench_step and bench_generate the limits their
-# times are printed against ("x its limit").
-PEAK_STEP=""
-PEAK_GEN=""
-if [ -x "$BUILD/tests/bench_peak" ]; then
-    echo "== bench_peak"
-    peak_out=$("$BUILD/tests/bench_peak") || status=1
-    echo "$peak_out"
-    f32=$(echo "$peak_out" | sed -n 's/^peak f32 gflops=\([0-9.]*\).*/\1/p')
-    bf=$(echo "$peak_out" | sed -n 's/^peak bf16 gflops=\([0-9.]*\).*/\1/p')
-    rd=$(echo "$peak_out" | sed -n 's/^peak read gbs=\([0-9.]*\).*/\1/p')
-    [ -n "$f32" ] && PEAK_STEP="--peak-f32 $f32"
-    [ -n "$bf" ] && PEAK_STEP="$PEAK_STEP --peak-bf16 $bf"
-    [ -n "$rd" ] && PEAK_GEN="--read-gbs $rd"
-fi
-for b in "$BUILD"/tests/bench_*; do
-    [ -x "$b" ] || continue
-    case "$(basename "$b")" in
-    bench_peak) ;;
-    bench_gemm)
-        echo "== bench_gemm"
-        "$b" || status=1
-        core=$("$EXE" -e 'io.write(xsa.blas().core)')
-        best=$("$EXE" -e 'io.write(xsa.blas().best or "")')
-        # only when the environment chose the kernel: unset, xsa's own
-        # choice stands, and Zen (AVX2 Zen 3) is no weaker than Haswell
-        if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ -n "$best" ] && [ "$best" != "$core" ]; then
-            echo "== OPENBLAS_CORETYPE=$best bench_gemm (the kernel this CPU supports; $core is in use)"
-            OPENBLAS_CORETYPE=$best "$b" || status=1
-        fi
-        ;;
-    bench_generate)
-        echo "== bench_generate $PEAK_GEN"
-        # shellcheck disable=SC2086
-        "$b" $PEAK_GEN || status=1
-        ;;
-    bench_blocking)
-        for p in $PRECISIONS; do
-            for shape in "16 64" "8 256"; do
-                set -- $shape
-                echo "== bench_blocking --batch $1 --seq $2 --precision $p"
-                "$b" --batch "$1" --seq "$2" --precision "$p" || status=1
+benches() {
+    "$EXE" --version
+    # family and model tell the machine types apart ("AMD EPYC" names them all:
+    # family 25 model 1 is Zen 3, family 26 Zen 5), the flags their vector paths
+    cpu_field() { sed -n "s/^$1[[:space:]]*: //p" /proc/cpuinfo | head -n 1; }
+    cpu_isa=$(cpu_field flags | tr ' ' '\n' | grep -x -E 'avx2|avx512f|avx512_bf16' | tr '\n' ' ' | sed 's/ $//')
+    echo "CPU: $(cpu_field 'model name') (family $(cpu_field 'cpu family'), model $(cpu_field model); ${cpu_isa:-no AVX2}), $(grep -c '^processor' /proc/cpuinfo) logical CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}; OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT; XSA_GEMM=${XSA_GEMM:-(unset)}: float32 products through $("$EXE" -e 'io.write(xsa.blas().gemm_lib)'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    status=0
+    TORCH=""
+    if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+        TORCH="--torch tests/reference/bench_torch.py"
+    else
+        echo "skip: PyTorch reference steps and decode (no torch for /usr/bin/python3; apt-get install python3-torch)"
+    fi
+    PRECISIONS="f32"
+    if "$EXE" -e 'xsa.gpt{vocab = 8, d_model = 8, n_head = 1, precision = "bf16"}' >/dev/null 2>&1; then
+        PRECISIONS="f32 bf16"
+    else
+        echo "skip: bf16 steps ($("$EXE" -e 'print(select(2, pcall(xsa.gpt, {vocab = 8, d_model = 8, n_head = 1, precision = "bf16"})))' 2>&1))"
+    fi
+    # The machine's own limits first (tests/bench_peak.c): its machine-readable
+    # "peak ..." lines give bench_step and bench_generate the limits their
+    # times are printed against ("x its limit").
+    PEAK_STEP=""
+    PEAK_GEN=""
+    if [ -x "$BUILD/tests/bench_peak" ]; then
+        echo "== bench_peak"
+        peak_out=$("$BUILD/tests/bench_peak") || status=1
+        echo "$peak_out"
+        f32=$(echo "$peak_out" | sed -n 's/^peak f32 gflops=\([0-9.]*\).*/\1/p')
+        bf=$(echo "$peak_out" | sed -n 's/^peak bf16 gflops=\([0-9.]*\).*/\1/p')
+        rd=$(echo "$peak_out" | sed -n 's/^peak read gbs=\([0-9.]*\).*/\1/p')
+        [ -n "$f32" ] && PEAK_STEP="--peak-f32 $f32"
+        [ -n "$bf" ] && PEAK_STEP="$PEAK_STEP --peak-bf16 $bf"
+        [ -n "$rd" ] && PEAK_GEN="--read-gbs $rd"
+    fi
+    for b in "$BUILD"/tests/bench_*; do
+        [ -x "$b" ] || continue
+        case "$(basename "$b")" in
+        bench_peak) ;;
+        bench_gemm)
+            echo "== bench_gemm"
+            "$b" || status=1
+            core=$("$EXE" -e 'io.write(xsa.blas().core)')
+            best=$("$EXE" -e 'io.write(xsa.blas().best or "")')
+            # only when the environment chose the kernel: unset, xsa's own
+            # choice stands, and Zen (AVX2 Zen 3) is no weaker than Haswell
+            if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ -n "$best" ] && [ "$best" != "$core" ]; then
+                echo "== OPENBLAS_CORETYPE=$best bench_gemm (the kernel this CPU supports; $core is in use)"
+                OPENBLAS_CORETYPE=$best "$b" || status=1
+            fi
+            ;;
+        bench_generate)
+            echo "== bench_generate $PEAK_GEN"
+            # shellcheck disable=SC2086
+            "$b" $PEAK_GEN || status=1
+            ;;
+        bench_blocking)
+            for p in $PRECISIONS; do
+                for shape in "16 64" "8 256"; do
+                    set -- $shape
+                    echo "== bench_blocking --batch $1 --seq $2 --precision $p"
+                    "$b" --batch "$1" --seq "$2" --precision "$p" || status=1
+                done
             done
-        done
-        ;;
-    bench_step)
-        for p in $PRECISIONS; do
-            for shape in "16 64" "8 256"; do
-                set -- $shape
-                echo "== bench_step --batch $1 --seq $2 --precision $p $PEAK_STEP"
-                # shellcheck disable=SC2086
-                "$b" --batch "$1" --seq "$2" --precision "$p" $PEAK_STEP $TORCH || status=1
+            ;;
+        bench_step)
+            for p in $PRECISIONS; do
+                for shape in "16 64" "8 256"; do
+                    set -- $shape
+                    echo "== bench_step --batch $1 --seq $2 --precision $p $PEAK_STEP"
+                    # shellcheck disable=SC2086
+                    "$b" --batch "$1" --seq "$2" --precision "$p" $PEAK_STEP $TORCH || status=1
+                done
             done
-        done
-        ;;
-    *)
-        echo "== $(basename "$b")"
-        "$b" || status=1
-        ;;
-    esac
-done
-# The PyTorch reference of bench_generate (cached greedy decode).
-if [ -n "$TORCH" ]; then
-    echo "== PyTorch reference: tests/reference/bench_generate_torch.py"
-    /usr/bin/python3 tests/reference/bench_generate_torch.py "$("$EXE" -e 'io.write(xsa.blas().threads)')" || status=1
-fi
-exit $status
+            ;;
+        *)
+            echo "== $(basename "$b")"
+            "$b" || status=1
+            ;;
+        esac
+    done
+    # The PyTorch reference of bench_generate (cached greedy decode).
+    if [ -n "$TORCH" ]; then
+        echo "== PyTorch reference: tests/reference/bench_generate_torch.py"
+        /usr/bin/python3 tests/reference/bench_generate_torch.py "$("$EXE" -e 'io.write(xsa.blas().threads)')" || status=1
+    fi
+    return $status
+}
+# Everything above is also kept in a log, from which the summary takes the
+# table doc/performance.md keeps per machine type and issue 22's targets:
+# no figure of it is copied by hand.
+LOG=$(mktemp) || exit 1
+trap 'rm -f "$LOG" "$LOG.rc"' EXIT
+{
+    benches
+    echo $? >"$LOG.rc"
+} 2>&1 | tee "$LOG"
+status=$(cat "$LOG.rc" 2>/dev/null || echo 1)
+echo "== summary (tests/bench_summary.lua, from this run's lines above)"
+"$EXE" tests/bench_summary.lua "$LOG" || status=1
+exit "$status"
