@@ -16,11 +16,12 @@
  *    L3, so batch 1 can beat the DRAM bound; batch 16 is then bound by its
  *    multiply-adds (16 V C per step), which the last line reports.
  *  - the bound where the bytes live: the same read, over an array of the
- *    bytes of one token, again and again (best of 30, after the first pass),
- *    so that it stays in whatever cache holds it, as the weights do when
- *    decoding. Against DRAM alone batch 1 measured 83% of the bound on one
- *    day and 155% on another (the DRAM read measured 58.8 and 34.2 GB/s):
- *    a bound that a run beats bounds nothing.
+ *    bytes of one token, again and again (best of 31 passes; the first,
+ *    cold, never is), so that it stays in whatever cache holds it, as the
+ *    weights do when decoding. Against DRAM alone batch 1 measured 83% of
+ *    the bound in one run and 155% in another two hours later (the DRAM
+ *    read measured 58.8 and 34.2 GB/s): a bound that a run beats bounds
+ *    nothing.
  *  - --read-gbs X: bench_peak's read bandwidth (make bench passes it):
  *    the bound uses the better of it and this program's own, since load
  *    only lowers a measured bandwidth; both are printed.
