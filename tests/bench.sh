@@ -26,11 +26,10 @@ export XSA_ROOT=$(pwd)
 export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
 benches() {
     "$EXE" --version
-    # family and model tell the machine types apart ("AMD EPYC" names them all:
-    # family 25 model 1 is Zen 3, family 26 Zen 5), the flags their vector paths
-    cpu_field() { sed -n "s/^$1[[:space:]]*: //p" /proc/cpuinfo | head -n 1; }
-    cpu_isa=$(cpu_field flags | tr ' ' '\n' | grep -x -E 'avx2|avx512f|avx512_bf16' | tr '\n' ' ' | sed 's/ $//')
-    echo "CPU: $(cpu_field 'model name') (family $(cpu_field 'cpu family'), model $(cpu_field model); ${cpu_isa:-no AVX2}), $(grep -c '^processor' /proc/cpuinfo) logical CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
+    # the CPU as records name it: family and model tell the machine types
+    # apart ("AMD EPYC" names them all: family 25 model 1 is Zen 3, family
+    # 26 Zen 5); the best OpenBLAS kernel names its vector paths
+    echo "CPU: $("$EXE" -e 'io.write(xsa.record.provenance().cpu, ", best OpenBLAS kernel ", xsa.blas().best or "none")'), $(grep -c '^processor' /proc/cpuinfo) logical CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}; OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT; XSA_GEMM=${XSA_GEMM:-(unset)}: float32 products through $("$EXE" -e 'io.write(xsa.blas().gemm_lib)'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
     status=0
     TORCH=""

@@ -43,8 +43,8 @@ end
 
 local function find(lines, pat)
   for _, l in ipairs(lines) do
-    local a, b, c, d = l:match(pat)
-    if a then return a, b, c, d end
+    local x = l:match(pat)
+    if x then return x end
   end
 end
 
@@ -94,14 +94,15 @@ local function cell(fmt, ...)
   return string.format(fmt, ...)
 end
 
-local function row(label, fn)
-  local cells = {}
-  for i, s in ipairs(shapes) do cells[i] = fn(s) end
-  print(string.format("| %s | %s | %s |", label, cells[1], cells[2]))
-end
-
 local function f32(s) return steps["f32 " .. s] or {} end
 local function bf(s) return steps["bf16 " .. s] or {} end
+
+-- a row of the table: its label, then fn(shape) for each shape
+local function row(label, fn)
+  local r = {label}
+  for i, s in ipairs(shapes) do r[i + 1] = fn(s) end
+  return r
+end
 
 print(string.format("CPU: %s", cpu))
 print(libs)
@@ -109,39 +110,31 @@ print(string.format("peak: float32 %s GFLOP/s (%s), bf16 %s, read bandwidth %s G
   peak_f32 or NM, isa or "?", peak_bf16 and (peak_bf16 .. " GFLOP/s") or NM,
   read_gbs or NM))
 print("")
-print("| | 16 x 64 | 8 x 256 |")
-print("|---|---:|---:|")
-row("limit, float32", function(s) return cell("%s ms", f32(s).limit) end)
-row("float32 step", function(s) return cell("%s ms = %sx", f32(s).step, f32(s).ratio) end)
-row("its GEMMs alone; step / GEMMs", function(s)
-  return cell("%sx; %s", f32(s).gemms_ratio, f32(s).step_gemms)
-end)
-row("eval / train, float32", function(s) return cell("%s", f32(s).eval_train) end)
-row("bf16 step (x the float32 limit)", function(s)
-  return cell("%s ms = %sx", bf(s).step, bf(s).ratio)
-end)
-row("bf16: step / its GEMMs; eval / train", function(s)
-  return cell("%s; %s", bf(s).step_gemms, bf(s).eval_train)
-end)
-print(string.format("| decode, batch 1 | %s | |",
-  cell("%s tokens/s = %s%% of the bandwidth bound", dec_tok, dec_pct)))
-print(string.format("| decode, batch 1, against its bytes where they live | %s | |",
-  cell("%s%% (a sum over them again and again: %s GB/s)", ws_pct, ws_gbs)))
+io.write(xsa.study.md_table({"", shapes[1], shapes[2]}, {
+  row("limit, float32", function(s) return cell("%s ms", f32(s).limit) end),
+  row("float32 step", function(s) return cell("%s ms = %sx", f32(s).step, f32(s).ratio) end),
+  row("its GEMMs alone; step / GEMMs", function(s)
+    return cell("%sx; %s", f32(s).gemms_ratio, f32(s).step_gemms)
+  end),
+  row("eval / train, float32", function(s) return cell("%s", f32(s).eval_train) end),
+  row("bf16 step (x the float32 limit)", function(s) return cell("%s ms = %sx", bf(s).step, bf(s).ratio) end),
+  row("bf16: step / its GEMMs; eval / train", function(s)
+    return cell("%s; %s", bf(s).step_gemms, bf(s).eval_train)
+  end),
+  {"decode, batch 1", cell("%s tokens/s = %s%% of the bandwidth bound", dec_tok, dec_pct)},
+  {"decode, batch 1, against its bytes where they live",
+   cell("%s%% (a sum over them again and again: %s GB/s)", ws_pct, ws_gbs)},
+}))
 print("")
 
--- issue 22's targets: each met, not met, or not measured in this log
-local function verdict(name, values, ok)
+-- issue 22's targets: each met, not met, or not measured in this log;
+-- values: {label, x} with x a figure of the log (a string) or nil
+local function verdict(name, values, ok, unit)
   local got, all, any = {}, true, false
   for _, v in ipairs(values) do
-    if v.x == nil then
-      got[#got + 1] = v.label .. " " .. NM
-      all = false
-    else
-      any = true
-      local n = tonumber((v.x:gsub("%%$", "")))
-      got[#got + 1] = v.label .. " " .. v.x
-      if not ok(n) then all = false end
-    end
+    got[#got + 1] = v[1] .. " " .. (v[2] and v[2] .. (unit or "") or NM)
+    any = any or v[2] ~= nil
+    all = all and v[2] ~= nil and ok(tonumber(v[2]))
   end
   if not any then
     print(string.format("- %s: %s", name, NM))
@@ -154,26 +147,25 @@ end
 -- bench_peak's isa is held to the stricter one
 local f32_bound = (isa == nil or isa == "avx512") and 1.6 or 2.0
 local isa_name = isa == nil and "isa not in the log" or isa == "avx512" and "AVX-512" or isa
-local function each(get, suffix)
+local function each(get)
   local v = {}
-  for _, s in ipairs(shapes) do v[#v + 1] = {label = s .. ":", x = get(s) and get(s) .. (suffix or "")} end
+  for _, s in ipairs(shapes) do v[#v + 1] = {s .. ":", get(s)} end
   return v
 end
 print("Issue 22's targets in this run:")
 verdict(string.format("float32 step at most %.1fx its limit (%s)", f32_bound, isa_name),
-  each(function(s) return f32(s).ratio end),
-  function(x) return x <= f32_bound end)
+  each(function(s) return f32(s).ratio end), function(x) return x <= f32_bound end)
 verdict("bf16 step under the float32 limit",
   each(function(s) return bf(s).ratio end), function(x) return x < 1.0 end)
 verdict("bf16 step / its GEMMs under 1.25",
   each(function(s) return bf(s).step_gemms end), function(x) return x < 1.25 end)
 local ev = {}
 for _, s in ipairs(shapes) do
-  ev[#ev + 1] = {label = "float32 " .. s .. ":", x = f32(s).eval_train}
-  ev[#ev + 1] = {label = "bf16 " .. s .. ":", x = bf(s).eval_train}
+  ev[#ev + 1] = {"float32 " .. s .. ":", f32(s).eval_train}
+  ev[#ev + 1] = {"bf16 " .. s .. ":", bf(s).eval_train}
 end
 verdict("eval / train at most 0.30", ev, function(x) return x <= 0.30 + 1e-9 end)
 verdict("decode at batch 1 at least 50% of the bandwidth bound (DRAM read)",
-  {{label = "batch 1:", x = dec_pct and dec_pct .. "%"}}, function(x) return x >= 50 end)
+  {{"batch 1:", dec_pct}}, function(x) return x >= 50 end, "%")
 verdict("the same against its bytes where they live (a cache, when they fit)",
-  {{label = "batch 1:", x = ws_pct and ws_pct .. "%"}}, function(x) return x >= 50 end)
+  {{"batch 1:", ws_pct}}, function(x) return x >= 50 end, "%")

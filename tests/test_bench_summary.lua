@@ -13,13 +13,18 @@ local tmp, cleanup = T.tmp_paths("bench-summary")
 
 local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
-local function summary(log_text)
-  local p = tmp(tostring(math.random(1 << 30)) .. ".log")
-  T.writefile(p, log_text)
-  local h = assert(io.popen(exe .. " " .. q(script) .. " " .. q(p) .. " 2>&1", "r"))
+-- the script's output (stdout and stderr) and exit code, on these arguments
+local function run(args)
+  local h = assert(io.popen(exe .. " " .. q(script) .. args .. " 2>&1", "r"))
   local out = h:read("a")
   local _, how, code = h:close()
   return out, how == "exit" and code or 128 + (code or 0)
+end
+
+local function summary(log_text)
+  local p = tmp(tostring(math.random(1 << 30)) .. ".log")
+  T.writefile(p, log_text)
+  return run(" " .. q(p))
 end
 
 local function has(out, line) T.ok(out:find(line, 1, true), "missing: " .. line .. "\n" .. out) end
@@ -36,14 +41,14 @@ T.case("a full log: the machine's table and the targets", function()
   has(out, "| eval / train, float32 | 0.34 | 0.36 |")
   has(out, "| bf16 step (x the float32 limit) | 119.4 ms = 1.21x | 247.2 ms = 1.24x |")
   has(out, "| bf16: step / its GEMMs; eval / train | 1.40; 0.32 | 1.42; 0.33 |")
-  has(out, "| decode, batch 1 | 1791 tokens/s = 83% of the bandwidth bound | |")
+  has(out, "| decode, batch 1 | 1791 tokens/s = 83% of the bandwidth bound |  |")
   has(out, "- float32 step at most 1.6x its limit (AVX-512): not met (16 x 64: 1.82, 8 x 256: 1.70)")
   has(out, "- bf16 step under the float32 limit: not met (16 x 64: 1.21, 8 x 256: 1.24)")
   has(out, "- bf16 step / its GEMMs under 1.25: not met (16 x 64: 1.40, 8 x 256: 1.42)")
   has(out, "- eval / train at most 0.30: not met")
   has(out, "- decode at batch 1 at least 50% of the bandwidth bound (DRAM read): met (batch 1: 83%)")
   -- this log predates the working-set bound: its row alone is not measured
-  has(out, "| decode, batch 1, against its bytes where they live | not measured | |")
+  has(out, "| decode, batch 1, against its bytes where they live | not measured |  |")
   has(out, "- the same against its bytes where they live (a cache, when they fit): not measured")
   T.eq(select(2, out:gsub("not measured", "")), 2, out)
 end)
@@ -53,7 +58,7 @@ T.case("decode against the bytes where they live (bench_generate's line)", funct
     "(a sum over 27.4 MB, again and again, on 2 threads: 68.9 GB/s)\n"
   local function with(l) return (fixture:gsub("batch 16: 3%.2x", function(m) return l .. m end)) end
   local out = summary(with(line))
-  has(out, "| decode, batch 1, against its bytes where they live | 56% (a sum over them again and again: 68.9 GB/s) | |")
+  has(out, "| decode, batch 1, against its bytes where they live | 56% (a sum over them again and again: 68.9 GB/s) |  |")
   has(out, "- the same against its bytes where they live (a cache, when they fit): met (batch 1: 56%)")
   out = summary(with((line:gsub("= 56%%", "= 46%%"))))
   has(out, "(a cache, when they fit): not met (batch 1: 46%)")
@@ -107,15 +112,11 @@ T.case("no bench_step result, no file, no argument: a clear error", function()
   has(out, "bench_summary: no bench_step result in ")
   out, code = summary("")
   T.eq(code, 1, out)
-  local h = io.popen(exe .. " " .. q(script) .. " " .. q(tmp("absent.log")) .. " 2>&1")
-  out = h:read("a")
-  local _, _, c = h:close()
-  T.eq(c, 1, out)
+  out, code = run(" " .. q(tmp("absent.log")))
+  T.eq(code, 1, out)
   T.ok(out:find("^bench_summary: .*absent%.log"), out)
-  h = io.popen(exe .. " " .. q(script) .. " 2>&1")
-  out = h:read("a")
-  _, _, c = h:close()
-  T.eq(c, 2, out)
+  out, code = run("")
+  T.eq(code, 2, out)
   T.ok(out:find("usage: xsa tests/bench_summary.lua LOG", 1, true), out)
 end)
 
