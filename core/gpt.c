@@ -52,6 +52,10 @@ struct xsa_gpt {
      * fused kernel and scaled into place by the backward: dlnf [N,C] in
      * acts, pend_dw [V,C] from the pool (pool.h) until the backward */
     float *dlnf, *pend_dw;
+    /* the last chunk's dwte products, left by the loss to run beside the
+     * blocks' backward (nn.h), and the lm_head scratch they read */
+    xsa_nn_lmhead_tail *tail;
+    float *tail_s;
     /* logits [B,T,V], only when asked for (xsa_gpt_logits) */
     float *logits;
     size_t logits_cap;         /* floats */
@@ -185,6 +189,11 @@ xsa_gpt *xsa_gpt_alloc(const xsa_gpt_config *c)
         free(m);
         return NULL;
     }
+    if (!(m->tail = xsa_nn_lmhead_tail_new())) {
+        xsa_bf16_mm_free(m->mm);
+        free(m);
+        return NULL;
+    }
     set_lambda(m);
     m->ntensors = xsa_gpt_layout_count(c->n_layer);
     m->names = calloc((size_t)m->ntensors, sizeof *m->names);
@@ -244,6 +253,8 @@ void xsa_gpt_free(xsa_gpt *m)
     xsa_pool_put(m->acts);
     free(m->tokens);
     free(m->logits);
+    xsa_nn_lmhead_tail_free(m->tail);
+    xsa_pool_put(m->tail_s);
     xsa_pool_put(m->pend_dw);
     xsa_bf16_mm_free(m->mm);
     free(m);
@@ -253,6 +264,9 @@ void xsa_gpt_free(xsa_gpt *m)
  * use it). */
 static void release_pending(xsa_gpt *m)
 {
+    xsa_nn_lmhead_tail_drop(m->tail);
+    xsa_pool_put(m->tail_s);
+    m->tail_s = NULL;
     xsa_pool_put(m->pend_dw);
     m->pend_dw = NULL;
 }
@@ -463,6 +477,14 @@ static int check_batch(const xsa_gpt *m, const int32_t *inputs, int B, int T)
     return 0;
 }
 
+/* Floats of the backward's own scratch at (B, T): the blocks' part of the step's
+ * scratch below. */
+static size_t backward_floats(const xsa_gpt *m, int B, int T)
+{
+    size_t C = (size_t)m->cfg.d_model, N = (size_t)B * T;
+    return N * C * 13 + xsa_nn_attention_scratch_floats(B, T, (int)C, m->cfg.n_head);
+}
+
 /* Floats of the one scratch buffer every part of a step at (B, T) asks the
  * pool for (gelu(fch) in the forward, the lm_head's chunk, the backward's
  * scratch): the same size each time, so that they are all one buffer. */
@@ -473,8 +495,7 @@ static size_t step_scratch_floats(const xsa_gpt *m, int B, int T)
     size_t a = xsa_nn_lmhead_ce_scratch_floats((int)N, (int)C, V,
                                                xsa_nn_lmhead_rows((int)N, V, bf16), bf16,
                                                xsa_threads());
-    size_t b = N * C * 13 + xsa_nn_attention_scratch_floats(B, T, (int)C, m->cfg.n_head);
-    size_t c = N * C * 4;
+    size_t b = backward_floats(m, B, T), c = N * C * 4;
     return a > b ? (a > c ? a : c) : (b > c ? b : c);
 }
 
@@ -575,9 +596,12 @@ static int lm_loss(xsa_gpt *m, const float *lnf, const int32_t *targets, int B, 
         return -1;
     }
     double l = 0.0;
-    int rc = xsa_nn_lmhead_ce(&l, dlnf, dw, NULL, s, lnf, m->w.wte, targets, N, C, V, R,
-                              xsa_threads(), bf16 ? &bf : NULL);
-    xsa_pool_put(s);
+    int rc = xsa_nn_lmhead_ce_defer(&l, dlnf, dw, NULL, s, lnf, m->w.wte, targets, N, C, V, R,
+                                    xsa_threads(), bf16 ? &bf : NULL, dw ? m->tail : NULL);
+    if (rc == 0 && xsa_nn_lmhead_tail_pending(m->tail))
+        m->tail_s = s; /* the backward's, until its tail is done */
+    else
+        xsa_pool_put(s);
     xsa_pool_put(w16);
     if (rc == 0 && loss) *loss = (float)l;
     return rc;
@@ -674,8 +698,9 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
      * twice by accident would double them silently */
     m->have_targets = 0;
     xsa_storage_bump_version(m->gstore); /* the gradients are added to in place */
-    /* scratch from the pool (shared with other models between steps) */
-    float *scr = xsa_pool_get(XSA_POOL_SCRATCH, step_scratch_floats(m, B, T));
+    /* scratch from the pool (shared with other models between steps): the
+     * blocks' part alone, the lm_head's is held by its tail till the end */
+    float *scr = xsa_pool_get(XSA_POOL_SCRATCH, backward_floats(m, B, T));
     if (!scr) {
         release_acts(m);
         return -1;
@@ -691,8 +716,10 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
     /* the lm_head and the loss: their gradient came with the forward
      * (dloss = 1); scaled by dloss into place */
     for (size_t i = 0; i < NC; i++) bs.dA[i] = dloss * m->dlnf[i];
-    cblas_saxpy(V * C, dloss, m->pend_dw, 1, g.wte, 1);
-    release_pending(m);
+    /* the lm_head's last dwte products on the other threads meanwhile: the
+     * blocks' backward kernels are mostly too small to split (on 2 cores
+     * it used 1.1 of them), and wte's gradient is only added to after it */
+    xsa_nn_lmhead_tail_start(m->tail);
     memset(dres, 0, NC * sizeof(float));
     xsa_nn_layernorm_backward(dres, g.lnfw, g.lnfb, bs.dA, m->la[L - 1].res3, m->w.lnfw,
                               m->lnfm, m->lnfr, N, C);
@@ -701,10 +728,14 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
         const float *x = l == 0 ? m->encoded : m->la[l - 1].res3;
         xsa_gpt_block_backward(&m->w.h[l], &g.h[l], x, &m->la[l], dres, &bs, &fa);
     }
-    xsa_nn_embedding_backward(g.wte, g.wpe, dres, m->tokens, B, T, C);
+    int rc = xsa_nn_lmhead_tail_finish(m->tail);
+    if (rc == 0) { /* wte's gradient: the lm_head's, then the embedding's */
+        cblas_saxpy(V * C, dloss, m->pend_dw, 1, g.wte, 1);
+        xsa_nn_embedding_backward(g.wte, g.wpe, dres, m->tokens, B, T, C);
+    }
     xsa_pool_put(scr);
     release_acts(m); /* for the next model's step */
-    return 0;
+    return rc;
 }
 
 const float *xsa_gpt_activation(const xsa_gpt *m, int layer, const char *name)

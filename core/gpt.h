@@ -16,9 +16,12 @@
  * exists during training or evaluation: the lm_head, the log-softmax, the
  * cross-entropy and its gradient run fused over chunks of rows
  * (xsa_nn_lmhead_ce in nn.h). The activations, the lm_head's gradient
- * (computed with the loss) and the backward's scratch are buffers of the
- * process-wide pool (pool.h), held by a model from its forward to the end of
- * its backward: two models trained in turn share one set of them.
+ * (computed with the loss, but for the last chunk's wte products, which
+ * the backward runs on the other threads beside the blocks' own: nn.h's
+ * tail) and the backward's scratch are buffers of the process-wide pool
+ * (pool.h), held by a model from its forward to the end of its backward:
+ * two models trained in turn share one set of them (two forwards before
+ * their backwards hold two lm_head scratches).
  *
  * Example:
  *   xsa_gpt_config c; xsa_gpt_config_default(&c);
@@ -126,7 +129,9 @@ const float *xsa_gpt_logits(const xsa_gpt *m);
 /* Counts forwards; a loss's backward checks the model has not moved on. */
 unsigned long xsa_gpt_generation(const xsa_gpt *m);
 /* ADDS d(dloss * loss)/d(param) into the gradient block. Needs a preceding
- * forward with targets. */
+ * forward with targets. 0, or -1 with an error; an error from the lm_head's
+ * wte products (bf16 only) comes after the blocks' gradients were added,
+ * so the gradients are then incomplete. */
 int xsa_gpt_backward(xsa_gpt *m, float dloss);
 void xsa_gpt_zero_grad(xsa_gpt *m);
 

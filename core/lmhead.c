@@ -13,6 +13,8 @@
  * logits in other dtypes (bf16 products only, through matmul_bf16.h).
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -566,6 +568,8 @@ typedef struct {
     ce_scratch *p;
     float *dwte, *dinp;      /* dinp: the chunk's rows */
     float g;                 /* 1/N */
+    atomic_int *next;        /* non-NULL (a tail): blocks taken in turn by whichever thread is free */
+    int no_blocks, no_rows;  /* backward: dinp's rows alone (the blocks left to a tail); the blocks alone */
     int rc;
     char err[256];
 } lm_job;
@@ -680,13 +684,22 @@ static void dinp_rows(const lm_job *j, int i0, int i1)
     }
 }
 
+/* The block after b (b < 0: the first) for job j: its own share, k, k +
+ * nth, ..., or with a tail's counter the next one nobody has taken. */
+static int next_block(lm_job *j, int b)
+{
+    if (j->next) return atomic_fetch_add(j->next, 1);
+    return b < 0 ? j->k : b + j->nth;
+}
+
 /* A thread's blocks; in the backward pass then its slice of dinp's rows
  * (the rows are independent: any split gives the same bits). */
+
 static void *lm_pass(void *arg)
 {
     lm_job *j = arg;
     j->rc = 0;
-    for (int b = j->k; b < j->nblk; b += j->nth) {
+    for (int b = j->no_blocks ? j->nblk : next_block(j, -1); b < j->nblk; b = next_block(j, b)) {
         int v0 = b * j->VB, nv = j->V - v0 < j->VB ? j->V - v0 : j->VB;
         if ((j->phase == 0 ? block_forward(j, b, v0, nv) : block_backward(j, b, v0, nv)) != 0) {
             j->rc = -1;
@@ -694,7 +707,7 @@ static void *lm_pass(void *arg)
             return NULL;
         }
     }
-    if (j->phase == 1)
+    if (j->phase == 1 && !j->no_rows)
         dinp_rows(j, (int)((long)j->n * j->k / j->nth), (int)((long)j->n * (j->k + 1) / j->nth));
     return NULL;
 }
@@ -716,10 +729,110 @@ static int lm_run(const lm_job *proto)
     return 0;
 }
 
-int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
-                     const float *inp, const float *wte, const int32_t *targets, int N, int C,
-                     int V, int rows, int nthreads, const xsa_nn_bf16 *bf)
+/* ---- the last chunk's dwte products, left for later ------------------------
+ * The backward pass of the last chunk writes dwte alone, which nothing
+ * before the lm_head needs, so the caller may run it beside the blocks'
+ * backward (gpt.c): the other threads start on its blocks, and the
+ * caller's thread takes what is left when it is done. Blocks are taken in
+ * turn from one counter; each block's product is the same whichever
+ * thread runs it (lm_pass), so the bits are those of xsa_nn_lmhead_ce. */
+struct xsa_nn_lmhead_tail {
+    int pending, running, nth;
+    lm_job job;          /* the last chunk's backward pass: its blocks alone */
+    ce_scratch p;        /* job.p: the layout of the caller's scratch */
+    xsa_nn_bf16 bf;      /* job.bf (bf16) */
+    const float *inp;    /* all N rows, for the targets' rows of dwte */
+    const int32_t *targets;
+    float *dwte, g;
+    int N, C;
+    atomic_int next;
+    int started[CE_MAX_THREADS];
+    pthread_t tid[CE_MAX_THREADS];
+    lm_job jobs[CE_MAX_THREADS];
+};
+
+xsa_nn_lmhead_tail *xsa_nn_lmhead_tail_new(void)
 {
+    xsa_nn_lmhead_tail *t = calloc(1, sizeof *t);
+    if (!t) xsa_error("lm_head: out of memory");
+    return t;
+}
+
+int xsa_nn_lmhead_tail_pending(const xsa_nn_lmhead_tail *t)
+{
+    return t && t->pending;
+}
+
+void xsa_nn_lmhead_tail_start(xsa_nn_lmhead_tail *t)
+{
+    if (!t || !t->pending || t->running) return;
+    int T = t->job.bf ? t->p.nown : t->p.nf32;
+    atomic_store(&t->next, 0);
+    t->nth = T;
+    for (int k = 0; k < T; k++) {
+        t->jobs[k] = t->job;
+        t->jobs[k].k = k;
+        t->jobs[k].nth = T;
+        t->jobs[k].next = &t->next;
+        t->jobs[k].rc = 0;
+    }
+    /* the threads that cannot start leave their share to the counter */
+    for (int k = 1; k < T; k++)
+        t->started[k] = pthread_create(&t->tid[k], NULL, lm_pass, &t->jobs[k]) == 0;
+    xsa_threads_lend(T - 1);
+    t->running = 1;
+}
+
+/* Joins the other threads; 0, or -1 with the first job's error. */
+static int tail_join(xsa_nn_lmhead_tail *t)
+{
+    int rc = 0;
+    for (int k = 1; k < t->nth; k++)
+        if (t->started[k]) pthread_join(t->tid[k], NULL);
+    for (int k = 0; k < t->nth; k++)
+        if (rc == 0 && t->jobs[k].rc != 0) rc = xsa_error("%s", t->jobs[k].err);
+    xsa_threads_lend(-(t->nth - 1));
+    t->running = 0;
+    t->pending = 0;
+    return rc;
+}
+
+int xsa_nn_lmhead_tail_finish(xsa_nn_lmhead_tail *t)
+{
+    if (!t || !t->pending) return 0;
+    xsa_nn_lmhead_tail_start(t);
+    lm_pass(&t->jobs[0]);
+    if (tail_join(t) != 0) return -1;
+    for (int i = 0; i < t->N; i++) {
+        const float *xi = t->inp + (size_t)i * t->C;
+        float *dw = t->dwte + (size_t)t->targets[i] * t->C;
+        for (int c = 0; c < t->C; c++) dw[c] -= t->g * xi[c];
+    }
+    return 0;
+}
+
+void xsa_nn_lmhead_tail_drop(xsa_nn_lmhead_tail *t)
+{
+    if (!t) return;
+    if (t->running) {
+        t->next = t->job.nblk; /* no more blocks for the other threads */
+        (void)tail_join(t);
+    }
+    t->pending = 0;
+}
+
+void xsa_nn_lmhead_tail_free(xsa_nn_lmhead_tail *t)
+{
+    xsa_nn_lmhead_tail_drop(t);
+    free(t);
+}
+
+int xsa_nn_lmhead_ce_defer(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
+                           const float *inp, const float *wte, const int32_t *targets, int N,
+                           int C, int V, int rows, int nthreads, const xsa_nn_bf16 *bf,
+                           xsa_nn_lmhead_tail *tail)
+{
+    if (tail) xsa_nn_lmhead_tail_drop(tail);
     int grad = dinp && dwte;
     int R = rows < N ? rows : N;
     int VB = xsa_nn_lmhead_vblock(R, V), nblk = (V + VB - 1) / VB;
@@ -753,11 +866,35 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
                     p.fac[(size_t)b * R + i] = (float)(g * exp(p.bmax[(size_t)b * R + i] - lse));
         }
         if (!grad) continue;
-        /* per block: dwte_b (+)= e_b (fac x); then dinp's rows */
+        /* per block: dwte_b (+)= e_b (fac x); then dinp's rows (the last
+         * chunk's blocks left to the tail, if any) */
         j.phase = 1;
         j.dinp = dinp + (size_t)r0 * C;
         j.g = g;
+        j.no_blocks = tail && r0 + n >= N;
         if (lm_run(&j) != 0) return -1;
+        if (j.no_blocks) {
+            tail->p = p;
+            tail->job = j;
+            tail->job.p = &tail->p;
+            if (bf) {
+                tail->bf = *bf;
+                tail->job.bf = &tail->bf;
+            }
+            tail->job.no_blocks = 0;
+            tail->job.no_rows = 1;
+            tail->inp = inp;
+            tail->targets = targets;
+            tail->dwte = dwte;
+            tail->g = g;
+            tail->N = N;
+            tail->C = C;
+        }
+    }
+    if (grad && tail) {
+        tail->pending = 1;
+        *loss = total / N;
+        return 0;
     }
     if (grad)
         for (int i = 0; i < N; i++) {
@@ -767,4 +904,12 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
         }
     *loss = total / N;
     return 0;
+}
+
+int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
+                     const float *inp, const float *wte, const int32_t *targets, int N, int C,
+                     int V, int rows, int nthreads, const xsa_nn_bf16 *bf)
+{
+    return xsa_nn_lmhead_ce_defer(loss, dinp, dwte, losses, scratch, inp, wte, targets, N, C, V,
+                                  rows, nthreads, bf, NULL);
 }

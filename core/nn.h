@@ -194,6 +194,32 @@ typedef struct xsa_nn_bf16 {
 int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
                      const float *inp, const float *wte, const int32_t *targets, int N, int C,
                      int V, int rows, int nthreads, const xsa_nn_bf16 *bf);
+/* The same, with the last chunk's dwte products left for later: with a
+ * gradient and tail non-NULL, on return the loss and dinp are complete
+ * and dwte is not until xsa_nn_lmhead_tail_finish, which needs inp,
+ * targets, dwte and the scratch unchanged till then. The caller runs
+ * other work in between (the blocks' backward) with
+ * xsa_nn_lmhead_tail_start before it: the threads beyond the caller's
+ * then start on those products, and xsa_threads() on the caller's thread
+ * counts only itself until the finish (system.h). The same bits as
+ * xsa_nn_lmhead_ce. A tail is one model's: one pending chunk at a time
+ * (a new loss drops the last one's). */
+typedef struct xsa_nn_lmhead_tail xsa_nn_lmhead_tail;
+xsa_nn_lmhead_tail *xsa_nn_lmhead_tail_new(void); /* NULL + error */
+int xsa_nn_lmhead_ce_defer(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
+                           const float *inp, const float *wte, const int32_t *targets, int N,
+                           int C, int V, int rows, int nthreads, const xsa_nn_bf16 *bf,
+                           xsa_nn_lmhead_tail *tail);
+/* 1 while a chunk's products are left (from a defer to its finish or drop) */
+int xsa_nn_lmhead_tail_pending(const xsa_nn_lmhead_tail *t);
+void xsa_nn_lmhead_tail_start(xsa_nn_lmhead_tail *t);
+/* Runs what is left on the caller's thread, joins the others, then
+ * subtracts the targets' rows: dwte is complete. 0 (also when nothing is
+ * pending), or -1 with an error (bf16 products only). */
+int xsa_nn_lmhead_tail_finish(xsa_nn_lmhead_tail *t);
+/* Abandons a pending chunk (dwte stays incomplete); joins started threads. */
+void xsa_nn_lmhead_tail_drop(xsa_nn_lmhead_tail *t);
+void xsa_nn_lmhead_tail_free(xsa_nn_lmhead_tail *t); /* NULL: no-op */
 /* Rows per chunk for N rows of a V vocabulary: 384 rows of GPT-2's (about
  * 77 MB of float32 exponentials), 512 with bf16 products (bf16 != 0; about
  * 52 MB of bf16 exponentials), a multiple of 64, at most N.

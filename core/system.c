@@ -77,10 +77,18 @@ __attribute__((constructor)) static void threads_at_load(void)
     pthread_once(&threads_once, threads_init);
 }
 
+static _Thread_local int threads_lent;
+
 int xsa_threads(void)
 {
     pthread_once(&threads_once, threads_init);
-    return engine_threads;
+    int n = engine_threads - threads_lent;
+    return n < 1 ? 1 : n;
+}
+
+void xsa_threads_lend(int n)
+{
+    threads_lent += n;
 }
 
 int xsa_set_threads(int n)

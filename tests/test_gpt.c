@@ -584,6 +584,57 @@ static void test_chunked_steps(void)
     xsa_gpt_free(b2);
 }
 
+/* The lm_head's last dwte products run beside the blocks' backward (the
+ * tail, nn.h): with chunks of 48 rows (three, the last one's left to the
+ * tail) and blocks of 512 rows of the vocabulary the gradients are the same bits on 1 thread (the tail all on the
+ * caller's thread, after the blocks) and on 2 and 3 (the others on it
+ * meanwhile), in f32 and bf16; a loss whose backward never came is dropped
+ * by the next loss, which is then differentiated alone. */
+static void test_backward_tail(void)
+{
+    xsa_gpt_config c;
+    xsa_gpt_config_default(&c);
+    c.vocab = 3000;
+    c.d_model = 32;
+    c.n_head = 2;
+    c.seq_len = 16;
+    c.n_layer = 2;
+    c.seed = 5;
+    enum { B = 9, T = 16, N = B * T };
+    int32_t in[N], tg[N], in2[N];
+    for (int i = 0; i < N; i++) {
+        in[i] = (i * 37 + 5) % c.vocab;
+        tg[i] = (i * 101 + 7) % c.vocab;
+        in2[i] = (i * 13 + 1) % c.vocab;
+    }
+    int had = xsa_threads(), bf_ok = xsa_bf16_built() && xsa_bf16_check() == 0;
+    CHECK(xsa_nn_lmhead_set_blocking(48, 512) == 0, "blocking"); /* 6 blocks of the vocabulary */
+    for (int p = 0; p < (bf_ok ? 2 : 1); p++) {
+        c.precision = p ? XSA_PREC_BF16 : XSA_PREC_F32;
+        xsa_gpt *m = xsa_gpt_new(&c);
+        size_t np = m ? xsa_gpt_num_params(m) : 0;
+        float *g1 = malloc(np * sizeof(float)), loss[4];
+        for (int t = 1; t <= 3 && m; t++) {
+            xsa_set_threads(t);
+            if (t == 3) /* a loss left without its backward */
+                CHECK(xsa_gpt_forward(m, in2, tg, B, T, &loss[3]) == 0, "forward: %s", xsa_last_error());
+            xsa_gpt_zero_grad(m);
+            CHECK(xsa_gpt_forward(m, in, tg, B, T, &loss[t - 1]) == 0 && xsa_gpt_backward(m, 0.5f) == 0,
+                  "%s step on %d threads: %s", p ? "bf16" : "f32", t, xsa_last_error());
+            CHECK(xsa_threads() == t, "threads given back: %d", xsa_threads());
+            if (t == 1) memcpy(g1, xsa_gpt_grads_data(m), np * sizeof(float));
+            else
+                CHECK(loss[t - 1] == loss[0] && memcmp(g1, xsa_gpt_grads_data(m), np * sizeof(float)) == 0,
+                      "%s gradients on %d threads, the same bits as on 1", p ? "bf16" : "f32", t);
+        }
+        CHECK(m && xsa_gpt_backward(m, 1.0f) != 0, "one backward per loss");
+        free(g1);
+        xsa_gpt_free(m);
+    }
+    xsa_set_threads(had);
+    CHECK(xsa_nn_lmhead_set_blocking(0, 0) == 0, "blocking: the rule");
+}
+
 int main(void)
 {
     if (find_golden() != 0) {
@@ -610,6 +661,7 @@ int main(void)
     CHECK(xsa_gemm_set("default") == 0, "gemm default: %s", xsa_last_error());
     test_model_basics();
     test_chunked_steps();
+    test_backward_tail();
     test_checkpoint();
     return check_done("test_gpt");
 }

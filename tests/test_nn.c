@@ -615,6 +615,52 @@ static void test_lmhead_blocking(void)
     free(x); free(w); free(dx); free(dw); free(rx); free(rw); free(scr);
 }
 
+/* xsa_nn_lmhead_ce_defer against xsa_nn_lmhead_ce's loss, dinp and dwte
+ * (want_*): the loss and dinp complete on return, dwte once the tail is
+ * finished, all to the bit, whether the other threads were started on it
+ * (they take blocks in turn; the engine's threads count one until the
+ * finish) or the finish runs it all. A dropped tail is no longer pending
+ * and gives its threads back. */
+static void check_tail(int N, int C, int V, int R, int threads, const float *x, const float *w,
+                       const int32_t *tg, const xsa_nn_bf16 *bf, double want, const float *want_dx,
+                       const float *want_dw)
+{
+    size_t nd = (size_t)N * C * sizeof(float), nw = (size_t)V * C * sizeof(float);
+    int had = xsa_threads();
+    xsa_set_threads(threads);
+    xsa_nn_lmhead_tail *t = xsa_nn_lmhead_tail_new();
+    for (int how = 0; how < 3; how++) { /* started, finished alone, dropped */
+        float *dx = randv((size_t)N * C, 1), *dw = randv((size_t)V * C, 1);
+        float *scr = zerov(xsa_nn_lmhead_ce_scratch_floats(N, C, V, R, bf != NULL, threads));
+        double got = 0;
+        CHECK(t && xsa_nn_lmhead_ce_defer(&got, dx, dw, NULL, scr, x, w, tg, N, C, V, R, threads, bf, t) == 0,
+              "defer: %s", xsa_last_error());
+        CHECK(xsa_nn_lmhead_tail_pending(t), "a chunk is left");
+        CHECK(got == want && memcmp(dx, want_dx, nd) == 0, "loss and dinp complete before the tail (%d threads)",
+              threads);
+        CHECK(memcmp(dw, want_dw, nw) != 0, "dwte incomplete before the tail");
+        /* the threads with blocks of their own (lmhead.c) but the caller's are lent */
+        int VB = xsa_nn_lmhead_vblock(R < N ? R : N, V), nblk = (V + VB - 1) / VB;
+        int lent = (threads < nblk ? threads : nblk) - 1;
+        if (how != 1) xsa_nn_lmhead_tail_start(t);
+        CHECK(xsa_threads() == (how != 1 ? threads - lent : threads), "%d threads, %d blocks: %d while the tail runs",
+              threads, nblk, xsa_threads());
+        if (how == 2) {
+            xsa_nn_lmhead_tail_drop(t);
+            CHECK(!xsa_nn_lmhead_tail_pending(t) && xsa_nn_lmhead_tail_finish(t) == 0, "dropped: nothing left");
+        } else {
+            CHECK(xsa_nn_lmhead_tail_finish(t) == 0 && !xsa_nn_lmhead_tail_pending(t), "finish: %s",
+                  xsa_last_error());
+            CHECK(memcmp(dw, want_dw, nw) == 0, "dwte bits after the tail (%d threads, %s)", threads,
+                  how ? "finished alone" : "started");
+        }
+        CHECK(xsa_threads() == threads, "threads given back: %d of %d", xsa_threads(), threads);
+        free(dx); free(dw); free(scr);
+    }
+    xsa_nn_lmhead_tail_free(t);
+    xsa_set_threads(had);
+}
+
 static void test_lmhead_ce_chunked(void)
 {
     struct { int N, C, V, rows, threads; double xscale; } cs[] = {
@@ -657,6 +703,7 @@ static void test_lmhead_ce_chunked(void)
         CHECK(memcmp(dw3, dw, (size_t)V * C * sizeof(float)) == 0, "dwte bits at 3 threads");
         CHECK(memcmp(ls3, ls, (size_t)N * sizeof(float)) == 0, "per-row losses at 3 threads");
         free(dx3); free(dw3); free(ls3); free(scr3);
+        for (int t = 1; t <= 3; t++) check_tail(N, C, V, R, t, x, w, tg, NULL, got, dx, dw);
         free(x); free(w); free(tg); free(dx); free(dw); free(rx); free(rw); free(ls); free(rl);
         free(evl); free(scr);
     }
@@ -755,6 +802,7 @@ static void lmhead_ce_bf16_case(int N, int C, int V, int R)
         CHECK(memcmp(dwt, dw, sizeof(float) * (size_t)V * C) == 0, "bf16 dwte bits, %d threads vs 2", t);
         free(dxt); free(dwt); free(st);
     }
+    for (int t = 1; t <= 3; t++) check_tail(N, C, V, R, t, x, w, tg, &bf, got, dx, dw);
     /* the conversions: round to nearest even, exact back */
     float vals[5] = {1.0f, 1.00390625f, 1.01171875f, -3.14159f, 65504.0f};
     uint16_t h[5];
