@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "ckd.h"
-#include <cblas.h>
 
 #include "gemm.h"
 #include "gpt_impl.h"
@@ -691,7 +690,9 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
 {
     if (!m->have_targets)
         return xsa_error("gpt backward: no forward with targets to differentiate (run the loss first)");
-    int B = m->B, T = m->T, C = m->cfg.d_model, V = m->cfg.vocab;
+    if (!xsa_nn_lmhead_tail_pending(m->tail)) /* the loss leaves one whenever it sets have_targets */
+        return xsa_error("gpt backward: the lm_head's last products are missing");
+    int B = m->B, T = m->T, C = m->cfg.d_model;
     int L = m->cfg.n_layer, N = B * T;
     size_t NC = (size_t)N * C;
     /* one backward per forward: the gradients accumulate, and running it
@@ -716,10 +717,11 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
     /* the lm_head and the loss: their gradient came with the forward
      * (dloss = 1); scaled by dloss into place */
     for (size_t i = 0; i < NC; i++) bs.dA[i] = dloss * m->dlnf[i];
-    /* the lm_head's last dwte products on the other threads meanwhile: the
-     * blocks' backward kernels are mostly too small to split (on 2 cores
-     * it used 1.1 of them), and wte's gradient is only added to after it */
-    xsa_nn_lmhead_tail_start(m->tail);
+    /* the lm_head's last dwte products on the other threads meanwhile (the
+     * blocks' backward kernels are mostly too small to split: on 2 cores
+     * it used 1.1 of them), each row added to wte's gradient when done,
+     * before the embedding's */
+    xsa_nn_lmhead_tail_start(m->tail, g.wte, dloss);
     memset(dres, 0, NC * sizeof(float));
     xsa_nn_layernorm_backward(dres, g.lnfw, g.lnfb, bs.dA, m->la[L - 1].res3, m->w.lnfw,
                               m->lnfm, m->lnfr, N, C);
@@ -729,10 +731,7 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
         xsa_gpt_block_backward(&m->w.h[l], &g.h[l], x, &m->la[l], dres, &bs, &fa);
     }
     int rc = xsa_nn_lmhead_tail_finish(m->tail);
-    if (rc == 0) { /* wte's gradient: the lm_head's, then the embedding's */
-        cblas_saxpy(V * C, dloss, m->pend_dw, 1, g.wte, 1);
-        xsa_nn_embedding_backward(g.wte, g.wpe, dres, m->tokens, B, T, C);
-    }
+    if (rc == 0) xsa_nn_embedding_backward(g.wte, g.wpe, dres, m->tokens, B, T, C);
     xsa_pool_put(scr);
     release_acts(m); /* for the next model's step */
     return rc;

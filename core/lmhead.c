@@ -569,6 +569,8 @@ typedef struct {
     float *dwte, *dinp;      /* dinp: the chunk's rows */
     float g;                 /* 1/N */
     atomic_int *next;        /* non-NULL (a tail): blocks taken in turn by whichever thread is free */
+    float *dst, scale;       /* a tail's: dst (+)= scale dwte for the rows no target has */
+    const unsigned char *is_target; /* [V] */
     int no_blocks, no_rows;  /* backward: dinp's rows alone (the blocks left to a tail); the blocks alone */
     int rc;
     char err[256];
@@ -684,6 +686,16 @@ static void dinp_rows(const lm_job *j, int i0, int i1)
     }
 }
 
+/* dst[v] += scale dw[v] for row v of C columns, each element one fused
+ * multiply-add (what OpenBLAS's saxpy kernels do with FMA; for scale 1,
+ * every training step's, any kernel gives these bits) */
+static void axpy_row(float *dst, const float *dw, float scale, int v, int C)
+{
+    float *d = dst + (size_t)v * C;
+    const float *w = dw + (size_t)v * C;
+    for (int c = 0; c < C; c++) d[c] = fmaf(scale, w[c], d[c]);
+}
+
 /* The block after b (b < 0: the first) for job j: its own share, k, k +
  * nth, ..., or with a tail's counter the next one nobody has taken. */
 static int next_block(lm_job *j, int b)
@@ -706,6 +718,9 @@ static void *lm_pass(void *arg)
             snprintf(j->err, sizeof j->err, "%s", xsa_last_error());
             return NULL;
         }
+        if (j->dst) /* these rows of dwte are done, but the targets' */
+            for (int v = v0; v < v0 + nv; v++)
+                if (!j->is_target[v]) axpy_row(j->dst, j->dwte, j->scale, v, j->C);
     }
     if (j->phase == 1 && !j->no_rows)
         dinp_rows(j, (int)((long)j->n * j->k / j->nth), (int)((long)j->n * (j->k + 1) / j->nth));
@@ -744,7 +759,9 @@ struct xsa_nn_lmhead_tail {
     const float *inp;    /* all N rows, for the targets' rows of dwte */
     const int32_t *targets;
     float *dwte, g;
-    int N, C;
+    int N, C, V;
+    unsigned char *is_target; /* [V]: 1 for the rows of wte that are some row's target */
+    int vcap;
     atomic_int next;
     int started[CE_MAX_THREADS];
     pthread_t tid[CE_MAX_THREADS];
@@ -763,9 +780,12 @@ int xsa_nn_lmhead_tail_pending(const xsa_nn_lmhead_tail *t)
     return t && t->pending;
 }
 
-void xsa_nn_lmhead_tail_start(xsa_nn_lmhead_tail *t)
+void xsa_nn_lmhead_tail_start(xsa_nn_lmhead_tail *t, float *dst, float scale)
 {
     if (!t || !t->pending || t->running) return;
+    t->job.dst = dst;
+    t->job.scale = scale;
+    t->job.is_target = t->is_target;
     int T = t->job.bf ? t->p.nown : t->p.nf32;
     atomic_store(&t->next, 0);
     t->nth = T;
@@ -800,7 +820,8 @@ static int tail_join(xsa_nn_lmhead_tail *t)
 int xsa_nn_lmhead_tail_finish(xsa_nn_lmhead_tail *t)
 {
     if (!t || !t->pending) return 0;
-    xsa_nn_lmhead_tail_start(t);
+    xsa_nn_lmhead_tail_start(t, NULL, 0.0f);
+    float *dst = t->jobs[0].dst;
     lm_pass(&t->jobs[0]);
     if (tail_join(t) != 0) return -1;
     for (int i = 0; i < t->N; i++) {
@@ -808,6 +829,9 @@ int xsa_nn_lmhead_tail_finish(xsa_nn_lmhead_tail *t)
         float *dw = t->dwte + (size_t)t->targets[i] * t->C;
         for (int c = 0; c < t->C; c++) dw[c] -= t->g * xi[c];
     }
+    if (dst)
+        for (int v = 0; v < t->V; v++)
+            if (t->is_target[v]) axpy_row(dst, t->dwte, t->jobs[0].scale, v, t->C);
     return 0;
 }
 
@@ -824,6 +848,7 @@ void xsa_nn_lmhead_tail_drop(xsa_nn_lmhead_tail *t)
 void xsa_nn_lmhead_tail_free(xsa_nn_lmhead_tail *t)
 {
     xsa_nn_lmhead_tail_drop(t);
+    if (t) free(t->is_target);
     free(t);
 }
 
@@ -832,8 +857,16 @@ int xsa_nn_lmhead_ce_defer(double *loss, float *dinp, float *dwte, float *losses
                            int C, int V, int rows, int nthreads, const xsa_nn_bf16 *bf,
                            xsa_nn_lmhead_tail *tail)
 {
-    if (tail) xsa_nn_lmhead_tail_drop(tail);
     int grad = dinp && dwte;
+    if (tail) {
+        xsa_nn_lmhead_tail_drop(tail);
+        if (grad && V > tail->vcap) {
+            unsigned char *m = realloc(tail->is_target, (size_t)V);
+            if (!m) return xsa_error("lm_head: out of memory");
+            tail->is_target = m;
+            tail->vcap = V;
+        }
+    }
     int R = rows < N ? rows : N;
     int VB = xsa_nn_lmhead_vblock(R, V), nblk = (V + VB - 1) / VB;
     ce_scratch p = ce_layout(scratch, R, C, V, bf != NULL, nthreads);
@@ -889,6 +922,9 @@ int xsa_nn_lmhead_ce_defer(double *loss, float *dinp, float *dwte, float *losses
             tail->g = g;
             tail->N = N;
             tail->C = C;
+            tail->V = V;
+            memset(tail->is_target, 0, (size_t)V);
+            for (int i = 0; i < N; i++) tail->is_target[targets[i]] = 1;
         }
     }
     if (grad && tail) {

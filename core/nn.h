@@ -198,12 +198,15 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
  * gradient and tail non-NULL, on return the loss and dinp are complete
  * and dwte is not until xsa_nn_lmhead_tail_finish, which needs inp,
  * targets, dwte and the scratch unchanged till then. The caller runs
- * other work in between (the blocks' backward) with
- * xsa_nn_lmhead_tail_start before it: the threads beyond the caller's
- * then start on those products, and xsa_threads() on the caller's thread
- * counts only itself until the finish (system.h). The same bits as
- * xsa_nn_lmhead_ce. A tail is one model's: one pending chunk at a time
- * (a new loss drops the last one's). */
+ * other work in between (the blocks' backward) after
+ * xsa_nn_lmhead_tail_start: the threads beyond the caller's then start
+ * on those products, and xsa_threads() on the caller's thread counts
+ * only itself until the finish (system.h). With dst, each row of dwte,
+ * once complete, is also added to dst: dst[v] = fmaf(scale, dwte[v],
+ * dst[v]) (rows that are no row's target as their block is done, on the
+ * thread that did it; the targets' rows at the finish). The same bits as
+ * xsa_nn_lmhead_ce. A tail is one model's: one pending chunk at a time (a
+ * new loss drops the last one's). */
 typedef struct xsa_nn_lmhead_tail xsa_nn_lmhead_tail;
 xsa_nn_lmhead_tail *xsa_nn_lmhead_tail_new(void); /* NULL + error */
 int xsa_nn_lmhead_ce_defer(double *loss, float *dinp, float *dwte, float *losses, float *scratch,
@@ -212,12 +215,14 @@ int xsa_nn_lmhead_ce_defer(double *loss, float *dinp, float *dwte, float *losses
                            xsa_nn_lmhead_tail *tail);
 /* 1 while a chunk's products are left (from a defer to its finish or drop) */
 int xsa_nn_lmhead_tail_pending(const xsa_nn_lmhead_tail *t);
-void xsa_nn_lmhead_tail_start(xsa_nn_lmhead_tail *t);
-/* Runs what is left on the caller's thread, joins the others, then
- * subtracts the targets' rows: dwte is complete. 0 (also when nothing is
- * pending), or -1 with an error (bf16 products only). */
+/* dst: NULL, or [V,C] */
+void xsa_nn_lmhead_tail_start(xsa_nn_lmhead_tail *t, float *dst, float scale);
+/* Runs what is left on the caller's thread (all of it, without dst, when
+ * not started), joins the others, then subtracts the targets' rows: dwte
+ * (and dst) complete. 0 (also when nothing is pending), or -1 with an
+ * error (bf16 products only). */
 int xsa_nn_lmhead_tail_finish(xsa_nn_lmhead_tail *t);
-/* Abandons a pending chunk (dwte stays incomplete); joins started threads. */
+/* Abandons a pending chunk (dwte, dst stay incomplete); joins started threads. */
 void xsa_nn_lmhead_tail_drop(xsa_nn_lmhead_tail *t);
 void xsa_nn_lmhead_tail_free(xsa_nn_lmhead_tail *t); /* NULL: no-op */
 /* Rows per chunk for N rows of a V vocabulary: 384 rows of GPT-2's (about

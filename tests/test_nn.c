@@ -642,7 +642,9 @@ static void check_tail(int N, int C, int V, int R, int threads, const float *x, 
         /* the threads with blocks of their own (lmhead.c) but the caller's are lent */
         int VB = xsa_nn_lmhead_vblock(R < N ? R : N, V), nblk = (V + VB - 1) / VB;
         int lent = (threads < nblk ? threads : nblk) - 1;
-        if (how != 1) xsa_nn_lmhead_tail_start(t);
+        float *dst = randv((size_t)V * C, 1), *dst0 = malloc(nw);
+        memcpy(dst0, dst, nw);
+        if (how != 1) xsa_nn_lmhead_tail_start(t, dst, 0.75f);
         CHECK(xsa_threads() == (how != 1 ? threads - lent : threads), "%d threads, %d blocks: %d while the tail runs",
               threads, nblk, xsa_threads());
         if (how == 2) {
@@ -653,9 +655,13 @@ static void check_tail(int N, int C, int V, int R, int threads, const float *x, 
                   xsa_last_error());
             CHECK(memcmp(dw, want_dw, nw) == 0, "dwte bits after the tail (%d threads, %s)", threads,
                   how ? "finished alone" : "started");
+            /* started: dst += 0.75 dwte, one fused multiply-add each; alone: no dst */
+            for (size_t i = 0; i < (size_t)V * C && !how; i++) dst0[i] = fmaf(0.75f, want_dw[i], dst0[i]);
+            CHECK(memcmp(dst, dst0, nw) == 0, "dst after the tail (%d threads, %s)", threads,
+                  how ? "untouched" : "dwte added");
         }
         CHECK(xsa_threads() == threads, "threads given back: %d of %d", xsa_threads(), threads);
-        free(dx); free(dw); free(scr);
+        free(dx); free(dw); free(scr); free(dst); free(dst0);
     }
     xsa_nn_lmhead_tail_free(t);
     xsa_set_threads(had);
