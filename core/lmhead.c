@@ -571,6 +571,7 @@ typedef struct {
     atomic_int *next;        /* non-NULL (a tail): blocks taken in turn by whichever thread is free */
     float *dst, scale;       /* a tail's: dst (+)= scale dwte for the rows no target has */
     const unsigned char *is_target; /* [V] */
+    atomic_int *busy;        /* a tail's other threads: counted down when one is done */
     int no_blocks, no_rows;  /* backward: dinp's rows alone (the blocks left to a tail); the blocks alone */
     int rc;
     char err[256];
@@ -724,6 +725,7 @@ static void *lm_pass(void *arg)
     }
     if (j->phase == 1 && !j->no_rows)
         dinp_rows(j, (int)((long)j->n * j->k / j->nth), (int)((long)j->n * (j->k + 1) / j->nth));
+    if (j->busy) atomic_fetch_sub(j->busy, 1);
     return NULL;
 }
 
@@ -762,7 +764,7 @@ struct xsa_nn_lmhead_tail {
     int N, C, V;
     unsigned char *is_target; /* [V]: 1 for the rows of wte that are some row's target */
     int vcap;
-    atomic_int next;
+    atomic_int next, busy;
     int started[CE_MAX_THREADS];
     pthread_t tid[CE_MAX_THREADS];
     lm_job jobs[CE_MAX_THREADS];
@@ -795,11 +797,14 @@ void xsa_nn_lmhead_tail_start(xsa_nn_lmhead_tail *t, float *dst, float scale)
         t->jobs[k].nth = T;
         t->jobs[k].next = &t->next;
         t->jobs[k].rc = 0;
+        t->jobs[k].busy = k > 0 ? &t->busy : NULL;
     }
     /* the threads that cannot start leave their share to the counter */
+    atomic_store(&t->busy, T - 1);
     for (int k = 1; k < T; k++)
-        t->started[k] = pthread_create(&t->tid[k], NULL, lm_pass, &t->jobs[k]) == 0;
-    xsa_threads_lend(T - 1);
+        if (!(t->started[k] = pthread_create(&t->tid[k], NULL, lm_pass, &t->jobs[k]) == 0))
+            atomic_fetch_sub(&t->busy, 1);
+    xsa_threads_lend(&t->busy);
     t->running = 1;
 }
 
@@ -811,7 +816,7 @@ static int tail_join(xsa_nn_lmhead_tail *t)
         if (t->started[k]) pthread_join(t->tid[k], NULL);
     for (int k = 0; k < t->nth; k++)
         if (rc == 0 && t->jobs[k].rc != 0) rc = xsa_error("%s", t->jobs[k].err);
-    xsa_threads_lend(-(t->nth - 1));
+    xsa_threads_lend(NULL);
     t->running = 0;
     t->pending = 0;
     return rc;

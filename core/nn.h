@@ -200,8 +200,8 @@ int xsa_nn_lmhead_ce(double *loss, float *dinp, float *dwte, float *losses, floa
  * targets, dwte and the scratch unchanged till then. The caller runs
  * other work in between (the blocks' backward) after
  * xsa_nn_lmhead_tail_start: the threads beyond the caller's then start
- * on those products, and xsa_threads() on the caller's thread counts
- * only itself until the finish (system.h). With dst, each row of dwte,
+ * on those products, and xsa_threads() on the caller's thread does not
+ * count them until each has no block left to take (system.h). With dst, each row of dwte,
  * once complete, is also added to dst: dst[v] = fmaf(scale, dwte[v],
  * dst[v]) (rows that are no row's target as their block is done, on the
  * thread that did it; the targets' rows at the finish). The same bits as

@@ -77,18 +77,18 @@ __attribute__((constructor)) static void threads_at_load(void)
     pthread_once(&threads_once, threads_init);
 }
 
-static _Thread_local int threads_lent;
+static _Thread_local atomic_int *threads_busy;
 
 int xsa_threads(void)
 {
     pthread_once(&threads_once, threads_init);
-    int n = engine_threads - threads_lent;
+    int n = engine_threads - (threads_busy ? atomic_load(threads_busy) : 0);
     return n < 1 ? 1 : n;
 }
 
-void xsa_threads_lend(int n)
+void xsa_threads_lend(atomic_int *busy)
 {
-    threads_lent += n;
+    threads_busy = busy;
 }
 
 int xsa_set_threads(int n)

@@ -5,6 +5,7 @@
 #ifndef XSA_SYSTEM_H
 #define XSA_SYSTEM_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 /* The kernel OpenBLAS picked when it loaded, e.g. "Haswell", "SkylakeX". */
@@ -20,11 +21,12 @@ int xsa_blas_is_fallback(void);
  * on the thread count (see system.c). An embedder that raises OpenBLAS's
  * threads itself loses that. */
 int xsa_threads(void);
-/* Lends n of the engine's threads to work running beside the calling
- * thread (n < 0 gives them back): until then xsa_threads() on this thread
- * counts n fewer (at least 1), so its kernels do not split onto cores that
- * are busy. Other threads are not affected. */
-void xsa_threads_lend(int n);
+/* Lends engine threads to work running beside the calling thread: until
+ * xsa_threads_lend(NULL), xsa_threads() on this thread counts *busy fewer
+ * (at least 1), so that its kernels do not split onto cores that are
+ * busy; the work counts *busy down as its threads finish, and the cores
+ * count again. Other threads are not affected. */
+void xsa_threads_lend(atomic_int *busy);
 /* Sets the number of engine threads (n in [1, 1024]) and OpenBLAS's to 1. */
 int xsa_set_threads(int n);
 /* For a fresh buffer of 2 MB or more, before its first touch: asks the
