@@ -569,8 +569,7 @@ typedef struct {
     float *dwte, *dinp;      /* dinp: the chunk's rows */
     float g;                 /* 1/N */
     atomic_int *next;        /* non-NULL (a tail): blocks taken in turn by whichever thread is free */
-    float *dst, scale;       /* a tail's: dst (+)= scale dwte for the rows no target has */
-    const unsigned char *is_target; /* [V] */
+    const struct tail_rows *tr; /* a tail's: what each block does once its products are done */
     atomic_int *busy;        /* a tail's other threads: counted down when one is done */
     int no_blocks, no_rows;  /* backward: dinp's rows alone (the blocks left to a tail); the blocks alone */
     int rc;
@@ -697,6 +696,32 @@ static void axpy_row(float *dst, const float *dw, float scale, int v, int C)
     for (int c = 0; c < C; c++) d[c] = fmaf(scale, w[c], d[c]);
 }
 
+/* A tail's block b, rows v0..v0+nv of dwte, once its products are done:
+ * the targets' rows less g x_i for the rows i whose target falls in it, in
+ * i order (as xsa_nn_lmhead_ce subtracts them), then, with dst, every row
+ * added to dst, while they are in cache. */
+typedef struct tail_rows {
+    const float *inp;        /* all N rows */
+    const int32_t *targets;  /* all N */
+    const int *order, *first; /* block b's rows i: order[first[b]..first[b+1]), in i order */
+    float *dst, scale;
+} tail_rows;
+
+static void tail_block_done(const lm_job *j, int b, int v0, int nv)
+{
+    const tail_rows *r = j->tr;
+    int C = j->C;
+    float g = j->g, *dwte = j->dwte;
+    for (int q = r->first[b]; q < r->first[b + 1]; q++) {
+        int i = r->order[q];
+        const float *xi = r->inp + (size_t)i * C;
+        float *dw = dwte + (size_t)r->targets[i] * C;
+        for (int c = 0; c < C; c++) dw[c] -= g * xi[c];
+    }
+    if (r->dst)
+        for (int v = v0; v < v0 + nv; v++) axpy_row(r->dst, dwte, r->scale, v, C);
+}
+
 /* The block after b (b < 0: the first) for job j: its own share, k, k +
  * nth, ..., or with a tail's counter the next one nobody has taken. */
 static int next_block(lm_job *j, int b)
@@ -719,9 +744,7 @@ static void *lm_pass(void *arg)
             snprintf(j->err, sizeof j->err, "%s", xsa_last_error());
             return NULL;
         }
-        if (j->dst) /* these rows of dwte are done, but the targets' */
-            for (int v = v0; v < v0 + nv; v++)
-                if (!j->is_target[v]) axpy_row(j->dst, j->dwte, j->scale, v, j->C);
+        if (j->tr) tail_block_done(j, b, v0, nv);
     }
     if (j->phase == 1 && !j->no_rows)
         dinp_rows(j, (int)((long)j->n * j->k / j->nth), (int)((long)j->n * (j->k + 1) / j->nth));
@@ -758,17 +781,46 @@ struct xsa_nn_lmhead_tail {
     lm_job job;          /* the last chunk's backward pass: its blocks alone */
     ce_scratch p;        /* job.p: the layout of the caller's scratch */
     xsa_nn_bf16 bf;      /* job.bf (bf16) */
-    const float *inp;    /* all N rows, for the targets' rows of dwte */
-    const int32_t *targets;
-    float *dwte, g;
-    int N, C, V;
-    unsigned char *is_target; /* [V]: 1 for the rows of wte that are some row's target */
-    int vcap;
+    tail_rows rows;      /* job.tr */
+    int *order, *first;  /* [N], [nblk + 1] */
+    int ocap, fcap;
     atomic_int next, busy;
     int started[CE_MAX_THREADS];
     pthread_t tid[CE_MAX_THREADS];
     lm_job jobs[CE_MAX_THREADS];
 };
+
+static int tail_sort_room(xsa_nn_lmhead_tail *t, int N, int nblk)
+{
+    if (N > t->ocap) {
+        int *o = realloc(t->order, sizeof(int) * (size_t)N);
+        if (!o) return xsa_error("lm_head: out of memory");
+        t->order = o;
+        t->ocap = N;
+    }
+    if (nblk + 1 > t->fcap) {
+        int *f = realloc(t->first, sizeof(int) * ((size_t)nblk + 1));
+        if (!f) return xsa_error("lm_head: out of memory");
+        t->first = f;
+        t->fcap = nblk + 1;
+    }
+    return 0;
+}
+
+/* The rows by their target's block of VB rows of the vocabulary (a stable
+ * counting sort: in i order within a block) */
+static void tail_sort(xsa_nn_lmhead_tail *t, const float *inp, const int32_t *targets, int N, int VB,
+                      int nblk)
+{
+    int *first = t->first;
+    memset(first, 0, sizeof(int) * ((size_t)nblk + 1));
+    for (int i = 0; i < N; i++) first[targets[i] / VB + 1]++;
+    for (int b = 0; b < nblk; b++) first[b + 1] += first[b];
+    for (int i = 0; i < N; i++) t->order[first[targets[i] / VB]++] = i;
+    for (int b = nblk; b > 0; b--) first[b] = first[b - 1]; /* back to each block's start */
+    first[0] = 0;
+    t->rows = (tail_rows){.inp = inp, .targets = targets, .order = t->order, .first = first};
+}
 
 xsa_nn_lmhead_tail *xsa_nn_lmhead_tail_new(void)
 {
@@ -785,9 +837,9 @@ int xsa_nn_lmhead_tail_pending(const xsa_nn_lmhead_tail *t)
 void xsa_nn_lmhead_tail_start(xsa_nn_lmhead_tail *t, float *dst, float scale)
 {
     if (!t || !t->pending || t->running) return;
-    t->job.dst = dst;
-    t->job.scale = scale;
-    t->job.is_target = t->is_target;
+    t->rows.dst = dst;
+    t->rows.scale = scale;
+    t->job.tr = &t->rows;
     int T = t->job.bf ? t->p.nown : t->p.nf32;
     atomic_store(&t->next, 0);
     t->nth = T;
@@ -826,18 +878,8 @@ int xsa_nn_lmhead_tail_finish(xsa_nn_lmhead_tail *t)
 {
     if (!t || !t->pending) return 0;
     xsa_nn_lmhead_tail_start(t, NULL, 0.0f);
-    float *dst = t->jobs[0].dst;
     lm_pass(&t->jobs[0]);
-    if (tail_join(t) != 0) return -1;
-    for (int i = 0; i < t->N; i++) {
-        const float *xi = t->inp + (size_t)i * t->C;
-        float *dw = t->dwte + (size_t)t->targets[i] * t->C;
-        for (int c = 0; c < t->C; c++) dw[c] -= t->g * xi[c];
-    }
-    if (dst)
-        for (int v = 0; v < t->V; v++)
-            if (t->is_target[v]) axpy_row(dst, t->dwte, t->jobs[0].scale, v, t->C);
-    return 0;
+    return tail_join(t);
 }
 
 void xsa_nn_lmhead_tail_drop(xsa_nn_lmhead_tail *t)
@@ -853,7 +895,10 @@ void xsa_nn_lmhead_tail_drop(xsa_nn_lmhead_tail *t)
 void xsa_nn_lmhead_tail_free(xsa_nn_lmhead_tail *t)
 {
     xsa_nn_lmhead_tail_drop(t);
-    if (t) free(t->is_target);
+    if (t) {
+        free(t->order);
+        free(t->first);
+    }
     free(t);
 }
 
@@ -863,18 +908,11 @@ int xsa_nn_lmhead_ce_defer(double *loss, float *dinp, float *dwte, float *losses
                            xsa_nn_lmhead_tail *tail)
 {
     int grad = dinp && dwte;
-    if (tail) {
-        xsa_nn_lmhead_tail_drop(tail);
-        if (grad && V > tail->vcap) {
-            unsigned char *m = realloc(tail->is_target, (size_t)V);
-            if (!m) return xsa_error("lm_head: out of memory");
-            tail->is_target = m;
-            tail->vcap = V;
-        }
-    }
+    if (tail) xsa_nn_lmhead_tail_drop(tail);
     int R = rows < N ? rows : N;
     int VB = xsa_nn_lmhead_vblock(R, V), nblk = (V + VB - 1) / VB;
     ce_scratch p = ce_layout(scratch, R, C, V, bf != NULL, nthreads);
+    if (tail && grad && tail_sort_room(tail, N, nblk) != 0) return -1;
     float g = 1.0f / (float)N;
     double total = 0.0;
     for (int r0 = 0; r0 < N; r0 += R) {
@@ -921,15 +959,7 @@ int xsa_nn_lmhead_ce_defer(double *loss, float *dinp, float *dwte, float *losses
             }
             tail->job.no_blocks = 0;
             tail->job.no_rows = 1;
-            tail->inp = inp;
-            tail->targets = targets;
-            tail->dwte = dwte;
-            tail->g = g;
-            tail->N = N;
-            tail->C = C;
-            tail->V = V;
-            memset(tail->is_target, 0, (size_t)V);
-            for (int i = 0; i < N; i++) tail->is_target[targets[i]] = 1;
+            tail_sort(tail, inp, targets, N, VB, nblk);
         }
     }
     if (grad && tail) {
