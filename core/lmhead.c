@@ -732,7 +732,6 @@ static int next_block(lm_job *j, int b)
 
 /* A thread's blocks; in the backward pass then its slice of dinp's rows
  * (the rows are independent: any split gives the same bits). */
-
 static void *lm_pass(void *arg)
 {
     lm_job *j = arg;
@@ -860,14 +859,15 @@ void xsa_nn_lmhead_tail_start(xsa_nn_lmhead_tail *t, float *dst, float scale)
     t->running = 1;
 }
 
-/* Joins the other threads; 0, or -1 with the first job's error. */
-static int tail_join(xsa_nn_lmhead_tail *t)
+/* Joins the other threads; 0, or -1 with the first job's error (set as
+ * the last error only when report: a drop keeps the caller's). */
+static int tail_join(xsa_nn_lmhead_tail *t, int report)
 {
     int rc = 0;
     for (int k = 1; k < t->nth; k++)
         if (t->started[k]) pthread_join(t->tid[k], NULL);
     for (int k = 0; k < t->nth; k++)
-        if (rc == 0 && t->jobs[k].rc != 0) rc = xsa_error("%s", t->jobs[k].err);
+        if (rc == 0 && t->jobs[k].rc != 0) rc = report ? xsa_error("%s", t->jobs[k].err) : -1;
     xsa_threads_lend(NULL);
     t->running = 0;
     t->pending = 0;
@@ -879,7 +879,7 @@ int xsa_nn_lmhead_tail_finish(xsa_nn_lmhead_tail *t)
     if (!t || !t->pending) return 0;
     xsa_nn_lmhead_tail_start(t, NULL, 0.0f);
     lm_pass(&t->jobs[0]);
-    return tail_join(t);
+    return tail_join(t, 1);
 }
 
 void xsa_nn_lmhead_tail_drop(xsa_nn_lmhead_tail *t)
@@ -887,7 +887,7 @@ void xsa_nn_lmhead_tail_drop(xsa_nn_lmhead_tail *t)
     if (!t) return;
     if (t->running) {
         t->next = t->job.nblk; /* no more blocks for the other threads */
-        (void)tail_join(t);
+        (void)tail_join(t, 0);
     }
     t->pending = 0;
 }
