@@ -14,9 +14,11 @@
  * aliased cross-entropy, probe statistics on known cases.
  */
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -626,9 +628,11 @@ static void test_lmhead_blocking(void)
 /* xsa_nn_lmhead_ce_defer against xsa_nn_lmhead_ce's loss, dinp and dwte
  * (want_*): the loss and dinp complete on return, dwte once the tail is
  * finished, all to the bit, whether the other threads were started on it
- * (they take blocks in turn; the engine's threads count one until the
- * finish) or the finish runs it all. A dropped tail is no longer pending
- * and gives its threads back. */
+ * (they take blocks in turn) or the finish runs it all. While they run the
+ * caller counts its threads less theirs, or more as they finish (the
+ * lending itself: test_threads_lend); once they have no block left it
+ * counts them all. A dropped tail is no longer pending and gives its
+ * threads back. */
 static void check_tail(int N, int C, int V, int R, int threads, const float *x, const float *w,
                        const int32_t *tg, const xsa_nn_bf16 *bf, double want, const float *want_dx,
                        const float *want_dw)
@@ -680,6 +684,34 @@ static void check_tail(int N, int C, int V, int R, int threads, const float *x, 
         free(dx); free(dw); free(scr); free(dst); free(dst0);
     }
     xsa_nn_lmhead_tail_free(t);
+    xsa_set_threads(had);
+}
+
+/* xsa_threads_lend: the calling thread counts *busy fewer engine threads
+ * (at least 1), as *busy moves, until it lends NULL; other threads count
+ * them all meanwhile. */
+static void *threads_seen(void *arg)
+{
+    *(int *)arg = xsa_threads();
+    return NULL;
+}
+
+static void test_threads_lend(void)
+{
+    int had = xsa_threads(), other = 0;
+    xsa_set_threads(3);
+    atomic_int busy = 2;
+    xsa_threads_lend(&busy);
+    CHECK(xsa_threads() == 1, "3 threads, 2 lent: %d", xsa_threads());
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, threads_seen, &other) == 0 && pthread_join(t, NULL) == 0 && other == 3,
+          "another thread counts all 3: %d", other);
+    atomic_store(&busy, 5);
+    CHECK(xsa_threads() == 1, "5 lent of 3: at least 1, %d", xsa_threads());
+    atomic_store(&busy, 1);
+    CHECK(xsa_threads() == 2, "one back: %d", xsa_threads());
+    xsa_threads_lend(NULL);
+    CHECK(xsa_threads() == 3, "lent NULL: all 3, %d", xsa_threads());
     xsa_set_threads(had);
 }
 
@@ -889,6 +921,7 @@ static void test_pool(void)
 int main(void)
 {
     test_lmhead_ce_fused();
+    test_threads_lend();
     test_lmhead_ce_chunked();
     test_lmhead_blocking();
     test_lmhead_ce_bf16();
