@@ -261,11 +261,16 @@ void xsa_gpt_free(xsa_gpt *m)
 
 /* Gives the pending lm_head gradient back to the pool (no backward will
  * use it). */
-static void release_pending(xsa_gpt *m)
+static void release_tail(xsa_gpt *m)
 {
     xsa_nn_lmhead_tail_drop(m->tail);
     xsa_pool_put(m->tail_s);
     m->tail_s = NULL;
+}
+
+static void release_pending(xsa_gpt *m)
+{
+    release_tail(m);
     xsa_pool_put(m->pend_dw);
     m->pend_dw = NULL;
 }
@@ -589,6 +594,7 @@ static int lm_loss(xsa_gpt *m, const float *lnf, const int32_t *targets, int B, 
         xsa_bf16_from_f32((uint16_t *)w16, m->w.wte, (size_t)V * C);
         bf.wte = (const uint16_t *)w16;
     }
+    release_tail(m); /* a loss whose backward never came: its scratch is this one's */
     float *s = xsa_pool_get(XSA_POOL_SCRATCH, step_scratch_floats(m, B, T));
     if (!s) {
         xsa_pool_put(w16);
