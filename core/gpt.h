@@ -20,8 +20,8 @@
  * the backward runs on the other threads beside the blocks' own: nn.h's
  * tail) and the backward's scratch are buffers of the process-wide pool
  * (pool.h), held by a model from its forward to the end of its backward:
- * two models trained in turn share one set of them (two forwards before
- * their backwards hold two lm_head scratches).
+ * two models trained in turn share one set of them (two models' losses
+ * before either backward hold two lm_head scratches).
  *
  * Example:
  *   xsa_gpt_config c; xsa_gpt_config_default(&c);
