@@ -438,6 +438,25 @@ static void test_checkpoint(void)
     xsa_gpt_free(m);
 }
 
+/* A small model's config (d_model 32, 2 heads, seq_len 16) and a batch of
+ * N ids spread over the vocabulary: ids[i] = (i a + b) % vocab. */
+static xsa_gpt_config small_config(int vocab, int seed)
+{
+    xsa_gpt_config c;
+    xsa_gpt_config_default(&c);
+    c.vocab = vocab;
+    c.d_model = 32;
+    c.n_head = 2;
+    c.seq_len = 16;
+    c.seed = seed;
+    return c;
+}
+
+static void spread_ids(int32_t *ids, int N, int a, int b, int vocab)
+{
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)(((long)i * a + b) % vocab);
+}
+
 /* Memory and the order of calls: no [B*T, V] buffer in a training or
  * evaluation step; two models whose forwards and backwards interleave (their
  * pending lm_head gradients in the pool at once) give the gradients of the
@@ -445,19 +464,11 @@ static void test_checkpoint(void)
  * demand after a loss equal those of a logits-only forward. */
 static void test_chunked_steps(void)
 {
-    xsa_gpt_config c;
-    xsa_gpt_config_default(&c);
-    c.vocab = 20000;
-    c.d_model = 32;
-    c.n_head = 2;
-    c.seq_len = 16;
-    c.seed = 11;
+    xsa_gpt_config c = small_config(20000, 11);
     enum { B = 8, T = 16, N = B * T };
     int32_t in[N], tg[N];
-    for (int i = 0; i < N; i++) {
-        in[i] = (i * 37 + 5) % c.vocab;
-        tg[i] = (i * 101 + 7) % c.vocab;
-    }
+    spread_ids(in, N, 37, 5, c.vocab);
+    spread_ids(tg, N, 101, 7, c.vocab);
     xsa_gpt *a = xsa_gpt_new(&c), *b = xsa_gpt_clone(a, XSA_ATTN_XSA, 1.0);
     xsa_gpt *a2 = xsa_gpt_clone(a, XSA_ATTN_SA, 1.0), *b2 = xsa_gpt_clone(a, XSA_ATTN_XSA, 1.0);
     float la, lb, la2, lb2;
@@ -586,27 +597,20 @@ static void test_chunked_steps(void)
 
 /* The lm_head's last dwte products run beside the blocks' backward (the
  * tail, nn.h): with chunks of 48 rows (three, the last one's left to the
- * tail) and blocks of 512 rows of the vocabulary the gradients are the same bits on 1 thread (the tail all on the
- * caller's thread, after the blocks) and on 2 and 3 (the others on it
- * meanwhile), in f32 and bf16; a loss whose backward never came is dropped
- * by the next loss, which is then differentiated alone. */
+ * tail) and blocks of 512 rows of the vocabulary, the gradients are the
+ * same bits on 1 thread (the tail all on the caller's thread, after the
+ * blocks) and on 2 and 3 (the others on it meanwhile), in f32 and bf16; a
+ * loss whose backward never came is dropped by the next loss, which is
+ * then differentiated alone. */
 static void test_backward_tail(void)
 {
-    xsa_gpt_config c;
-    xsa_gpt_config_default(&c);
-    c.vocab = 3000;
-    c.d_model = 32;
-    c.n_head = 2;
-    c.seq_len = 16;
+    xsa_gpt_config c = small_config(3000, 5);
     c.n_layer = 2;
-    c.seed = 5;
     enum { B = 9, T = 16, N = B * T };
     int32_t in[N], tg[N], in2[N];
-    for (int i = 0; i < N; i++) {
-        in[i] = (i * 37 + 5) % c.vocab;
-        tg[i] = (i * 101 + 7) % c.vocab;
-        in2[i] = (i * 13 + 1) % c.vocab;
-    }
+    spread_ids(in, N, 37, 5, c.vocab);
+    spread_ids(tg, N, 101, 7, c.vocab);
+    spread_ids(in2, N, 13, 1, c.vocab);
     int had = xsa_threads(), bf_ok = xsa_bf16_built() && xsa_bf16_check() == 0;
     CHECK(xsa_nn_lmhead_set_blocking(48, 512) == 0, "blocking"); /* 6 blocks of the vocabulary */
     for (int p = 0; p < (bf_ok ? 2 : 1); p++) {
