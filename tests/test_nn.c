@@ -252,6 +252,74 @@ static void test_layernorm(void)
     free(n_x); free(n_w); free(n_b); free(n_out); free(n_r); free(dx); free(dw); free(db);
 }
 
+/* The layer norm one row at a time, as nn.c computed it before its rows
+ * went side by side: nn.c promises these bits, whatever the row count and
+ * on every vector width. */
+static void ln_rows_reference(float *out, float *mean, float *rstd, float *dx, float *dw,
+                              float *db, const float *x, const float *w, const float *b,
+                              const float *d, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const float *xn = x + (size_t)n * C;
+        double s = 0.0, v = 0.0;
+        for (int c = 0; c < C; c++) s += xn[c];
+        double m = s / C;
+        for (int c = 0; c < C; c++) v += (xn[c] - m) * (xn[c] - m);
+        double r = 1.0 / sqrt(v / C + (double)XSA_NN_LN_EPS);
+        for (int c = 0; c < C; c++) out[(size_t)n * C + c] = (float)((xn[c] - m) * r) * w[c] + b[c];
+        mean[n] = (float)m;
+        rstd[n] = (float)r;
+    }
+    for (int n = 0; n < N; n++) {
+        const float *xn = x + (size_t)n * C, *dn = d + (size_t)n * C;
+        double dsum = 0.0, dnsum = 0.0;
+        for (int c = 0; c < C; c++) {
+            float norm = (xn[c] - mean[n]) * rstd[n], g = w[c] * dn[c];
+            dsum += g;
+            dnsum += (double)g * norm;
+        }
+        float dmean = (float)(dsum / C), dnmean = (float)(dnsum / C);
+        for (int c = 0; c < C; c++) {
+            float norm = (xn[c] - mean[n]) * rstd[n];
+            db[c] += dn[c];
+            dw[c] += norm * dn[c];
+            dx[(size_t)n * C + c] += (w[c] * dn[c] - dmean - norm * dnmean) * rstd[n];
+        }
+    }
+}
+
+/* Rows in groups of 8 and the rest, columns in whole vectors and a tail:
+ * every output bit-equal to the one-row reference */
+static void test_layernorm_rows(void)
+{
+    int shapes[][2] = {{19, 40}, {8, 16}, {5, 128}, {33, 7}};
+    for (int s = 0; s < 4; s++) {
+        int N = shapes[s][0], C = shapes[s][1];
+        size_t nc = (size_t)N * C;
+        float *x = randv(nc, 3), *w = randv(C, 1), *b = randv(C, 1), *d = randv(nc, 1);
+        float *o[2] = {zerov(nc), zerov(nc)}, *dx[2] = {randv(nc, 1), zerov(nc)};
+        float *dw[2] = {randv(C, 1), zerov(C)}, *db[2] = {randv(C, 1), zerov(C)};
+        float *mean[2] = {zerov(N), zerov(N)}, *rstd[2] = {zerov(N), zerov(N)};
+        memcpy(dx[1], dx[0], nc * sizeof(float));
+        memcpy(dw[1], dw[0], C * sizeof(float));
+        memcpy(db[1], db[0], C * sizeof(float));
+        for (size_t i = 0; i < nc; i += 5) x[i] += 40.0f; /* rows with a large mean */
+        xsa_nn_layernorm_forward(o[0], mean[0], rstd[0], x, w, b, N, C);
+        xsa_nn_layernorm_backward(dx[0], dw[0], db[0], d, x, w, mean[0], rstd[0], N, C);
+        ln_rows_reference(o[1], mean[1], rstd[1], dx[1], dw[1], db[1], x, w, b, d, N, C);
+        CHECK(memcmp(o[0], o[1], nc * sizeof(float)) == 0 && memcmp(mean[0], mean[1], N * sizeof(float)) == 0 &&
+                  memcmp(rstd[0], rstd[1], N * sizeof(float)) == 0,
+              "layernorm forward %d x %d: not the one-row reference's bits", N, C);
+        CHECK(memcmp(dx[0], dx[1], nc * sizeof(float)) == 0 && memcmp(dw[0], dw[1], C * sizeof(float)) == 0 &&
+                  memcmp(db[0], db[1], C * sizeof(float)) == 0,
+              "layernorm backward %d x %d: not the one-row reference's bits", N, C);
+        free(x); free(w); free(b); free(d);
+        for (int k = 0; k < 2; k++) {
+            free(o[k]); free(dx[k]); free(dw[k]); free(db[k]); free(mean[k]); free(rstd[k]);
+        }
+    }
+}
+
 /* ---- gelu, residual ---- */
 enum { GN = 11 };
 static float *g_x, *g_out, *g_r, *g_b;
@@ -933,6 +1001,7 @@ int main(void)
     test_linear_threads();
     test_lmhead();
     test_layernorm();
+    test_layernorm_rows();
     test_gelu_residual();
     test_attention(0.0f, "attention SA dqkv");
     test_attention(1.0f, "attention XSA l=1 dqkv");
