@@ -375,6 +375,15 @@ int xsa_tensor_set(xsa_tensor *t, const int64_t *index, double value)
 static void fill_contig(xsa_tensor *t, double v)
 {
     int64_t n = xsa_tensor_numel(t);
+    /* zeros (every zero_grad: 30 MB a training step of the study's model)
+     * through memset, whose large-size path streams past the caches: 0.3
+     * ms where the element loop, which GCC's -O2 leaves scalar, took 2.5 in
+     * the step. All-zero bytes are +0.0f and int32 0; -0.0 takes the loop. */
+    if (v == 0.0 && !signbit(v)) {
+        size_t es = xsa_dtype_size(t->dtype);
+        memset((char *)t->storage->data + (size_t)t->offset * es, 0, (size_t)n * es);
+        return;
+    }
     if (t->dtype == XSA_FLOAT32) {
         float *p = (float *)t->storage->data + t->offset, f = (float)v;
         for (int64_t i = 0; i < n; i++) p[i] = f;

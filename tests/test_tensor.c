@@ -235,6 +235,32 @@ static uint64_t ref_next(uint64_t s[4])
     return result;
 }
 
+/* fill_ with zero takes memset: only the view's own elements, +0.0 (and
+ * -0.0 its sign), int32 0 */
+static void test_fill_zero(void)
+{
+    xsa_tensor *a = xsa_tensor_full(XSA_FLOAT32, 2, SH(4, 5), 7.0);
+    xsa_tensor *mid = xsa_tensor_narrow(a, 0, 1, 2); /* rows 1-2: contiguous, offset 5 */
+    CHECK(mid && xsa_tensor_fill_(mid, 0.0) == 0, "fill_ 0 on a row view");
+    int ok = 1;
+    for (int i = 0; i < 20; i++) ok &= at(a, i) == (i >= 5 && i < 15 ? 0.0 : 7.0);
+    CHECK(ok, "fill_ 0 writes the view's rows and nothing else");
+    CHECK(xsa_tensor_fill_(mid, -0.0) == 0 && signbit(at(a, 5)) && signbit(at(a, 14)) &&
+              at(a, 15) == 7.0, "fill_ -0.0 keeps its sign, within the view");
+    xsa_tensor *col = xsa_tensor_narrow(a, 1, 2, 1); /* strided */
+    CHECK(col && xsa_tensor_fill_(col, 0.0) == 0 && at(a, 2) == 0.0 && at(a, 17) == 0.0 && at(a, 3) == 7.0,
+          "fill_ 0 on a strided view");
+    xsa_tensor *n = xsa_tensor_full(XSA_INT32, 1, SH(6), -3);
+    xsa_tensor *nv = xsa_tensor_narrow(n, 0, 2, 3);
+    CHECK(nv && xsa_tensor_fill_(nv, 0) == 0 && at(n, 1) == -3 && at(n, 2) == 0 && at(n, 4) == 0 &&
+              at(n, 5) == -3, "int32 fill_ 0 within its view");
+    xsa_tensor_free(col);
+    xsa_tensor_free(mid);
+    xsa_tensor_free(a);
+    xsa_tensor_free(nv);
+    xsa_tensor_free(n);
+}
+
 static void test_rng(void)
 {
     xsa_rng g, h;
@@ -509,6 +535,7 @@ int main(void)
     test_views();
     test_lifetime();
     test_creation();
+    test_fill_zero();
     test_rng();
     test_errors();
     test_format();
