@@ -213,11 +213,11 @@ asan sanitize: deps
 
 ubsan: asan
 
-# The C tests of the engine's own threads (the lm_head's blocks and bf16
+# The C tests of the engine's own threads (its kept workers, the lm_head's blocks and bf16
 # slots, the row halves of linear and attention, AdamW's halves) under
 # ThreadSanitizer. oneDNN, its OpenMP runtime and OpenBLAS are not
 # instrumented, so their own locking reads as races: mk/tsan.supp.
-TSAN_TESTS := test_nn test_simd test_gpt
+TSAN_TESTS := test_nn test_simd test_gpt test_system
 tsan: deps
 	@$(MAKE) --no-print-directory -s BUILD=build-tsan MPI=0 OPT="-O1 -g -march=native" \
 	    SANITIZE="-fsanitize=thread" $(addprefix build-tsan/tests/,$(TSAN_TESTS))

@@ -112,19 +112,3 @@ void xsa_advise_huge(void *p, size_t bytes)
     (void)bytes;
 #endif
 }
-
-void xsa_run_split(void *jobs, size_t size, int n, void *(*fn)(void *))
-{
-    pthread_t tid[XSA_SPLIT_MAX];
-    int started[XSA_SPLIT_MAX] = {0};
-    char *base = jobs;
-    if (n > XSA_SPLIT_MAX) n = XSA_SPLIT_MAX;
-    for (int k = 1; k < n; k++) started[k] = pthread_create(&tid[k], NULL, fn, base + k * size) == 0;
-    if (n > 0) fn(base);
-    for (int k = 1; k < n; k++) {
-        if (started[k])
-            pthread_join(tid[k], NULL);
-        else
-            fn(base + k * size);
-    }
-}

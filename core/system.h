@@ -35,10 +35,13 @@ int xsa_set_threads(int n);
  * (xsa.zeros{4096, 4096}: 283 ms), with huge pages under 1 ms per MB. A
  * refusal only costs that speed; no-op elsewhere. */
 void xsa_advise_huge(void *p, size_t bytes);
-/* Runs fn(jobs + k * size) for k in [0, n): jobs 1.. on threads of their
- * own, job 0 on the caller's; a job whose thread cannot start runs on the
- * caller's after the others. Each job writes only its own outputs, so
- * where a job runs never changes a bit. n <= XSA_SPLIT_MAX. */
+/* Runs fn(jobs + k * size) for k in [0, n) and returns when all are done:
+ * job 0 on the caller's thread, jobs 1.. on kept worker threads (workers.c;
+ * a split costs about 1 us, a thread created per call 47); a job no worker
+ * is free for (all busy with other callers' jobs, or none could start) runs
+ * on the caller's thread after job 0. Each job writes only its own outputs,
+ * so where a job runs never changes a bit. Jobs may split again. n <=
+ * XSA_SPLIT_MAX. */
 #define XSA_SPLIT_MAX 16
 void xsa_run_split(void *jobs, size_t size, int n, void *(*fn)(void *));
 

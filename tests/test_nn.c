@@ -11,14 +11,13 @@
  * 1e-4; XSA's curvature near short value vectors needs that).
  * Also: accumulation semantics (backward adds), the cross-entropy value
  * against a double-precision reference, threaded vs single-threaded and
- * aliased cross-entropy, probe statistics on known cases.
+ * aliased cross-entropy, probe statistics on known cases. The engine's
+ * threads and buffer pool: test_system.c.
  */
 #include <math.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -27,7 +26,6 @@
 #include "../core/gemm.h"
 #include "../core/matmul_bf16.h"
 #include "../core/nn.h"
-#include "../core/pool.h"
 #include "../core/system.h"
 #include "check.h"
 
@@ -755,34 +753,6 @@ static void check_tail(int N, int C, int V, int R, int threads, const float *x, 
     xsa_set_threads(had);
 }
 
-/* xsa_threads_lend: the calling thread counts *busy fewer engine threads
- * (at least 1), as *busy moves, until it lends NULL; other threads count
- * them all meanwhile. */
-static void *threads_seen(void *arg)
-{
-    *(int *)arg = xsa_threads();
-    return NULL;
-}
-
-static void test_threads_lend(void)
-{
-    int had = xsa_threads(), other = 0;
-    xsa_set_threads(3);
-    atomic_int busy = 2;
-    xsa_threads_lend(&busy);
-    CHECK(xsa_threads() == 1, "3 threads, 2 lent: %d", xsa_threads());
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, threads_seen, &other) == 0 && pthread_join(t, NULL) == 0 && other == 3,
-          "another thread counts all 3: %d", other);
-    atomic_store(&busy, 5);
-    CHECK(xsa_threads() == 1, "5 lent of 3: at least 1, %d", xsa_threads());
-    atomic_store(&busy, 1);
-    CHECK(xsa_threads() == 2, "one back: %d", xsa_threads());
-    xsa_threads_lend(NULL);
-    CHECK(xsa_threads() == 3, "lent NULL: all 3, %d", xsa_threads());
-    xsa_set_threads(had);
-}
-
 static void test_lmhead_ce_chunked(void)
 {
     struct { int N, C, V, rows, threads; double xscale; } cs[] = {
@@ -939,61 +909,12 @@ static void lmhead_ce_bf16_case(int N, int C, int V, int R)
     free(ps); free(tg);
 }
 
-/* The pool hands back what was put, by kind, the smallest that fits first. */
-static void test_pool(void)
-{
-    xsa_pool_trim();
-    float *a = xsa_pool_get(XSA_POOL_SCRATCH, 1000), *b = xsa_pool_get(XSA_POOL_SCRATCH, 5000);
-    CHECK(a && b && a != b, "pool get");
-    CHECK(((uintptr_t)a & 63) == 0 && ((uintptr_t)b & 63) == 0, "pool buffers are 64-byte aligned");
-    a[999] = 1.0f;
-    b[4999] = 2.0f;
-    xsa_pool_put(a);
-    xsa_pool_put(b);
-    CHECK(xsa_pool_bytes() >= 6000 * sizeof(float), "pool keeps what was put");
-    float *o = xsa_pool_get(XSA_POOL_ACTS, 10);
-    CHECK(o != a && o != b, "another kind does not get them");
-    float *c = xsa_pool_get(XSA_POOL_SCRATCH, 800), *d = xsa_pool_get(XSA_POOL_SCRATCH, 4000);
-    CHECK(c == a && d == b, "the smallest buffer that fits is handed out");
-    xsa_pool_put(c);
-    float *e = xsa_pool_get(XSA_POOL_SCRATCH, 100000);
-    CHECK(e != NULL && e != b, "a miss allocates");
-    xsa_pool_put(d);
-    xsa_pool_put(e);
-    xsa_pool_put(o);
-    xsa_pool_put(NULL);
-    CHECK(xsa_pool_bytes() == (100000 + 5000 + 10) * sizeof(float),
-          "the too-small buffer made way for the new size (%zu bytes held)", xsa_pool_bytes());
-    xsa_pool_trim();
-    CHECK(xsa_pool_bytes() == 0, "trim empties the pool");
-    /* a buffer of huge-page size (advised before its first touch) is whole:
-     * every page written and read back, at both ends and inside */
-    size_t big = ((size_t)5 << 20) / sizeof(float) + 3;
-    float *h = xsa_pool_get(XSA_POOL_SCRATCH, big);
-    CHECK(h && ((uintptr_t)h & 63) == 0, "a 5 MB pool buffer, 64-byte aligned");
-    int whole = h != NULL;
-    if (h) {
-        for (size_t i = 0; i < big; i += 1021) h[i] = (float)(i % 4099);
-        h[big - 1] = -1.0f;
-        for (size_t i = 0; i < big - 1; i += 1021) whole &= h[i] == (float)(i % 4099);
-        whole &= h[big - 1] == -1.0f;
-    }
-    CHECK(whole, "the 5 MB buffer holds what was written");
-    xsa_pool_put(h);
-    xsa_pool_trim();
-    xsa_advise_huge(NULL, (size_t)1 << 30); /* ignored */
-    char small[64];
-    xsa_advise_huge(small, sizeof small);   /* under 2 MB: ignored */
-}
-
 int main(void)
 {
     test_lmhead_ce_fused();
-    test_threads_lend();
     test_lmhead_ce_chunked();
     test_lmhead_blocking();
     test_lmhead_ce_bf16();
-    test_pool();
     test_gelu_accuracy();
     test_ce_nan();
     test_embedding();
