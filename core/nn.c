@@ -20,35 +20,87 @@
 #include "system.h"
 #include "vec.h"
 
+/* ---- two halves ----------------------------------------------------------
+ * The embedding and the GELU run in two halves on xsa_run_split when there
+ * are two threads and enough work: at the study's sizes they were the
+ * longest stretches of a training step on one thread (0.6-0.8 ms a GELU
+ * at 2048 x 512). Each element's arithmetic is the same on either thread,
+ * so the bits are one thread's. */
+#define HALVES_MIN (1L << 16) /* elements */
+
+static int halves(long work)
+{
+    return work >= HALVES_MIN && xsa_threads() > 1;
+}
+
 /* ---- embedding ---------------------------------------------------------- */
+
+typedef struct {
+    float *out, *dwte, *dwpe;
+    const float *wte, *wpe, *dout;
+    const int32_t *inp;
+    int T, C, r0, r1, c0, c1; /* rows [r0, r1) of B*T; columns [c0, c1) */
+} emb_job;
+
+static void *emb_forward_rows(void *arg)
+{
+    const emb_job *j = arg;
+    int C = j->C;
+    for (int r = j->r0; r < j->r1; r++) {
+        float *o = j->out + (size_t)r * C;
+        const float *te = j->wte + (size_t)j->inp[r] * C, *pe = j->wpe + (size_t)(r % j->T) * C;
+        for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
+    }
+    return NULL;
+}
+
+/* Columns [c0, c1) of every row, the rows in order: a token's gradient row
+ * takes its positions in the same order whatever the columns' split. */
+static void *emb_backward_cols(void *arg)
+{
+    const emb_job *j = arg;
+    int C = j->C;
+    for (int r = j->r0; r < j->r1; r++) {
+        const float *d = j->dout + (size_t)r * C;
+        if (j->dwte) {
+            float *g = j->dwte + (size_t)j->inp[r] * C;
+            for (int c = j->c0; c < j->c1; c++) g[c] += d[c];
+        }
+        if (j->dwpe) {
+            float *g = j->dwpe + (size_t)(r % j->T) * C;
+            for (int c = j->c0; c < j->c1; c++) g[c] += d[c];
+        }
+    }
+    return NULL;
+}
 
 void xsa_nn_embedding_forward(float *out, const int32_t *inp, const float *wte,
                               const float *wpe, int B, int T, int C)
 {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            float *o = out + ((size_t)b * T + t) * C;
-            const float *te = wte + (size_t)inp[(size_t)b * T + t] * C;
-            const float *pe = wpe + (size_t)t * C;
-            for (int c = 0; c < C; c++) o[c] = te[c] + pe[c];
-        }
+    int N = B * T, h = N / 2;
+    emb_job j[2] = {{.out = out, .wte = wte, .wpe = wpe, .inp = inp, .T = T, .C = C, .r0 = 0, .r1 = N}};
+    if (h > 0 && halves((long)N * C)) {
+        j[1] = j[0];
+        j[0].r1 = j[1].r0 = h;
+        xsa_run_split(j, sizeof j[0], 2, emb_forward_rows);
+    } else {
+        emb_forward_rows(&j[0]);
+    }
 }
 
 void xsa_nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
                                const int32_t *inp, int B, int T, int C)
 {
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            const float *d = dout + ((size_t)b * T + t) * C;
-            if (dwte) {
-                float *g = dwte + (size_t)inp[(size_t)b * T + t] * C;
-                for (int c = 0; c < C; c++) g[c] += d[c];
-            }
-            if (dwpe) {
-                float *g = dwpe + (size_t)t * C;
-                for (int c = 0; c < C; c++) g[c] += d[c];
-            }
-        }
+    int N = B * T, h = C / 2 / 16 * 16;
+    emb_job j[2] = {{.dwte = dwte, .dwpe = dwpe, .dout = dout, .inp = inp, .T = T, .C = C, .r1 = N,
+                     .c0 = 0, .c1 = C}};
+    if (h > 0 && halves((long)N * C)) {
+        j[1] = j[0];
+        j[0].c1 = j[1].c0 = h;
+        xsa_run_split(j, sizeof j[0], 2, emb_backward_cols);
+    } else {
+        emb_backward_cols(&j[0]);
+    }
 }
 
 /* ---- linear ------------------------------------------------------------- */
@@ -301,7 +353,7 @@ static inline vf phi_v(vf x)
     return vf_select(vf_lt(x, vf_zero()), half_erfc, vf_sub(vf_set1(1.0f), half_erfc));
 }
 
-void xsa_nn_gelu_forward(float *out, const float *inp, size_t count)
+static void gelu_forward_run(float *out, const float *inp, size_t count)
 {
     size_t i = 0;
     for (; XSA_SIMD_GELU && i + VF_W <= count; i += VF_W) {
@@ -316,7 +368,7 @@ void xsa_nn_gelu_forward(float *out, const float *inp, size_t count)
     }
 }
 
-void xsa_nn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t count)
+static void gelu_backward_run(float *dinp, const float *inp, const float *dout, size_t count)
 {
     size_t i = 0;
     /* gelu'(x) = Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi) */
@@ -332,6 +384,45 @@ void xsa_nn_gelu_backward(float *dinp, const float *inp, const float *dout, size
         float pdf = (float)INV_SQRT2PI * expf(-0.5f * x * x);
         dinp[i] += dout[i] * (cdf + x * pdf);
     }
+}
+
+/* The halves split at a multiple of 64 elements, so that every element
+ * takes the same path (vector body or scalar tail) as in one call. */
+typedef struct {
+    float *out;
+    const float *inp, *dout; /* dout: the backward */
+    size_t count;
+} gelu_job;
+
+static void *gelu_half(void *arg)
+{
+    const gelu_job *j = arg;
+    if (j->dout) gelu_backward_run(j->out, j->inp, j->dout, j->count);
+    else gelu_forward_run(j->out, j->inp, j->count);
+    return NULL;
+}
+
+static void gelu_split(float *out, const float *inp, const float *dout, size_t count)
+{
+    size_t h = count / 2 / 64 * 64;
+    gelu_job j[2] = {{out, inp, dout, count}};
+    if (h > 0 && halves((long)count)) {
+        j[0].count = h;
+        j[1] = (gelu_job){out + h, inp + h, dout ? dout + h : NULL, count - h};
+        xsa_run_split(j, sizeof j[0], 2, gelu_half);
+    } else {
+        gelu_half(&j[0]);
+    }
+}
+
+void xsa_nn_gelu_forward(float *out, const float *inp, size_t count)
+{
+    gelu_split(out, inp, NULL, count);
+}
+
+void xsa_nn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t count)
+{
+    gelu_split(dinp, inp, dout, count);
 }
 
 /* ---- residual ----------------------------------------------------------- */

@@ -139,6 +139,54 @@ static void test_split_bits(void)
     }
 }
 
+/* The embedding (rows forward, columns backward, tokens repeated) and the
+ * GELU (halves at a multiple of 64, a scalar tail) on two threads: the
+ * bits of one. */
+static float *lcg_floats(size_t n, uint32_t seed)
+{
+    float *p = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        p[i] = (float)(seed >> 8) / 4194304.0f - 2.0f;
+    }
+    return p;
+}
+
+static void test_split_elementwise(void)
+{
+    enum { B = 8, T = 96, C = 100, V = 50 }; /* B T C over the halves' minimum */
+    size_t nr = (size_t)B * T * C, ng = nr + 37;
+    int32_t ids[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = (i * 7) % V; /* each token about 15 times */
+    float *wte = lcg_floats((size_t)V * C, 1), *wpe = lcg_floats((size_t)T * C, 2), *d = lcg_floats(nr, 3);
+    float *x = lcg_floats(ng, 4), *dg = lcg_floats(ng, 5);
+    float *out[2], *dwte[2], *dwpe[2], *g[2], *gd[2];
+    int had = xsa_threads();
+    for (int k = 0; k < 2; k++) {
+        xsa_set_threads(k ? 2 : 1);
+        out[k] = malloc(nr * sizeof(float));
+        dwte[k] = lcg_floats((size_t)V * C, 6);
+        dwpe[k] = lcg_floats((size_t)T * C, 7);
+        g[k] = malloc(ng * sizeof(float));
+        gd[k] = lcg_floats(ng, 8);
+        xsa_nn_embedding_forward(out[k], ids, wte, wpe, B, T, C);
+        xsa_nn_embedding_backward(dwte[k], dwpe[k], d, ids, B, T, C);
+        xsa_nn_gelu_forward(g[k], x, ng);
+        xsa_nn_gelu_backward(gd[k], x, dg, ng);
+    }
+    xsa_set_threads(had);
+    CHECK(memcmp(out[0], out[1], nr * sizeof(float)) == 0, "embedding forward: two threads, the bits of one");
+    CHECK(memcmp(dwte[0], dwte[1], (size_t)V * C * sizeof(float)) == 0 &&
+              memcmp(dwpe[0], dwpe[1], (size_t)T * C * sizeof(float)) == 0,
+          "embedding backward: two threads, the bits of one");
+    CHECK(memcmp(g[0], g[1], ng * sizeof(float)) == 0 && memcmp(gd[0], gd[1], ng * sizeof(float)) == 0,
+          "gelu forward and backward: two threads, the bits of one");
+    free(wte); free(wpe); free(d); free(x); free(dg);
+    for (int k = 0; k < 2; k++) {
+        free(out[k]); free(dwte[k]); free(dwpe[k]); free(g[k]); free(gd[k]);
+    }
+}
+
 /* ---- xsa_threads_lend ---- */
 
 /* xsa_threads_lend: the calling thread counts *busy fewer engine threads
@@ -223,6 +271,7 @@ int main(void)
     test_split_jobs();
     test_split_callers();
     test_split_bits();
+    test_split_elementwise();
     test_threads_lend();
     test_pool();
     return check_done("test_system");
