@@ -24,6 +24,7 @@
 #include "matmul_bf16.h"
 #include "nn.h"
 #include "simd.h"
+#include "vec.h"
 #include "system.h"
 
 #define CE_MAX_THREADS XSA_SPLIT_MAX /* the threads of xsa_run_split (system.h) */
@@ -583,9 +584,9 @@ static void scale_rows(float *out, const float *f, const float *t, int n, int C,
         float sc = f[i], *oi = out + (size_t)i * C;
         const float *ti = t + (size_t)i * C;
         if (first)
-            for (int c = 0; c < C; c++) oi[c] = sc * ti[c];
+            row_scale(oi, sc, ti, C);
         else
-            for (int c = 0; c < C; c++) oi[c] += sc * ti[c];
+            row_add_scaled(oi, sc, ti, C, 0);
     }
 }
 
@@ -653,11 +654,7 @@ static int block_backward(lm_job *j, int b, int v0, int nv)
     int n = j->n, C = j->C;
     const float *f = p->fac + (size_t)b * j->R;
     float *xs = j->bf ? o->xs : p->xs[j->k];
-    for (int i = 0; i < n; i++) {
-        float sc = f[i], *xo = xs + (size_t)i * C;
-        const float *xi = j->x + (size_t)i * C;
-        for (int c = 0; c < C; c++) xo[c] = sc * xi[c];
-    }
+    for (int i = 0; i < n; i++) row_scale(xs + (size_t)i * C, f[i], j->x + (size_t)i * C, C);
     float *dw = j->dwte + (size_t)v0 * C;
     if (j->bf) {
         xsa_bf16_from_f32(o->xs16, xs, (size_t)n * C);
@@ -679,20 +676,22 @@ static void dinp_rows(const lm_job *j, int i0, int i1)
     for (int b = 0; b < j->nblk; b++)
         scale_rows(d, p->fac + (size_t)b * j->R + i0, p->dtb + ((size_t)b * j->R + i0) * C, i1 - i0,
                    C, b == 0);
-    for (int i = i0; i < i1; i++) {
-        const float *w = j->wte + (size_t)j->targets[i] * C;
-        float *di = j->dinp + (size_t)i * C;
-        for (int c = 0; c < C; c++) di[c] -= j->g * w[c];
-    }
+    for (int i = i0; i < i1; i++)
+        row_add_scaled(j->dinp + (size_t)i * C, j->g, j->wte + (size_t)j->targets[i] * C, C, 1);
 }
 
 /* dst[v] += scale dw[v] for row v of C columns, each element one fused
  * multiply-add (what OpenBLAS's saxpy kernels do with FMA; for scale 1,
- * every training step's, any kernel gives these bits) */
+ * every training step's, any kernel gives these bits): vec.h's axpy where
+ * its multiply-add is fused (the vector ISAs), fmaf in plain C */
 static void axpy_row(float *dst, const float *dw, float scale, int v, int C)
 {
     float *d = dst + (size_t)v * C;
     const float *w = dw + (size_t)v * C;
+    if (XSA_SIMD) {
+        axpy(d, scale, w, C);
+        return;
+    }
     for (int c = 0; c < C; c++) d[c] = fmaf(scale, w[c], d[c]);
 }
 
@@ -714,9 +713,7 @@ static void tail_block_done(const lm_job *j, int b, int v0, int nv)
     float g = j->g, *dwte = j->dwte;
     for (int q = r->first[b]; q < r->first[b + 1]; q++) {
         int i = r->order[q];
-        const float *xi = r->inp + (size_t)i * C;
-        float *dw = dwte + (size_t)r->targets[i] * C;
-        for (int c = 0; c < C; c++) dw[c] -= g * xi[c];
+        row_add_scaled(dwte + (size_t)r->targets[i] * C, g, r->inp + (size_t)i * C, C, 1);
     }
     if (r->dst)
         for (int v = v0; v < v0 + nv; v++) axpy_row(r->dst, dwte, r->scale, v, C);
@@ -968,11 +965,7 @@ int xsa_nn_lmhead_ce_defer(double *loss, float *dinp, float *dwte, float *losses
         return 0;
     }
     if (grad)
-        for (int i = 0; i < N; i++) {
-            const float *xi = inp + (size_t)i * C;
-            float *dw = dwte + (size_t)targets[i] * C;
-            for (int c = 0; c < C; c++) dw[c] -= g * xi[c];
-        }
+        for (int i = 0; i < N; i++) row_add_scaled(dwte + (size_t)targets[i] * C, g, inp + (size_t)i * C, C, 1);
     *loss = total / N;
     return 0;
 }

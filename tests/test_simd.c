@@ -253,6 +253,31 @@ static void test_dot_axpy(void)
     }
 }
 
+/* vec.h's row updates: each element the scalar expression (the product
+ * rounded, then the add or subtract), at every n, full vectors and tails,
+ * and nothing past n written */
+static void test_row_updates(void)
+{
+    float x[77], y0[77], y[77];
+    for (int i = 0; i < 77; i++) {
+        x[i] = frand(-3, 3);
+        y0[i] = frand(-3, 3);
+    }
+    volatile float a = 0.8137f; /* no constant folding of the reference */
+    int bad = 0;
+    for (int n = 0; n <= 77; n++)
+        for (int op = 0; op < 3; op++) {
+            memcpy(y, y0, sizeof y);
+            if (op == 0) row_scale(y, a, x, n);
+            else row_add_scaled(y, a, x, n, op == 2);
+            for (int i = 0; i < 77; i++) {
+                float p = a * x[i], want = i >= n ? y0[i] : op == 0 ? p : op == 1 ? y0[i] + p : y0[i] - p;
+                bad += !same(y[i], want);
+            }
+        }
+    CHECK(bad == 0, "row_scale, row_add_scaled: %d values differ from the scalar expressions", bad);
+}
+
 /* ---- AdamW: the same weights at every width -------------------------------- */
 
 /* n values (full vectors and a tail at every width) on `threads` threads:
@@ -414,6 +439,7 @@ int main(void)
     test_ops();
     test_exp();
     test_dot_axpy();
+    test_row_updates();
     test_adamw();
     test_bf16_convert_threads();
     test_ce_backward();
