@@ -336,7 +336,7 @@ typedef struct {
 
 typedef struct {
     float *et;       /* float32: [V,R] */
-    float *dtb;      /* [nblk,R,C] each block's e_b^T wte_b */
+    float *dtb;      /* [nblk,R,C] each block's e_b^T wte_b (bf16: transposed, [C,n] in each) */
     float *xs[CE_MAX_THREADS]; /* float32: per thread [R,C] rows scaled by a block's factors */
     int nf32;        /* float32: threads (xs) */
     float *bmax, *fac, *lt; /* [nblk,R] maxima and factors; [R] target logits */
@@ -610,10 +610,10 @@ static void transpose_into(float *dt, const float *tt, int n, int C)
  * exponentials are still in cache: it needs no factor (each block's is
  * applied in the join), and the backward pass then reads them once, for
  * dwte, instead of twice (measured: the float32 lm_head in 0.97 of its
- * time at 2048 rows). bf16 computes it transposed, wte_b^T e_b into the
- * thread's rows buffer, and transposes that into place: oneDNN then reads
- * the smaller operand transposed (measured: the bf16 lm_head in 0.91-0.95
- * of its time at 2048 rows, 0.95-0.98 at 1024). */
+ * time at 2048 rows). bf16 computes it transposed, wte_b^T e_b, [C,n]:
+ * oneDNN then reads the smaller operand transposed (measured: the bf16
+ * lm_head in 0.91-0.95 of its time at 2048 rows, 0.95-0.98 at 1024), and
+ * dinp_rows sums the blocks' columns before one transpose. */
 static int block_forward(lm_job *j, int b, int v0, int nv)
 {
     ce_scratch *p = j->p;
@@ -634,14 +634,9 @@ static int block_forward(lm_job *j, int b, int v0, int nv)
     ce_block(&cb);
     if (!j->grad) return 0;
     float *dt = p->dtb + (size_t)b * j->R * C;
-    if (j->bf) {
-        float *tt = p->own[j->k].xs;
-        if (xsa_bf16_gemm_on(j->bf->mm, j->k + 1, 1, 1, 0, C, n, nv, j->bf->wte + (size_t)v0 * C, C,
-                             cb.e16, n, 0, tt, n) != 0)
-            return -1;
-        transpose_into(dt, tt, n, C);
-        return 0;
-    }
+    if (j->bf)
+        return xsa_bf16_gemm_on(j->bf->mm, j->k + 1, 1, 1, 0, C, n, nv, j->bf->wte + (size_t)v0 * C, C,
+                                cb.e16, n, 0, dt, n);
     xsa_sgemm(1, 0, n, C, nv, 1.0f, cb.lb, n, j->wte + (size_t)v0 * C, C, 0.0f, dt, C);
     return 0;
 }
@@ -667,15 +662,28 @@ static int block_backward(lm_job *j, int b, int v0, int nv)
 }
 
 /* dinp's rows i0..i1 of the chunk: the sum over the blocks, in block
- * order, of fac_b e_b^T wte_b, less the target's row of wte */
+ * order, of fac_b e_b^T wte_b, less the target's row of wte. bf16's
+ * products are [C,n]: the sum runs along their columns into thread k's
+ * rows buffer, [C,i1-i0], and is transposed into dinp once: the same
+ * products added in the same order as after a transpose per block, which
+ * took 40% of lm_pass's own samples. */
 static void dinp_rows(const lm_job *j, int i0, int i1)
 {
     const ce_scratch *p = j->p;
-    int C = j->C;
+    int C = j->C, m = i1 - i0;
     float *d = j->dinp + (size_t)i0 * C;
-    for (int b = 0; b < j->nblk; b++)
-        scale_rows(d, p->fac + (size_t)b * j->R + i0, p->dtb + ((size_t)b * j->R + i0) * C, i1 - i0,
-                   C, b == 0);
+    if (j->bf) {
+        float *dt = p->own[j->k].xs;
+        for (int b = 0; b < j->nblk; b++) {
+            const float *f = p->fac + (size_t)b * j->R + i0, *tt = p->dtb + (size_t)b * j->R * C + i0;
+            for (int c = 0; c < C; c++) row_mul(dt + (size_t)c * m, f, tt + (size_t)c * j->n, m, b > 0);
+        }
+        transpose_into(d, dt, m, C);
+    } else {
+        for (int b = 0; b < j->nblk; b++)
+            scale_rows(d, p->fac + (size_t)b * j->R + i0, p->dtb + ((size_t)b * j->R + i0) * C, m, C,
+                       b == 0);
+    }
     for (int i = i0; i < i1; i++)
         row_add_scaled(j->dinp + (size_t)i * C, j->g, j->wte + (size_t)j->targets[i] * C, C, 1);
 }

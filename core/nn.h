@@ -55,7 +55,8 @@ void xsa_nn_lmhead_backward(float *dinp, float *dwte, const float *dlogits,
                             const float *inp, const float *wte, int N, int C, int V);
 
 /* ---- layernorm over the last dimension (eps 1e-5, biased variance) ------
- * out[N,C] = (inp - mean) * rstd * w + b; saves mean[N], rstd[N] */
+ * out[N,C] = (inp - mean) * rstd * w + b; saves mean[N], rstd[N]; out
+ * must not overlap inp, w or b (nn.c's row loops are restrict) */
 #define XSA_NN_LN_EPS 1e-5f
 void xsa_nn_layernorm_forward(float *out, float *mean, float *rstd,
                               const float *inp, const float *w, const float *b,

@@ -78,4 +78,20 @@ static inline void row_add_scaled(float *y, float a, const float *x, int n, int 
     }
 }
 
+/* y[0..n) = f[0..n) * x[0..n), or with add y += f * x, the product
+ * rounded first */
+static inline void row_mul(float *y, const float *f, const float *x, int n, int add)
+{
+    int i = 0;
+    for (; i + VF_W <= n; i += VF_W) {
+        vf p = vf_mul(vf_load(f + i), vf_load(x + i));
+        vf_store(y + i, add ? vf_add(vf_load(y + i), p) : p);
+    }
+    if (i < n) {
+        vmask k = vf_mask(n - i);
+        vf p = vf_mul(vf_load_mask(k, f + i), vf_load_mask(k, x + i));
+        vf_store_mask(y + i, k, add ? vf_add(vf_load_mask(k, y + i), p) : p);
+    }
+}
+
 #endif

@@ -275,7 +275,18 @@ static void test_row_updates(void)
                 bad += !same(y[i], want);
             }
         }
-    CHECK(bad == 0, "row_scale, row_add_scaled: %d values differ from the scalar expressions", bad);
+    float f[77];
+    for (int i = 0; i < 77; i++) f[i] = frand(-2, 2);
+    for (int n = 0; n <= 77; n++)
+        for (int add = 0; add < 2; add++) {
+            memcpy(y, y0, sizeof y);
+            row_mul(y, f, x, n, add);
+            for (int i = 0; i < 77; i++) {
+                float p = f[i] * x[i];
+                bad += !same(y[i], i >= n ? y0[i] : add ? y0[i] + p : p);
+            }
+        }
+    CHECK(bad == 0, "row_scale, row_add_scaled, row_mul: %d values differ from the scalar expressions", bad);
 }
 
 /* ---- AdamW: the same weights at every width -------------------------------- */
