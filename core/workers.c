@@ -28,9 +28,9 @@
 
 #define NWORKERS (XSA_SPLIT_MAX - 1)
 /* How long a thread polls before it sleeps: longer than most of a
- * training step's gaps between two splits (a layer norm, a GELU: 0.1-0.6
- * ms at the study's sizes are the long ones), far shorter than a scheduler
- * time slice, so that a machine shared with other runs loses little. */
+ * training step's gaps between two splits (a layer norm, 0.1-0.2 ms at the
+ * study's sizes, is a long one), far shorter than a scheduler time slice,
+ * so that a machine shared with other runs loses little. */
 #define SPIN_NS 200000L
 
 typedef struct {
@@ -57,8 +57,6 @@ static inline void pause_once(void)
 #endif
 }
 
-/* Spins on *flag, then sleeps on w's condition until it is set (or the
- * pool quits, for a worker). 1 when the flag is set. */
 static long now_ns(void)
 {
     struct timespec ts;
@@ -66,6 +64,8 @@ static long now_ns(void)
     return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
+/* Spins on *flag, then sleeps on w's condition until it is set (or the
+ * pool quits, for a worker). 1 when the flag is set. */
 static int wait_flag(worker *w, atomic_int *flag, int for_worker)
 {
     long until = 0;
@@ -147,6 +147,7 @@ __attribute__((destructor)) static void stop_workers(void)
     }
     nstarted = 0;
     atomic_store(&nlive, 0);
+    atomic_store(&quit, 0); /* a split after this (another destructor's) starts new ones */
     pthread_mutex_unlock(&start_mu);
 }
 
@@ -154,7 +155,7 @@ void xsa_run_split(void *jobs, size_t size, int n, void *(*fn)(void *))
 {
     char *base = jobs;
     worker *mine[XSA_SPLIT_MAX];
-    int got[XSA_SPLIT_MAX] = {0}; /* job k's worker + 1, or 0: the caller runs it */
+    int got[XSA_SPLIT_MAX] = {0}; /* 1: worker mine[k] runs job k; 0: the caller does */
     if (n > XSA_SPLIT_MAX) n = XSA_SPLIT_MAX;
     if (n < 1) return;
     if (atomic_load(&nlive) < n - 1) start_workers(n - 1);
