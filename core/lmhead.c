@@ -434,13 +434,11 @@ typedef struct {
  * function's samples), and with nb variable and masks for the last group.
  * Both do the same operations in the same order: the same bits. */
 #if defined(__GNUC__)
-#define CE_INLINE static inline __attribute__((always_inline))
 #define CE_UNROLL _Pragma("GCC unroll 8")
 #else
-#define CE_INLINE static inline
 #define CE_UNROLL
 #endif
-CE_INLINE void block_vec_body(const ce_blk *j, int c0, int c1, int nb, int full)
+XSA_ALWAYS_INLINE void block_vec_body(const ce_blk *j, int c0, int c1, int nb, int full)
 {
     int n = j->n, V = j->V;
     vmask km[CE_COL_BLOCKS];

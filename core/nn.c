@@ -28,9 +28,16 @@
  * so the bits are one thread's. */
 #define HALVES_MIN (1L << 16) /* elements */
 
-static int halves(long work)
+/* Runs fn on jobs[0] and jobs[1]: on two threads from HALVES_MIN elements
+ * of work when there are two, else one after the other here. */
+static void run_halves(void *jobs, size_t size, long work, void *(*fn)(void *))
 {
-    return work >= HALVES_MIN && xsa_threads() > 1;
+    if (work >= HALVES_MIN && xsa_threads() > 1) {
+        xsa_run_split(jobs, size, 2, fn);
+    } else {
+        fn(jobs);
+        fn((char *)jobs + size);
+    }
 }
 
 /* ---- embedding ---------------------------------------------------------- */
@@ -77,30 +84,23 @@ static void *emb_backward_cols(void *arg)
 void xsa_nn_embedding_forward(float *out, const int32_t *inp, const float *wte,
                               const float *wpe, int B, int T, int C)
 {
-    int N = B * T, h = N / 2;
-    emb_job j[2] = {{.out = out, .wte = wte, .wpe = wpe, .inp = inp, .T = T, .C = C, .r0 = 0, .r1 = N}};
-    if (h > 0 && halves((long)N * C)) {
-        j[1] = j[0];
-        j[0].r1 = j[1].r0 = h;
-        xsa_run_split(j, sizeof j[0], 2, emb_forward_rows);
-    } else {
-        emb_forward_rows(&j[0]);
-    }
+    int N = B * T;
+    emb_job j[2] = {{.out = out, .wte = wte, .wpe = wpe, .inp = inp, .T = T, .C = C, .r1 = N / 2}};
+    j[1] = j[0];
+    j[1].r0 = N / 2;
+    j[1].r1 = N;
+    run_halves(j, sizeof j[0], (long)N * C, emb_forward_rows);
 }
 
 void xsa_nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
                                const int32_t *inp, int B, int T, int C)
 {
     int N = B * T, h = C / 2 / 16 * 16;
-    emb_job j[2] = {{.dwte = dwte, .dwpe = dwpe, .dout = dout, .inp = inp, .T = T, .C = C, .r1 = N,
-                     .c0 = 0, .c1 = C}};
-    if (h > 0 && halves((long)N * C)) {
-        j[1] = j[0];
-        j[0].c1 = j[1].c0 = h;
-        xsa_run_split(j, sizeof j[0], 2, emb_backward_cols);
-    } else {
-        emb_backward_cols(&j[0]);
-    }
+    emb_job j[2] = {{.dwte = dwte, .dwpe = dwpe, .dout = dout, .inp = inp, .T = T, .C = C, .r1 = N, .c1 = h}};
+    j[1] = j[0];
+    j[1].c0 = h;
+    j[1].c1 = C;
+    run_halves(j, sizeof j[0], (long)N * C, emb_backward_cols);
 }
 
 /* ---- linear ------------------------------------------------------------- */
@@ -195,11 +195,6 @@ void xsa_nn_linear_backward(float *dinp, float *dw, float *db, const float *dout
  * the same bits, the chains overlapped. Inlined with g a constant for full
  * groups, with g = 1 for the rest. */
 #define LN_ROWS 8
-#if defined(__GNUC__)
-#define LN_INLINE static inline __attribute__((always_inline))
-#else
-#define LN_INLINE static inline
-#endif
 
 /* A row's output. The difference and its scaling are in double, which
  * simd.h does not have; runs of 16 columns with restrict operands are what
@@ -213,7 +208,7 @@ static void ln_out(float *restrict o, const float *restrict x, const float *rest
     for (; c < C; c++) o[c] = (float)((x[c] - m) * r) * w[c] + b[c];
 }
 
-LN_INLINE void ln_forward_rows(float *out, float *mean, float *rstd, const float *inp,
+XSA_ALWAYS_INLINE void ln_forward_rows(float *out, float *mean, float *rstd, const float *inp,
                                const float *w, const float *b, int n0, int g, int C)
 {
     double s[LN_ROWS] = {0}, v[LN_ROWS] = {0}, m[LN_ROWS], r[LN_ROWS];
@@ -247,13 +242,6 @@ void xsa_nn_layernorm_forward(float *out, float *mean, float *rstd,
 /* The backward's per-row updates: exact vector bodies (simd.h), each lane
  * the scalar operations in the scalar order, no multiply-add fused (at -O2
  * GCC left these loops scalar). */
-static void ln_add(float *db, const float *d, int C)
-{
-    int c = 0;
-    for (; c + VF_W <= C; c += VF_W) vf_store(db + c, vf_add(vf_load(db + c), vf_load(d + c)));
-    for (; c < C; c++) db[c] += d[c];
-}
-
 static void ln_dw(float *dw, const float *x, const float *d, float m, float r, int C)
 {
     int c = 0;
@@ -281,7 +269,7 @@ static void ln_dinp(float *di, const float *x, const float *d, const float *w, f
 /* dinp = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)); the
  * means' sums side by side over g rows as in the forward, then each row in
  * turn, so that dw and db take their rows in row order */
-LN_INLINE void ln_backward_rows(float *dinp, float *dw, float *db, const float *dout,
+XSA_ALWAYS_INLINE void ln_backward_rows(float *dinp, float *dw, float *db, const float *dout,
                                 const float *inp, const float *w, const float *mean,
                                 const float *rstd, int n0, int g, int C)
 {
@@ -304,7 +292,7 @@ LN_INLINE void ln_backward_rows(float *dinp, float *dw, float *db, const float *
         const float *xk = x + (size_t)k * C, *dk = d + (size_t)k * C;
         float m = mk[k], r = rk[k];
         float dmean = (float)(dsum[k] / C), dnmean = (float)(dnsum[k] / C);
-        if (db) ln_add(db, dk, C);
+        if (db) row_add_scaled(db, 1.0f, dk, C, 0); /* 1 x d is d: db += d */
         if (dw) ln_dw(dw, xk, dk, m, r, C);
         if (dinp) ln_dinp(dinp + ((size_t)n0 + k) * C, xk, dk, w, m, r, dmean, dnmean, C);
     }
@@ -405,14 +393,8 @@ static void *gelu_half(void *arg)
 static void gelu_split(float *out, const float *inp, const float *dout, size_t count)
 {
     size_t h = count / 2 / 64 * 64;
-    gelu_job j[2] = {{out, inp, dout, count}};
-    if (h > 0 && halves((long)count)) {
-        j[0].count = h;
-        j[1] = (gelu_job){out + h, inp + h, dout ? dout + h : NULL, count - h};
-        xsa_run_split(j, sizeof j[0], 2, gelu_half);
-    } else {
-        gelu_half(&j[0]);
-    }
+    gelu_job j[2] = {{out, inp, dout, h}, {out + h, inp + h, dout ? dout + h : NULL, count - h}};
+    run_halves(j, sizeof j[0], (long)count, gelu_half);
 }
 
 void xsa_nn_gelu_forward(float *out, const float *inp, size_t count)

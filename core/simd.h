@@ -41,6 +41,15 @@
 #include <immintrin.h>
 #endif
 
+/* For kernel bodies inlined with a constant argument, so that their
+ * per-group state stays in registers (lmhead.c's softmax statistics,
+ * nn.c's layer norm rows) */
+#if defined(__GNUC__)
+#define XSA_ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define XSA_ALWAYS_INLINE static inline
+#endif
+
 /* float to bf16, rounding to nearest even (no NaN case: the callers'
  * values are exponentials); the vector paths' bf16 stores do the same
  * integer arithmetic per lane */

@@ -154,8 +154,7 @@ __attribute__((destructor)) static void stop_workers(void)
 void xsa_run_split(void *jobs, size_t size, int n, void *(*fn)(void *))
 {
     char *base = jobs;
-    worker *mine[XSA_SPLIT_MAX];
-    int got[XSA_SPLIT_MAX] = {0}; /* 1: worker mine[k] runs job k; 0: the caller does */
+    worker *mine[XSA_SPLIT_MAX] = {0}; /* job k's worker, or NULL: the caller runs it */
     if (n > XSA_SPLIT_MAX) n = XSA_SPLIT_MAX;
     if (n < 1) return;
     if (atomic_load(&nlive) < n - 1) start_workers(n - 1);
@@ -168,14 +167,13 @@ void xsa_run_split(void *jobs, size_t size, int n, void *(*fn)(void *))
         w->arg = base + (size_t)k * size;
         atomic_store_explicit(&w->done, 0, memory_order_relaxed);
         raise_flag(w, &w->posted);
-        mine[k] = w;
-        got[k++] = 1;
+        mine[k++] = w;
     }
     fn(base);
     for (int j = 1; j < n; j++)
-        if (!got[j]) fn(base + (size_t)j * size);
+        if (!mine[j]) fn(base + (size_t)j * size);
     for (int j = 1; j < n; j++) {
-        if (!got[j]) continue;
+        if (!mine[j]) continue;
         wait_flag(mine[j], &mine[j]->done, 0);
         atomic_store(&mine[j]->claimed, 0);
     }

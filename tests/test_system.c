@@ -4,7 +4,8 @@
  * thread and the others on workers that are reused, not created per call,
  * with every signal blocked; nested splits, callers on several threads at
  * once (a job no worker is free for runs on its caller's thread), and the
- * bits of a split kernel against one thread. xsa_threads_lend (system.c),
+ * bits of the embedding's and GELU's halves against one thread (attention's:
+ * test_nn's test_attention_threads). xsa_threads_lend (system.c),
  * and the buffer pool (pool.h).
  */
 #include <pthread.h>
@@ -105,37 +106,6 @@ static void test_split_callers(void)
     for (int i = 0; i < 4 && started; i++) {
         pthread_join(t[i], NULL);
         CHECK(ok[i], "caller %d: every job of its 300 splits ran once", i);
-    }
-}
-
-/* A split kernel on the workers gives the bits of one thread: attention's
- * batch halves (nn.c). */
-static void test_split_bits(void)
-{
-    enum { B = 4, T = 128, C = 32, NH = 4 }; /* over ATTN_SPLIT_MIN: split */
-    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
-    float *qkv = malloc(nq * sizeof(float)), *out[2], *y[2], *att[2];
-    uint32_t s = 12345;
-    for (size_t i = 0; i < nq; i++) {
-        s = s * 1664525u + 1013904223u;
-        qkv[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
-    }
-    int had = xsa_threads();
-    for (int k = 0; k < 2; k++) {
-        out[k] = calloc(no, sizeof(float));
-        y[k] = calloc(no, sizeof(float));
-        att[k] = calloc(na, sizeof(float));
-        xsa_set_threads(k ? 2 : 1);
-        xsa_nn_attention_forward(out[k], y[k], att[k], qkv, B, T, C, NH, 0.5f, NULL);
-    }
-    xsa_set_threads(had);
-    CHECK(memcmp(out[0], out[1], no * sizeof(float)) == 0 && memcmp(att[0], att[1], na * sizeof(float)) == 0,
-          "attention on two threads (a worker) has the bits of one");
-    free(qkv);
-    for (int k = 0; k < 2; k++) {
-        free(out[k]);
-        free(y[k]);
-        free(att[k]);
     }
 }
 
@@ -270,7 +240,6 @@ int main(void)
 {
     test_split_jobs();
     test_split_callers();
-    test_split_bits();
     test_split_elementwise();
     test_threads_lend();
     test_pool();
