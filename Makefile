@@ -249,9 +249,18 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(BIND_OBJ) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BIND_OBJ) $(CORE_OBJ) $(LDFLAGS) $(LUA_LIBS) $(LIBS)
 
+# make bench ISA=avx2: the AVX2 paths on an AVX-512 CPU (tests/bench.sh),
+# the engine built as the avx2 kernel tests are, in build-isa-avx2/.
 bench: deps
+ifeq ($(ISA),)
 	@$(MAKE) --no-print-directory all
 	@XSA_EXE=$(EXE) XSA_BUILD=$(BUILD) sh tests/bench.sh
+else ifeq ($(ISA),avx2)
+	@$(MAKE) --no-print-directory BUILD=build-isa-avx2 MPI=0 OPT="$(ISA_OPT_build-isa-avx2)" all
+	@XSA_EXE=build-isa-avx2/xsa XSA_BUILD=build-isa-avx2 XSA_BENCH_ISA=avx2 sh tests/bench.sh
+else
+	@echo "make bench: ISA=$(ISA) is not avx2 (or unset: the CPU's widest paths)" >&2; exit 2
+endif
 
 data:
 	@sh data/fetch.sh

@@ -24,6 +24,17 @@ export XSA_ROOT=$(pwd)
 # what the xsa executable sets for itself when unset (lua/main.c): the C
 # benchmarks below measure the engine as xsa runs it
 export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
+# make bench ISA=avx2 (XSA_BENCH_ISA): the AVX2 paths on a wider CPU, as a
+# stand-in for an AVX2-only machine, not one (the caches, clocks and memory
+# stay this machine's): the engine's kernels from the build-isa-avx2 build
+# (the Makefile), oneDNN and OpenBLAS held to AVX2, the limit the AVX2 FMA
+# peak (XSA_PEAK_ISA, peak.h); no bf16, which needs AVX-512.
+ISA=${XSA_BENCH_ISA:-}
+case "$ISA" in
+"") ;;
+avx2) export ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell XSA_PEAK_ISA=avx2 ;;
+*) echo "make bench: ISA=$ISA is not avx2 (or empty: the CPU's widest paths)" >&2; exit 2 ;;
+esac
 benches() {
     "$EXE" --version
     # the CPU as records name it: family and model tell the machine types
@@ -31,6 +42,7 @@ benches() {
     # 26 Zen 5); the best OpenBLAS kernel names its vector paths
     echo "CPU: $("$EXE" -e 'io.write(xsa.record.provenance().cpu, ", best OpenBLAS kernel ", xsa.blas().best or "none")'), $(grep -c '^processor' /proc/cpuinfo) logical CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}; OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT; XSA_GEMM=${XSA_GEMM:-(unset)}: float32 products through $("$EXE" -e 'io.write(xsa.blas().gemm_lib)'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    [ -n "$ISA" ] && echo "ISA restricted: $ISA on this CPU (make bench ISA=$ISA; ONEDNN_MAX_CPU_ISA=AVX2, the engine's kernels built -mno-avx512f, the limit the AVX2 FMA peak): a stand-in for an AVX2-only machine, not one"
     status=0
     TORCH=""
     if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
@@ -39,7 +51,9 @@ benches() {
         echo "skip: PyTorch reference steps and decode (no torch for /usr/bin/python3; apt-get install python3-torch)"
     fi
     PRECISIONS="f32"
-    if "$EXE" -e 'xsa.gpt{vocab = 8, d_model = 8, n_head = 1, precision = "bf16"}' >/dev/null 2>&1; then
+    if [ -n "$ISA" ]; then
+        echo "skip: bf16 steps (ISA=$ISA: bf16 products need AVX-512)"
+    elif "$EXE" -e 'xsa.gpt{vocab = 8, d_model = 8, n_head = 1, precision = "bf16"}' >/dev/null 2>&1; then
         PRECISIONS="f32 bf16"
     else
         echo "skip: bf16 steps ($("$EXE" -e 'print(select(2, pcall(xsa.gpt, {vocab = 8, d_model = 8, n_head = 1, precision = "bf16"})))' 2>&1))"
@@ -71,7 +85,8 @@ benches() {
             best=$("$EXE" -e 'io.write(xsa.blas().best or "")')
             # only when the environment chose the kernel: unset, xsa's own
             # choice stands, and Zen (AVX2 Zen 3) is no weaker than Haswell
-            if [ -n "${OPENBLAS_CORETYPE:-}" ] && [ -n "$best" ] && [ "$best" != "$core" ]; then
+            # (not under ISA=: the wider kernel is what it leaves out)
+            if [ -z "$ISA" ] && [ -n "${OPENBLAS_CORETYPE:-}" ] && [ -n "$best" ] && [ "$best" != "$core" ]; then
                 echo "== OPENBLAS_CORETYPE=$best bench_gemm (the kernel this CPU supports; $core is in use)"
                 OPENBLAS_CORETYPE=$best "$b" || status=1
             fi

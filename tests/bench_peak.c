@@ -20,6 +20,7 @@
  *   peak read gbs=38.5 measured=38.5 one=22.4 median=20.1 threads=2
  *
  * Usage: bench_peak [runs]   (default 100, 400 on many threads; the bandwidth: 10 and 20)
+ * XSA_PEAK_ISA=avx2 (make bench ISA=avx2) measures a narrower path's peak (peak.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,10 @@ int main(int argc, char **argv)
 {
     int runs = argc > 1 ? atoi(argv[1]) : 100;
     if (runs < 1) runs = 1;
+    if (peak_isa_error()) {
+        printf("bench_peak: %s\n", peak_isa_error());
+        return 1;
+    }
     int th = xsa_threads();
     printf("bench_peak: CPU %s, OpenBLAS kernel %s, float32 GEMM %s, %d engine thread%s, load average %s\n",
            peak_cpu_model(), xsa_blas_corename(), xsa_gemm_describe(), th, th == 1 ? "" : "s", peak_load());

@@ -409,6 +409,10 @@ int main(int argc, char **argv)
            bf16 ? "bf16 lm_head" : "float32", peak_cpu_model(), xsa_blas_corename(), ct ? ct : "unset",
            getenv("OPENBLAS_THREAD_TIMEOUT") ? getenv("OPENBLAS_THREAD_TIMEOUT") : "unset (28)",
            xsa_gemm_describe(), getenv("XSA_GEMM") ? getenv("XSA_GEMM") : "unset", threads, load[0]);
+    if (peak_isa_error()) {
+        fprintf(stderr, "bench_step: %s\n", peak_isa_error());
+        return 1;
+    }
     if (bf16) {
         c.precision = XSA_PREC_BF16;
         if (xsa_bf16_check() != 0) die("bf16");

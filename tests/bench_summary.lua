@@ -77,6 +77,7 @@ end
 
 local cpu = text:match("\nCPU: ([^\n]*)") or text:match("^CPU: ([^\n]*)") or "not recorded"
 local libs = text:match("\n(OPENBLAS_CORETYPE=[^\n]*)") or "not recorded"
+local restricted = text:match("\nISA restricted: ([^\n]*)")
 local peak_f32, isa = text:match("\npeak f32 gflops=" .. NUM .. " [^\n]-isa=(%w+)")
 local peak_bf16 = text:match("\npeak bf16 gflops=" .. NUM)
 local read_gbs = text:match("\npeak read gbs=" .. NUM)
@@ -105,6 +106,7 @@ local function row(label, fn)
 end
 
 print(string.format("CPU: %s", cpu))
+if restricted then print("ISA restricted: " .. restricted) end
 print(libs)
 print(string.format("peak: float32 %s GFLOP/s (%s), bf16 %s, read bandwidth %s GB/s",
   peak_f32 or NM, isa or "?", peak_bf16 and (peak_bf16 .. " GFLOP/s") or NM,

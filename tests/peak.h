@@ -192,22 +192,52 @@ typedef struct {
     int flops;         /* per lane and iteration: 2 (an FMA), 4 (a bf16 pair) */
 } peak_kernel;
 
-/* The widest float32 FMA kernel this CPU runs; which = "f32" or "bf16"
- * (isa NULL when the CPU has no bf16 dot product). */
+/* XSA_PEAK_ISA (make bench ISA=avx2) names a narrower float32 kernel than
+ * the widest, for a run restricted to that path on a wider CPU: "avx512",
+ * "avx2", "sse2" or "scalar"; unset or empty: the widest. NULL when it is
+ * usable, else why not (an unknown name, or one this CPU cannot run). */
+static inline const char *peak_isa_error(void)
+{
+    static char why[160];
+    const char *e = getenv("XSA_PEAK_ISA");
+    if (!e || !*e || !strcmp(e, "scalar")) return NULL;
+    int known = !strcmp(e, "avx512") || !strcmp(e, "avx2") || !strcmp(e, "sse2");
+    int runs = 0;
+#ifdef PEAK_X86
+    __builtin_cpu_init();
+    runs = !strcmp(e, "sse2") || (!strcmp(e, "avx2") && __builtin_cpu_supports("avx2") &&
+                                  __builtin_cpu_supports("fma")) ||
+           (!strcmp(e, "avx512") && __builtin_cpu_supports("avx512f"));
+#endif
+    if (runs) return NULL;
+    snprintf(why, sizeof why, known ? "XSA_PEAK_ISA=%.40s: this CPU cannot run it"
+                                    : "XSA_PEAK_ISA=%.40s: not one of avx512, avx2, sse2, scalar", e);
+    return why;
+}
+
+/* The widest float32 FMA kernel this CPU runs, or the one XSA_PEAK_ISA
+ * names; which = "f32" or "bf16" (isa NULL when the CPU has no bf16 dot
+ * product, when XSA_PEAK_ISA names another path, or when XSA_PEAK_ISA is
+ * unusable: peak_isa_error). */
 static inline peak_kernel peak_pick(const char *which)
 {
     peak_kernel k = {NULL, NULL, 0, 0, 0};
     int bf16 = !strcmp(which, "bf16");
+    const char *want = getenv("XSA_PEAK_ISA");
+    if (want && !*want) want = NULL;
+    if (peak_isa_error()) return k;
 #ifdef PEAK_X86
     __builtin_cpu_init();
     if (bf16) {
-        if (peak_has_bf16()) k = (peak_kernel){"avx512_bf16", peak_k_bf16, 16, 16, 4};
+        if (peak_has_bf16() && (!want || !strcmp(want, "avx512")))
+            k = (peak_kernel){"avx512_bf16", peak_k_bf16, 16, 16, 4};
         return k;
     }
-    if (__builtin_cpu_supports("avx512f")) return (peak_kernel){"avx512", peak_k_avx512, 16, 16, 2};
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (__builtin_cpu_supports("avx512f") && (!want || !strcmp(want, "avx512")))
+        return (peak_kernel){"avx512", peak_k_avx512, 16, 16, 2};
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && (!want || !strcmp(want, "avx2")))
         return (peak_kernel){"avx2", peak_k_avx2, 12, 8, 2};
-    return (peak_kernel){"sse2", peak_k_sse2, 12, 4, 2};
+    if (!want || !strcmp(want, "sse2")) return (peak_kernel){"sse2", peak_k_sse2, 12, 4, 2};
 #else
     if (bf16) return k;
 #endif

@@ -93,6 +93,14 @@ T.case("an AVX2-only machine is held to 2x, and a target can be met", function()
   has(summary(slow), "at most 2.0x its limit (avx2): not met (16 x 64: 1.95, 8 x 256: 2.01)")
 end)
 
+T.case("a run restricted to AVX2 on a wider CPU says so under its CPU line", function()
+  T.ok(not summary(fixture):find("ISA restricted", 1, true), "an unrestricted run says nothing")
+  local line = "ISA restricted: avx2 on this CPU (make bench ISA=avx2; ...): a stand-in for an AVX2-only machine, not one"
+  local out = summary(fixture:gsub("\nOPENBLAS_CORETYPE=", "\n" .. line .. "\nOPENBLAS_CORETYPE=", 1))
+  has(out, "\n" .. line .. "\n")
+  T.ok(out:find("CPU: ", 1, true) < out:find("ISA restricted", 1, true), "after the CPU line")
+end)
+
 T.case("a log cut short, or with garbage in its figures, gives gaps, not errors", function()
   local cut = fixture:sub(1, fixture:find("SA  against the limit", 1, true) + 30)
   local out, code = summary(cut)

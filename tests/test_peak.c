@@ -8,6 +8,7 @@
  * units at 6 GHz (a ceiling no CPU reaches: a miscounted kernel, like 16
  * chains merged into one, lands far above it).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -46,6 +47,33 @@ int main(void)
               peak_pick("f32").isa);
     }
 #endif
+    /* XSA_PEAK_ISA (make bench ISA=avx2): a narrower kernel than the widest,
+     * no bf16 beside it; an unknown name, or a path this CPU lacks, refused */
+    setenv("XSA_PEAK_ISA", "scalar", 1);
+    CHECK(!peak_isa_error() && !strcmp(peak_pick("f32").isa, "scalar") && !peak_pick("bf16").isa,
+          "XSA_PEAK_ISA=scalar picks %s, bf16 none", peak_pick("f32").isa);
+    setenv("XSA_PEAK_ISA", "avx3", 1);
+    CHECK(peak_isa_error() && strstr(peak_isa_error(), "not one of avx512, avx2, sse2, scalar") &&
+              !peak_pick("f32").isa && !peak_f32(1, 1).ok, "an unknown name: %s", peak_isa_error());
+#ifdef PEAK_X86
+    setenv("XSA_PEAK_ISA", "sse2", 1);
+    CHECK(!peak_isa_error() && !strcmp(peak_pick("f32").isa, "sse2"), "XSA_PEAK_ISA=sse2 picks %s",
+          peak_pick("f32").isa);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        setenv("XSA_PEAK_ISA", "avx2", 1);
+        peak_result r = peak_f32(2, 3);
+        CHECK(!peak_isa_error() && r.ok && !strcmp(r.isa, "avx2"), "XSA_PEAK_ISA=avx2 measures with %s",
+              r.isa ? r.isa : "none");
+    }
+    if (!__builtin_cpu_supports("avx512f")) {
+        setenv("XSA_PEAK_ISA", "avx512", 1);
+        CHECK(peak_isa_error() && strstr(peak_isa_error(), "this CPU cannot run it"), "avx512 here: %s",
+              peak_isa_error());
+    }
+#endif
+    setenv("XSA_PEAK_ISA", "", 1);
+    CHECK(!peak_isa_error() && peak_pick("f32").isa, "empty: the widest, %s", peak_pick("f32").isa);
+    unsetenv("XSA_PEAK_ISA");
     peak_kernel bf = peak_pick("bf16");
     if (bf.isa) check_kernel(bf);
     else printf("no avx512_bf16 here: bf16 kernel not checked\n");
