@@ -28,11 +28,13 @@ export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
 # stand-in for an AVX2-only machine, not one (the caches, clocks and memory
 # stay this machine's): the engine's kernels from the build-isa-avx2 build
 # (the Makefile), oneDNN and OpenBLAS held to AVX2, the limit the AVX2 FMA
-# peak (XSA_PEAK_ISA, peak.h); no bf16, which needs AVX-512.
+# peak (XSA_PEAK_ISA, peak.h); float32 products through OpenBLAS, the
+# engine's default where the CPU has no AVX-512 (core/gemm.c), unless
+# XSA_GEMM says otherwise; no bf16, which needs AVX-512.
 ISA=${XSA_BENCH_ISA:-}
 case "$ISA" in
 "") ;;
-avx2) export ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell XSA_PEAK_ISA=avx2 ;;
+avx2) export ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell XSA_PEAK_ISA=avx2 XSA_GEMM=${XSA_GEMM:-openblas} ;;
 *) echo "make bench: ISA=$ISA is not avx2 (or empty: the CPU's widest paths)" >&2; exit 2 ;;
 esac
 benches() {
@@ -42,7 +44,7 @@ benches() {
     # 26 Zen 5); the best OpenBLAS kernel names its vector paths
     echo "CPU: $("$EXE" -e 'io.write(xsa.record.provenance().cpu, ", best OpenBLAS kernel ", xsa.blas().best or "none")'), $(grep -c '^processor' /proc/cpuinfo) logical CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}; OPENBLAS_THREAD_TIMEOUT=$OPENBLAS_THREAD_TIMEOUT; XSA_GEMM=${XSA_GEMM:-(unset)}: float32 products through $("$EXE" -e 'io.write(xsa.blas().gemm_lib)'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
-    [ -n "$ISA" ] && echo "ISA restricted: $ISA on this CPU (make bench ISA=$ISA; ONEDNN_MAX_CPU_ISA=AVX2, the engine's kernels built -mno-avx512f, the limit the AVX2 FMA peak): a stand-in for an AVX2-only machine, not one"
+    [ -n "$ISA" ] && echo "ISA restricted: $ISA on this CPU (make bench ISA=$ISA; OpenBLAS Haswell and ONEDNN_MAX_CPU_ISA=AVX2, the engine's kernels built -mno-avx512f, the limit the AVX2 FMA peak): a stand-in for an AVX2-only machine, not one"
     status=0
     TORCH=""
     if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
