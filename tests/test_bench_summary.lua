@@ -128,5 +128,16 @@ T.case("no bench_step result, no file, no argument: a clear error", function()
   T.ok(out:find("usage: xsa tests/bench_summary.lua LOG", 1, true), out)
 end)
 
+T.case("make bench ISA= takes avx2 or nothing: another name stops it before it runs anything", function()
+  for _, isa in ipairs({"avx512", "AVX2", "avx2;true"}) do
+    local h = assert(io.popen("XSA_BENCH_ISA=" .. q(isa) .. " sh " .. q(root .. "/tests/bench.sh") .. " 2>&1", "r"))
+    local out = h:read("a")
+    local _, _, code = h:close()
+    T.eq(code, 2, isa .. ": " .. out)
+    has(out, "make bench: ISA=" .. isa .. " is not avx2 (or empty: the CPU's widest paths)")
+    T.ok(not out:find("== bench", 1, true), "nothing ran: " .. out)
+  end
+end)
+
 cleanup()
 T.done()
