@@ -54,10 +54,7 @@ void xsa_bf16_from_f32(uint16_t *dst, const float *src, size_t n)
 {
     size_t h = (n / 2) & ~(size_t)63;
     bf16_conv halves[2] = {{dst, src, h}, {dst + h, src + h, n - h}};
-    if (n >= ((size_t)1 << 20) && xsa_threads() > 1)
-        xsa_run_split(halves, sizeof halves[0], 2, bf16_conv_run);
-    else
-        bf16_from_f32_range(dst, src, n);
+    xsa_run_halves(halves, sizeof halves[0], n >= ((size_t)1 << 20), bf16_conv_run);
 }
 
 void xsa_bf16_to_f32(float *dst, const uint16_t *src, size_t n)

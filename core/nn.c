@@ -21,24 +21,12 @@
 #include "vec.h"
 
 /* ---- two halves ----------------------------------------------------------
- * The embedding and the GELU run in two halves on xsa_run_split when there
+ * The embedding and the GELU run in two halves (xsa_run_halves) when there
  * are two threads and enough work: at the study's sizes they were the
  * longest stretches of a training step on one thread (0.6-0.8 ms a GELU
  * at 2048 x 512). Each element's arithmetic is the same on either thread,
  * so the bits are one thread's. */
-#define HALVES_MIN (1L << 16) /* elements */
-
-/* Runs fn on jobs[0] and jobs[1]: on two threads from HALVES_MIN elements
- * of work when there are two, else one after the other here. */
-static void run_halves(void *jobs, size_t size, long work, void *(*fn)(void *))
-{
-    if (work >= HALVES_MIN && xsa_threads() > 1) {
-        xsa_run_split(jobs, size, 2, fn);
-    } else {
-        fn(jobs);
-        fn((char *)jobs + size);
-    }
-}
+#define HALVES_MIN (1L << 16) /* elements (xsa_run_halves, system.h) */
 
 /* ---- embedding ---------------------------------------------------------- */
 
@@ -89,7 +77,7 @@ void xsa_nn_embedding_forward(float *out, const int32_t *inp, const float *wte,
     j[1] = j[0];
     j[1].r0 = N / 2;
     j[1].r1 = N;
-    run_halves(j, sizeof j[0], (long)N * C, emb_forward_rows);
+    xsa_run_halves(j, sizeof j[0], (long)N * C >= HALVES_MIN, emb_forward_rows);
 }
 
 void xsa_nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
@@ -100,7 +88,7 @@ void xsa_nn_embedding_backward(float *dwte, float *dwpe, const float *dout,
     j[1] = j[0];
     j[1].c0 = h;
     j[1].c1 = C;
-    run_halves(j, sizeof j[0], (long)N * C, emb_backward_cols);
+    xsa_run_halves(j, sizeof j[0], (long)N * C >= HALVES_MIN, emb_backward_cols);
 }
 
 /* ---- linear ------------------------------------------------------------- */
@@ -394,7 +382,7 @@ static void gelu_split(float *out, const float *inp, const float *dout, size_t c
 {
     size_t h = count / 2 / 64 * 64;
     gelu_job j[2] = {{out, inp, dout, h}, {out + h, inp + h, dout ? dout + h : NULL, count - h}};
-    run_halves(j, sizeof j[0], (long)count, gelu_half);
+    xsa_run_halves(j, sizeof j[0], count >= (size_t)HALVES_MIN, gelu_half);
 }
 
 void xsa_nn_gelu_forward(float *out, const float *inp, size_t count)
@@ -500,18 +488,16 @@ typedef struct {
  * thread pays for itself. */
 #define ATTN_SPLIT_MIN (1L << 16)
 
-/* Runs fn over batch rows [0, B/2) on this thread and [B/2, B) on another
- * when there are two threads, B >= 2 and the work is large enough. */
+/* Runs fn over batch rows [0, B/2) and [B/2, B), on two threads when
+ * there are two, B >= 2 and the work is large enough (xsa_run_halves);
+ * datt2: the second half's scratch row. */
 static void attn_run(attn_job *j, void *(*fn)(void *), float *datt2)
 {
     attn_job halves[2] = {*j, *j};
-    if (j->B >= 2 && (long)j->B * j->T * j->T * j->NH / 2 >= ATTN_SPLIT_MIN && xsa_threads() > 1) {
-        halves[0].b1 = halves[1].b0 = j->B / 2;
-        halves[1].datt = datt2;
-        xsa_run_split(halves, sizeof halves[0], 2, fn);
-    } else {
-        fn(j);
-    }
+    halves[0].b1 = halves[1].b0 = j->B / 2;
+    halves[1].datt = datt2;
+    xsa_run_halves(halves, sizeof halves[0], j->B >= 2 && (long)j->B * j->T * j->T * j->NH / 2 >= ATTN_SPLIT_MIN,
+                   fn);
 }
 
 static void *attn_forward_rows(void *arg)

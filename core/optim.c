@@ -155,12 +155,9 @@ static void *adamw_run(void *arg)
 static void adamw_apply(float *w, const float *g, float *m, float *v, size_t n, adamw_hyper h)
 {
     size_t half = (n / 2 + 63) & ~(size_t)63;
-    adamw_range all = {w, m, v, g, n, h};
+    if (half > n) half = n; /* a small n: all in the first */
     adamw_range halves[2] = {{w, m, v, g, half, h}, {w + half, m + half, v + half, g + half, n - half, h}};
-    if (n >= ADAMW_SPLIT_MIN && xsa_threads() > 1)
-        xsa_run_split(halves, sizeof halves[0], 2, adamw_run);
-    else
-        adamw_run(&all);
+    xsa_run_halves(halves, sizeof halves[0], n >= ADAMW_SPLIT_MIN, adamw_run);
 }
 
 int xsa_adamw_step(xsa_adamw *o)

@@ -44,5 +44,11 @@ void xsa_advise_huge(void *p, size_t bytes);
  * XSA_SPLIT_MAX. */
 #define XSA_SPLIT_MAX 16
 void xsa_run_split(void *jobs, size_t size, int n, void *(*fn)(void *));
+/* Two jobs: side by side (xsa_run_split) when split is nonzero and the
+ * engine has two threads or more, else one after the other on the
+ * caller's thread. For kernels cut in two halves whose elements take the
+ * same arithmetic in either half, so where they run changes no bit; split
+ * is the caller's "enough work to pay for a second thread". */
+void xsa_run_halves(void *jobs, size_t size, int split, void *(*fn)(void *));
 
 #endif

@@ -178,3 +178,13 @@ void xsa_run_split(void *jobs, size_t size, int n, void *(*fn)(void *))
         atomic_store(&mine[j]->claimed, 0);
     }
 }
+
+void xsa_run_halves(void *jobs, size_t size, int split, void *(*fn)(void *))
+{
+    if (split && xsa_threads() > 1) {
+        xsa_run_split(jobs, size, 2, fn);
+    } else {
+        fn(jobs);
+        fn((char *)jobs + size);
+    }
+}

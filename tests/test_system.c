@@ -3,7 +3,8 @@
  * kept workers (core/workers.c): every job once, job 0 on the caller's
  * thread and the others on workers that are reused, not created per call,
  * with every signal blocked; nested splits, callers on several threads at
- * once (a job no worker is free for runs on its caller's thread), and the
+ * once (a job no worker is free for runs on its caller's thread),
+ * xsa_run_halves (a worker only when asked to split, at two threads), and the
  * bits of the embedding's and GELU's halves against one thread (attention's:
  * test_nn's test_attention_threads). xsa_threads_lend (system.c),
  * and the buffer pool (pool.h).
@@ -82,6 +83,27 @@ static void test_split_jobs(void)
     }
     xsa_run_split(outer, sizeof outer[0], 4, split_fn);
     CHECK(atomic_load(&inner_runs) == 20, "4 jobs each splitting into 5: %d inner runs", atomic_load(&inner_runs));
+}
+
+/* xsa_run_halves: both jobs once; the second on a worker only when asked
+ * to split and there are two engine threads, else on the caller. */
+static void test_run_halves(void)
+{
+    pid_t me = gettid();
+    int had = xsa_threads();
+    for (int threads = 1; threads <= 2; threads++)
+        for (int split = 0; split <= 1; split++) {
+            xsa_set_threads(threads);
+            split_job j[2];
+            memset(j, 0, sizeof j);
+            xsa_run_halves(j, sizeof j[0], split, split_fn);
+            int away = split && threads > 1;
+            CHECK(atomic_load(&j[0].runs) == 1 && atomic_load(&j[1].runs) == 1 && j[0].on == me &&
+                      (j[1].on != me) == away,
+                  "halves, %d thread(s), split %d: runs %d %d, second %s", threads, split,
+                  atomic_load(&j[0].runs), atomic_load(&j[1].runs), j[1].on == me ? "here" : "on a worker");
+        }
+    xsa_set_threads(had);
 }
 
 /* Several callers at once: each job of each call still runs once. */
@@ -240,6 +262,7 @@ int main(void)
 {
     test_split_jobs();
     test_split_callers();
+    test_run_halves();
     test_split_elementwise();
     test_threads_lend();
     test_pool();
