@@ -16,7 +16,7 @@
  * (an exact refactor must keep them). The reference uses the same
  * primitives as the engine, each tested on its own: xsa_sgemm and the
  * bf16 products on one thread (test_gemm, test_nn), vf_exp (test_simd),
- * round-to-nearest-even bf16 (the inputs keep every exponential a normal
+ * xsa_bf16_from_f32 and sf_to_bf16 (the inputs keep every exponential a normal
  * float: vcvtneps2bf16 would flush subnormals). Built for every SIMD path
  * the CPU can run (ISA_TESTS), whose exponentials differ.
  */
@@ -64,11 +64,6 @@ static float lane_exp(float x)
 #else
     return expf(x);
 #endif
-}
-
-static void to_bf16(uint16_t *d, const float *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) d[i] = sf_to_bf16(s[i]);
 }
 
 static int product_failures; /* the reference's bf16 products that failed */
@@ -130,7 +125,7 @@ static double reference(const lm_case *k, float *dx, float *dw, float *losses)
         int n = N - r0 < R ? N - r0 : R;
         const float *x = k->x + (size_t)r0 * C;
         const int32_t *tg = k->tg + r0;
-        to_bf16(x16, x, (size_t)n * C);
+        xsa_bf16_from_f32(x16, x, (size_t)n * C);
         for (int b = 0; b < nblk; b++) {
             int v0 = b * VB, nv = V - v0 < VB ? V - v0 : VB;
             float *lb = lg + (size_t)v0 * n;
@@ -160,7 +155,7 @@ static double reference(const lm_case *k, float *dx, float *dw, float *losses)
                 for (int c = 0; c < C; c++) xs[(size_t)i * C + c] = fac[(size_t)b * R + i] * x[(size_t)i * C + c];
             float *dwb = dw + (size_t)v0 * C;
             if (bf) {
-                to_bf16(xs16, xs, (size_t)n * C);
+                xsa_bf16_from_f32(xs16, xs, (size_t)n * C);
                 bf16_product(k, 0, 0, nv, C, n, e16 + (size_t)v0 * n, n, xs16, C, r0 > 0, dwb, C);
             } else {
                 xsa_sgemm(0, 0, nv, C, n, 1.0f, lg + (size_t)v0 * n, n, xs, C, r0 > 0 ? 1.0f : 0.0f, dwb, C);
@@ -235,7 +230,7 @@ static void run_shape(const char *what, int N, int C, int V, int R, int VB, xsa_
     for (int i = 0; i < N; i++) tg[i] = (int32_t)(((long)i * 7919 + 13) % V);
     tg[N - 1] = tg[0]; /* a target twice: its row of dwte gets both subtractions */
     uint16_t *w16 = malloc(2 * (size_t)V * C);
-    to_bf16(w16, w, (size_t)V * C);
+    xsa_bf16_from_f32(w16, w, (size_t)V * C);
     lm_case k = {N, C, V, R, VB, x, w, tg, mm, w16};
     CHECK(xsa_nn_lmhead_vblock(R, V) == VB, "%s: blocks of %d rows, not %d", what, xsa_nn_lmhead_vblock(R, V), VB);
     check_case(what, &k);
