@@ -177,12 +177,16 @@ end
 local warned = false
 
 -- Train and val loaders over the first max_tokens tokens of TinyStories (see the header).
--- Extra options: path (the text file), tokenizer, cache (a path, or false for none).
+-- Extra options: path (the text file), tokenizer, cache (a path, or false for none),
+-- val_tokens (instead of val_fraction: the last val_tokens of those tokens are the
+-- validation text, the same tokens whatever seq_len is, and the training windows
+-- come from the tokens before them; the study's equal-token grid evaluates every
+-- cell on the same held-out stories this way).
 -- Returns train, val, info (source, cache, from_cache, rebuilt_because, total_tokens,
 -- n_tokens, num_windows, n_train, n_val).
 function M.tinystories(opts)
   opts = options.check("xsa.data.tinystories", opts, {"seq_len", "max_tokens", "batch", "val_fraction", "seed",
-    "path", "tokenizer", "cache"})
+    "path", "tokenizer", "cache", "val_tokens"})
   local T = int_opt(opts, "seq_len", 64, 1)
   local B = int_opt(opts, "batch", 16, 1)
   local max_tokens = int_opt(opts, "max_tokens", 500000, 1)
@@ -215,6 +219,7 @@ function M.tinystories(opts)
   end
   local total = tokens:numel()
   local n = math.min(total, max_tokens)
+  if opts.val_tokens ~= nil then return M.held_out(tokens, n, T, B, seed, opts.val_tokens, path, cache, st) end
   local nw, ntrain = C.split(n, T, vf)
   local nval = nw - ntrain
   if ntrain < B then
@@ -228,6 +233,34 @@ function M.tinystories(opts)
   local info = {source = path, cache = cache or nil, from_cache = st.from_cache,
                 rebuilt_because = st.reason ~= "" and st.reason or nil, cache_written = st.written,
                 total_tokens = total, n_tokens = n, num_windows = nw, n_train = ntrain, n_val = nval}
+  return train, val, info
+end
+
+-- The val_tokens split of tinystories (above): the tail [n - val_tokens, n)
+-- is the validation text, cut into windows from its own first token; the
+-- training windows tile [0, n - val_tokens). The returned info adds
+-- val_first (0-based token offset of the validation text).
+function M.held_out(tokens, n, T, B, seed, val_tokens, path, cache, st)
+  if not (math.tointeger(val_tokens) and val_tokens >= T + 1 and val_tokens < n) then
+    error(string.format("xsa.data.tinystories: val_tokens must be an integer from seq_len + 1 (%d) to below the %d "
+      .. "tokens used, got %s", T + 1, n, tostring(val_tokens)), 3)
+  end
+  val_tokens = math.tointeger(val_tokens)
+  local first = n - val_tokens
+  local head, tail = tokens:narrow(1, 1, first), tokens:narrow(1, first + 1, val_tokens)
+  local ntrain, nval = first // (T + 1), val_tokens // (T + 1)
+  if ntrain < B then
+    error(string.format("xsa.data.tinystories: %d training tokens give %d windows of %d+1 tokens, fewer than one "
+      .. "batch of %d", first, ntrain, T, B), 3)
+  end
+  local train = setmetatable({_c = C.loader(head, 0, ntrain, T, B, true, seed), seq_len = T,
+                              batch_size = B, num_windows = ntrain, kind = "train"}, Loader)
+  local val = setmetatable({_c = C.loader(tail, 0, nval, T, B, false, seed), seq_len = T,
+                            batch_size = B, num_windows = nval, kind = "val"}, Loader)
+  local info = {source = path, cache = cache or nil, from_cache = st.from_cache,
+                rebuilt_because = st.reason ~= "" and st.reason or nil, cache_written = st.written,
+                total_tokens = tokens:numel(), n_tokens = n, num_windows = ntrain + nval, n_train = ntrain,
+                n_val = nval, val_first = first}
   return train, val, info
 end
 

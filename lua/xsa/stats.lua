@@ -56,6 +56,17 @@
 --                                 the same interval on every machine; the percentiles are
 --                                 type-7 quantiles of the resample means at (1-level)/2 and
 --                                 (1+level)/2.
+-- Chi-square distribution (df > 0)
+--   chi2_cdf(x, df)          P(X <= x): the regularized lower incomplete gamma P(df/2, x/2)
+--                            (its series below a + 1, Legendre's continued fraction above).
+--   chi2_quantile(p, df)     the x with chi2_cdf(x, df) = p, p in (0, 1), by bisection on
+--                            the cdf to a relative 1e-12 (sd_upper uses it).
+--   sd_upper(s, df, level)   the one-sided upper confidence limit of a normal sigma from a
+--                            sample sd s with df degrees of freedom: s sqrt(df / chi2(1-level, df)).
+-- Several tests at once
+--   holm(ps)                 Holm's step-down adjusted p-values, in the order given: with
+--                            p(1) <= ... <= p(m), adj(i) = max over j <= i of min(1, (m - j + 1) p(j)).
+--                            A hypothesis is rejected at family-wise level alpha when adj < alpha.
 -- How many seeds
 --   seeds_needed(sd, h [, level])  the smallest n >= 2 with t((1+level)/2, n-1) sd / sqrt(n) <= h:
 --                                 the seeds a t interval of half-width h needs when the
@@ -586,6 +597,87 @@ function M.bootstrap_interval(xs, opts)
 end
 
 -- ---- how many seeds ---------------------------------------------------------
+
+-- ---- chi-square and Holm -------------------------------------------------------
+
+-- The regularized lower incomplete gamma P(a, x), a > 0, x >= 0 (Numerical
+-- Recipes' split: the series converges fast below a + 1, the continued
+-- fraction of Q above it).
+local function gamma_p(a, x)
+  if x <= 0 then return 0.0 end
+  local lpre = a * log(x) - x - lgamma(a)
+  if x < a + 1 then
+    local sum, term, ap = 1.0 / a, 1.0 / a, a
+    for _ = 1, 10000 do
+      ap = ap + 1
+      term = term * x / ap
+      sum = sum + term
+      if abs(term) < abs(sum) * 1e-16 then break end
+    end
+    return math.min(1.0, sum * exp(lpre))
+  end
+  local tiny = 1e-300
+  local b, c = x + 1 - a, 1 / tiny
+  local d = 1 / b
+  local h = d
+  for i = 1, 10000 do
+    local an = -i * (i - a)
+    b = b + 2
+    d = an * d + b
+    if abs(d) < tiny then d = tiny end
+    c = b + an / c
+    if abs(c) < tiny then c = tiny end
+    d = 1 / d
+    local del = d * c
+    h = h * del
+    if abs(del - 1) < 1e-16 then break end
+  end
+  return math.max(0.0, 1.0 - exp(lpre) * h)
+end
+
+function M.chi2_cdf(x, df)
+  if type(x) ~= "number" or x ~= x then fail("chi2_cdf", "x must be a number, got %s", describe(x)) end
+  check_df("chi2_cdf", df)
+  if x == huge then return 1.0 end
+  return gamma_p(df / 2, x / 2)
+end
+
+function M.chi2_quantile(p, df)
+  if type(p) ~= "number" or not (p > 0 and p < 1) then
+    fail("chi2_quantile", "p must be a number in (0, 1), got %s", describe(p))
+  end
+  check_df("chi2_quantile", df)
+  local lo, hi = 0.0, math.max(1.0, df)
+  while gamma_p(df / 2, hi / 2) < p do lo, hi = hi, hi * 2 end
+  for _ = 1, 200 do
+    local mid = (lo + hi) / 2
+    if gamma_p(df / 2, mid / 2) < p then lo = mid else hi = mid end
+    if hi - lo <= 1e-12 * hi then break end
+  end
+  return (lo + hi) / 2
+end
+
+function M.sd_upper(s, df, level)
+  if not (is_finite(s) and s >= 0) then fail("sd_upper", "s must be a finite number >= 0, got %s", describe(s)) end
+  level = check_level("sd_upper", level)
+  return s * sqrt(df / M.chi2_quantile(1 - level, df))
+end
+
+function M.holm(ps)
+  local m = check_list("holm", ps)
+  local order = {}
+  for i = 1, m do
+    if not (ps[i] >= 0 and ps[i] <= 1) then fail("holm", "p-values must lie in [0, 1], got %s", describe(ps[i])) end
+    order[i] = i
+  end
+  table.sort(order, function(a, b) return ps[a] < ps[b] or (ps[a] == ps[b] and a < b) end)
+  local adj, run = {}, 0.0
+  for j, i in ipairs(order) do
+    run = math.max(run, math.min(1.0, (m - j + 1) * ps[i]))
+    adj[i] = run
+  end
+  return adj
+end
 
 -- A sample size cap: beyond it the answer is "more than this" (a study of a
 -- million seeds is not a plan, and the loop below must end).
