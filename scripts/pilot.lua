@@ -13,7 +13,7 @@ local plan, grid, V = dofile(DIR .. "plan.lua"), dofile(DIR .. "grid.lua"), dofi
 
 local SKIP = {"steps", "seq-len", "batch", "lr", "weight-decay", "max-tokens", "val-frac", "eval-every", "eval-batches",
   "lambda", "n-layer", "d-model", "n-head", "seed", "seeds", "data-seed", "init-seed", "data-parallel", "precision",
-  "plots", "format", "resume", "save-every", "quick"}
+  "resume", "save-every", "quick"}
 local P = {name = "pilot", title = "Pilot of parts 8 and 9",
   summary = "The registered pilot of parts 8 and 9: --stage lr sweeps the peak lr per model size (SA alone);\n" ..
     "--stage pairs trains SA/XSA pairs at the chosen lrs. Writes records to results/pilot/ and prints\n" ..
