@@ -1,0 +1,129 @@
+-- axis.lua: what parts 8 and 9 share: a declaration over one axis of the
+-- registered grid (scripts/plan.lua): its flags, its units (one SA/XSA group
+-- per cell and seed, grid.lua) and its outputs: the gain per cell with its
+-- interval, the end-of-training gaps, the slope of the gain per doubling,
+-- and the registered family's verdicts once every cell has N seeds
+-- (verdicts.lua). A flag that leaves the plan (--steps, --tokens-per-step,
+-- --max-tokens, --val-tokens, --quick) writes to results/explore/ and says
+-- "exploratory" wherever it prints.
+local xsa = xsa or require "xsa"
+local study, plot, stats, fmt = xsa.study, xsa.plot, xsa.stats or require "xsa.stats", string.format
+local DIR = (debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./")
+local plan, grid, V = dofile(DIR .. "plan.lua"), dofile(DIR .. "grid.lua"), dofile(DIR .. "verdicts.lua")
+
+local M = {}
+local SKIP = {"steps", "seq-len", "batch", "lr", "weight-decay", "max-tokens", "val-frac", "eval-every", "eval-batches",
+  "lambda", "n-layer", "d-model", "n-head", "seed", "data-seed", "init-seed", "data-parallel", "precision", "resume",
+  "save-every"}
+local PLAN_FLAGS = {{"steps", "int", plan.steps, "optimizer steps per run (registered: " .. plan.steps .. ")", min = 1},
+  {"tokens-per-step", "int", plan.tokens_per_step, "batch x seq_len of every cell", min = 1},
+  {"max-tokens", "int", plan.max_tokens, "corpus tokens used (from the start; $XSA_DATA picks the corpus)", min = 2},
+  {"val-tokens", "int", plan.val_tokens, "the held-out tail every cell is evaluated on", min = 2}}
+
+local function explore(o)
+  return o.quick or o.steps ~= plan.steps or o.tokens_per_step ~= plan.tokens_per_step or
+    o.max_tokens ~= plan.max_tokens or o.val_tokens ~= plan.val_tokens
+end
+
+-- The configuration of a cell's group for seed s under the flags.
+local function config(opts, cell, s, lr)
+  local folder = explore(opts) and "explore" or "grid"
+  return grid.config(plan, folder, cell, s, lr, {"sa", "xsa"}, {steps = opts.steps, tokens_per_step = opts.tokens_per_step,
+    max_tokens = opts.max_tokens, val_tokens = opts.val_tokens, eval_every = opts.quick and 2 or nil,
+    eval_batches = opts.quick and 1 or nil})
+end
+
+-- The part's seeds: --seeds, else the registered N (the pilot must be done).
+local function seeds(ex)
+  if ex.opts.seeds then return ex.seeds end
+  local n, how = V.seeds_rule(ex.opts.results)
+  if not n then ex:fail("no --seeds given and the registered N is not known yet: " .. how) end
+  local out = {}
+  for s = 0, n - 1 do out[#out + 1] = s end
+  return out
+end
+
+function M.units(ex, cells)
+  local units, lrs = {}, {}
+  for _, s in ipairs(seeds(ex)) do
+    for _, c in ipairs(cells) do
+      lrs[c.size] = lrs[c.size] or V.chosen_lr(ex.opts.results, c.size) or (ex.opts.quick and 2e-3)
+      if not lrs[c.size] then ex:fail("the pilot's lr sweep of " .. c.size .. " is not finished: xsa scripts/pilot.lua") end
+      units[#units + 1] = {key = fmt("%s seed %d", c.key, s), seed = s, run = function()
+        local r, status = grid.group(ex, config(ex.opts, c, s, lrs[c.size]), c, false)
+        local f, gap = grid.finals(r, {"sa", "xsa"})
+        return {cell = c.key, seed = s, sa = f.sa, xsa = f.xsa, gain = 100 * (f.sa - f.xsa) / f.sa, gap = gap,
+          cpu_s = r.cpu_s, wall_s = r.elapsed_s, status = status}
+      end}
+    end
+  end
+  return units
+end
+
+-- The slope of the gain per doubling along the axis, per seed that has
+-- every cell, with its 95% t interval: {mean, lo, hi, n, text}.
+function M.slope(by, axis)
+  local per, xs = {}, {}
+  for i, c in ipairs(axis.cells) do
+    xs[i] = axis.x(c)
+    for _, r in ipairs(by[c.key] or {}) do per[r.seed] = per[r.seed] or {}; per[r.seed][i] = r.gain end
+  end
+  local slopes = {}
+  for _, g in pairs(per) do if #g == #axis.cells then slopes[#slopes + 1] = V.slope(xs, g) end end
+  table.sort(slopes)
+  local out = {n = #slopes, mean = #slopes > 0 and stats.mean(slopes) or nil}
+  if #slopes > 1 then out.lo, out.hi = stats.t_interval(slopes) end
+  out.text = out.lo and fmt("\nslope of the gain: %+.3f points per doubling (95%% t %+.3f to %+.3f, %d seeds)", out.mean,
+    out.lo, out.hi, out.n) or fmt("\nslope of the gain: %s (%d seeds with every cell)", out.mean and fmt("%+.3f", out.mean)
+    or "n/a", out.n)
+  return out
+end
+
+-- The part's outputs from its units' results (a list).
+function M.main(ex, runs, axis)
+  local by, xs, rows, tics, per = {}, {}, {}, {}, {}
+  for _, r in ipairs(runs) do by[r.cell] = by[r.cell] or {}; by[r.cell][#by[r.cell] + 1] = r end
+  for i, c in ipairs(axis.cells) do
+    local list, g, sa, x, gs, gx = by[c.key] or {}, {}, {}, {}, {}, {}
+    for j, r in ipairs(list) do g[j], sa[j], x[j], gs[j], gx[j] = r.gain, r.sa, r.xsa, r.gap.sa, r.gap.xsa end
+    xs[i], tics[i], per[i] = axis.x(c), {axis.tic(c), axis.x(c)}, g
+    local lo, hi
+    if #g > 1 then lo, hi = stats.t_interval(g) end
+    rows[i] = {axis.tic(c), tostring(#g), #g > 0 and fmt("%.4f", stats.mean(sa)) or "n/a",
+      #g > 0 and fmt("%.4f", stats.mean(x)) or "n/a", #g > 0 and fmt("%+.2f%%", stats.mean(g)) or "n/a",
+      lo and fmt("%+.2f to %+.2f", lo, hi) or "n/a",
+      #g > 0 and fmt("%+.3f / %+.3f", stats.mean(gs), stats.mean(gx)) or "n/a"}
+  end
+  local slope = M.slope(by, axis)
+  local label = explore(ex.opts) and " (exploratory)" or ""
+  local fig = plot.figure{cols = 1, width = 1000, height = 620, title = fmt("%s: XSA's gain, %d steps of %d tokens%s",
+    axis.title, ex.opts.steps, ex.opts.tokens_per_step, label)}
+  local p = fig:panel{title = "improvement % of the final val loss (positive: XSA lower)", xlabel = axis.xlabel,
+    ylabel = "improvement %", xtics = tics, zero = true, key = "top left", xrange = {xs[1] - 0.6, xs[#xs] + 0.6}}
+  study.points_ci(p, xs, per, {color = plot.colors.xsa, label = "XSA over SA", line = true})
+  ex:save_figure(fig, axis.figure, "Each dot one seed's paired improvement; markers the mean with its 95% t interval.")
+  local tbl = ex:table({axis.column, "seeds", "SA val (mean)", "XSA val (mean)", "improvement", "95% t interval",
+    "val - train, SA / XSA"}, rows)
+  local fam = (not explore(ex.opts)) and V.family(ex.opts.results) or {incomplete = "exploratory flags: no verdict"}
+  print(slope.text)
+  print("\n" .. (fam.incomplete or "registered verdicts (Holm over gain, length, size):"))
+  for _, r in ipairs(fam.rows or {}) do
+    print(fmt("  %s: %+.3f (95%% t %+.3f to %+.3f), p %.4f, Holm p %.4f: %s", r.key, r.mean, r.lo, r.hi, r.p, r.p_holm,
+      r.verdict))
+  end
+  ex:summary{table = tbl, slope = slope, exploratory = explore(ex.opts) or nil, family = fam.rows, incomplete = fam.incomplete,
+    n = fam.n, seeds_rule = fam.how, lrs = fam.lrs, seeds = seeds(ex)}
+end
+
+-- A part's declaration: axis = {name, title, summary, cells, x, tic, xlabel, column, figure}.
+function M.part(axis)
+  local P = {name = axis.name, title = axis.title, summary = axis.summary, report = axis.report,
+    options = study.options({}, nil, SKIP),
+    quick = {steps = 3, val_tokens = 2050, seeds = "2"}}
+  for _, f in ipairs(PLAN_FLAGS) do P.options[#P.options + 1] = f end
+  function P.units(ex) return M.units(ex, axis.cells) end
+  function P.main(ex, runs) return M.main(ex, runs, axis) end
+  return P
+end
+
+return M

@@ -1,0 +1,158 @@
+-- test_grid.lua: the registered grid of parts 8 and 9 (scripts/plan.lua,
+-- grid.lua, verdicts.lua): no training token is read twice within a run of
+-- any cell, every cell is evaluated on the same held-out tokens, a run that
+-- would repeat data is refused, and the verdicts apply the registered
+-- procedure (per-seed statistics, t tests, Holm's correction, the stopping
+-- rule) to records.
+local T = require "testing"
+local xsa = require "xsa"
+local stats, record = require "xsa.stats", require "xsa.record"
+local ROOT = os.getenv("XSA_ROOT") or "."
+local plan = dofile(ROOT .. "/scripts/plan.lua")
+local grid = dofile(ROOT .. "/scripts/grid.lua")
+local V = dofile(ROOT .. "/scripts/verdicts.lua")
+
+T.case("every cell of the plan: no training token read twice, none from the held-out tail", function()
+  T.eq(#plan.cells, 5)
+  for _, c in ipairs(plan.cells) do
+    T.eq(c.batch * c.seq_len, plan.tokens_per_step, c.key .. ": equal tokens per step")
+    local cfg = grid.config(plan, "grid", c, 7, 1e-3, {"sa", "xsa"})
+    local tl, vl, info = grid.loaders(cfg.data, cfg.train.steps)
+    local starts = grid.windows_read(tl, cfg.train.steps)
+    T.eq(#starts, plan.steps * c.batch, c.key .. ": windows read")
+    -- windows are seq_len + 1 tokens long: distinct starts on that grid never overlap
+    local seen = {}
+    for _, s in ipairs(starts) do
+      T.eq(s % (c.seq_len + 1), 0, c.key .. ": a window on the tiling")
+      T.ok(not seen[s], c.key .. ": token " .. s .. " read twice")
+      seen[s] = true
+      T.ok(s + c.seq_len + 1 <= info.val_first, c.key .. ": a training window reaches the held-out tail")
+    end
+    T.eq(info.val_first, info.n_tokens - plan.val_tokens, c.key .. ": the tail")
+    tl:free()
+    vl:free()
+  end
+end)
+
+T.case("every cell is evaluated on the same held-out tokens", function()
+  local firsts = {}
+  for _, c in ipairs(plan.cells) do
+    local cfg = grid.config(plan, "grid", c, 0, 1e-3, {"sa"})
+    local _, vl, info = grid.loaders(cfg.data, 1)
+    local x = vl:batch(1)
+    firsts[#firsts + 1] = {info.val_first, x[1][1], x[1][2], x[1][3]}
+    T.eq(vl.num_windows, plan.val_tokens // (c.seq_len + 1), c.key .. ": val windows")
+  end
+  for i = 2, #firsts do
+    for k = 1, 4 do T.eq(firsts[i][k], firsts[1][k], "cell " .. i .. " starts its val text elsewhere") end
+  end
+end)
+
+T.case("a run that would read a training window twice is refused", function()
+  local c = plan.cell["2x128-T1024"]
+  local cfg = grid.config(plan, "grid", c, 0, 1e-3, {"sa"}, {steps = 4000})
+  T.raises(function() grid.loaders(cfg.data, cfg.train.steps) end, "each token is seen once")
+end)
+
+-- Writes records of synthetic final val losses: per (cell, seed) an SA loss of
+-- 5 and an XSA loss giving the improvement gain(cell, seed) %.
+local function fake_group(dir, folder, cell, seed, lr, arms, sa_val, xsa_val)
+  local cfg = grid.config(plan, folder, cell, seed, lr, arms)
+  local runs = {{label = "SA", final_val = sa_val, train = {sa_val - 0.1}, val = {sa_val}}}
+  if xsa_val then runs[2] = {label = "XSA", final_val = xsa_val, train = {xsa_val - 0.1}, val = {xsa_val}} end
+  record.write(dir, folder, grid.name(cfg, cell, #arms == 1), cfg, {status = "done", runs = runs, cpu_s = 1, elapsed_s = 1})
+end
+
+local function fake_pilot(dir)
+  for _, s in ipairs(plan.sizes) do
+    local c = plan.cell[s.key .. "-T256"]
+    for _, lr in ipairs(plan.lr_sweep.lrs) do fake_group(dir, "pilot", c, 1000, lr, {"sa"}, lr == 2e-3 and 5.0 or 5.5) end
+  end
+  for _, key in ipairs(plan.pilot.cells) do -- equal gains: sd 0, so N is the registered minimum
+    for _, s in ipairs(plan.pilot.seeds) do fake_group(dir, "pilot", plan.cell[key], s, 2e-3, {"sa", "xsa"}, 5, 4.95) end
+  end
+end
+
+T.case("the lr sweep's rule: the best lr, extended by a factor at an end", function()
+  local dir = T.tmpdir()
+  local c = plan.cell["4x256-T256"]
+  for _, lr in ipairs{1e-3, 2e-3, 4e-3} do fake_group(dir, "pilot", c, 1000, lr, {"sa"}, 6 - lr * 100) end
+  local lr, why = V.chosen_lr(dir, "4x256")
+  T.eq(lr, nil)
+  T.ok(why:find("0.008", 1, true), "the next lr beyond the best end is asked for: " .. why)
+  fake_group(dir, "pilot", c, 1000, 8e-3, {"sa"}, 7)
+  T.eq(V.chosen_lr(dir, "4x256"), 4e-3)
+end)
+
+T.case("the verdicts: per-seed statistics, t tests, Holm's correction, the stopping rule", function()
+  local dir = T.tmpdir()
+  fake_pilot(dir)
+  local n = V.seeds_rule(dir)
+  T.eq(n, plan.seeds.min)
+  -- gains per seed: a clear mean gain, a length slope with a raw p near 0.03, no size trend
+  local noise = {0.3, -0.2, 0.1, -0.4, 0.2}
+  local lx = {[64] = 0, [256] = 2, [1024] = 4}
+  local function gain(c, s)
+    local g = 1 + noise[s + 1]
+    if c.size == "2x128" then g = g + (0.034 + 0.08 * noise[(s + 2) % 5 + 1]) * lx[c.seq_len] end
+    return g
+  end
+  local want = {gain = {}, length = {}, size = {}}
+  for s = 0, n - 1 do
+    for _, c in ipairs(plan.cells) do fake_group(dir, "grid", c, s, 2e-3, {"sa", "xsa"}, 5, 5 * (1 - gain(c, s) / 100)) end
+    -- the statistics written out here, not taken from verdicts.lua
+    local sum = 0
+    for _, c in ipairs(plan.cells) do sum = sum + gain(c, s) end
+    want.gain[s + 1] = sum / #plan.cells
+    local g8 = {}
+    for i, c in ipairs(plan.part8) do g8[i] = gain(c, s) end
+    want.length[s + 1] = ((g8[3] - g8[1]) * 2) / 8 -- x = 0, 2, 4 around their mean 2: sxx = 8
+    local x9, g9 = {}, {}
+    for i, c in ipairs(plan.part9) do x9[i], g9[i] = math.log(c.params, 2), gain(c, s) end
+    local mx, my = (x9[1] + x9[2] + x9[3]) / 3, (g9[1] + g9[2] + g9[3]) / 3
+    local sxy, sxx = 0, 0
+    for i = 1, 3 do sxy, sxx = sxy + (x9[i] - mx) * (g9[i] - my), sxx + (x9[i] - mx) ^ 2 end
+    want.size[s + 1] = sxy / sxx
+  end
+  local fam = V.family(dir)
+  T.eq(fam.incomplete, nil)
+  local raw = {}
+  for i, key in ipairs{"gain", "length", "size"} do
+    T.eq(fam.rows[i].key, key)
+    T.near(fam.rows[i].mean, stats.mean(want[key]), 1e-9, key .. " mean")
+    raw[i] = stats.paired_t_p(want[key])
+    T.near(fam.rows[i].p, raw[i], 1e-9, key .. " raw p")
+  end
+  -- Holm by hand: sort, multiply by m - j + 1, keep the running maximum
+  local order = {1, 2, 3}
+  table.sort(order, function(a, b) return raw[a] < raw[b] end)
+  local run = 0
+  for j, i in ipairs(order) do
+    run = math.max(run, math.min(1, (4 - j) * raw[i]))
+    T.near(fam.rows[i].p_holm, run, 1e-12, "Holm p of " .. fam.rows[i].key)
+  end
+  T.ok(raw[2] < 0.05 and fam.rows[2].p_holm >= 0.05, string.format(
+    "the data must make Holm matter: length raw p %.4f, adjusted %.4f", raw[2], fam.rows[2].p_holm))
+  T.eq(fam.rows[1].verdict, "supported")
+  T.eq(fam.rows[2].verdict, "not decided")
+  -- the stopping rule: one record fewer and there is no verdict
+  os.remove(dir .. "/grid/" .. assert(xsa.list_files(dir .. "/grid"))[1])
+  local part = V.family(dir)
+  T.eq(part.rows, nil)
+  T.ok(part.incomplete:find("of " .. n, 1, true), part.incomplete)
+end)
+
+T.case("stats.holm and the chi-square quantile against closed forms", function()
+  local a = stats.holm{0.01, 0.04, 0.03}
+  T.near(a[1], 0.03, 1e-15); T.near(a[2], 0.06, 1e-15); T.near(a[3], 0.06, 1e-15)
+  local b = stats.holm{0.5, 0.001}
+  T.near(b[1], 0.5, 1e-15); T.near(b[2], 0.002, 1e-15)
+  -- df 2: P(X <= x) = 1 - exp(-x/2); df 4: 1 - exp(-x/2)(1 + x/2); df 1: erf of sqrt(x/2) (z = 1.96... gives 0.95)
+  T.near(stats.chi2_quantile(0.2, 2), -2 * math.log(0.8), 1e-10)
+  local q = stats.chi2_quantile(0.2, 4)
+  T.near(1 - math.exp(-q / 2) * (1 + q / 2), 0.2, 1e-10)
+  T.near(stats.chi2_cdf(1.959963984540054 ^ 2, 1), 0.95, 1e-12)
+  T.near(stats.sd_upper(2, 4, 0.8), 2 * math.sqrt(4 / q), 1e-12)
+end)
+
+T.done()
