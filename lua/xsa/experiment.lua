@@ -447,7 +447,7 @@ function Ex:note_record(name, recs)
   local kernels = {}
   for i, r in ipairs(recs) do kernels[i] = string.format("%s, %s", record.blas_text(r.provenance), r.provenance.threads) end
   self.records_used[#self.records_used + 1] = {name = name, file = rec.file, provenance = rec.provenance,
-    elapsed_s = rec.result.elapsed_s, others = #recs - 1, differences = diffs, kernels = kernels}
+    elapsed_s = rec.result.elapsed_s, cpu_s = rec.result.cpu_s, others = #recs - 1, differences = diffs, kernels = kernels}
 end
 
 -- Writes the record of a finished run unless this run was read from one or
