@@ -170,6 +170,11 @@ JUPYTER_STAMP := $(BUILD)/jupyter.flags
 $(BUILD)/lua/kernel.o $(BUILD)/lua/kernel_msg.o: CFLAGS += $(JUPYTER_CFLAGS)
 $(BUILD)/lua/kernel.o $(BUILD)/lua/kernel_msg.o: $(JUPYTER_STAMP)
 
+# the kernel's message parser on its own (fault injection into OpenSSL and cJSON)
+$(BUILD)/tests/test_kernel_msg: tests/test_kernel_msg.c lua/kernel_msg.c lua/kernel.h tests/check.h $(JUPYTER_STAMP)
+	@mkdir -p $(dir $@)
+	$(call say,CC,$@)$(CC) $(CFLAGS) $(JUPYTER_CFLAGS) -o $@ $< lua/kernel_msg.c $(LDFLAGS) $(JUPYTER_LIBS) $(CORE_PKG_LIBS) -lpthread
+
 # Installs the Jupyter kernelspec "xsa" in the user's Jupyter data folder.
 jupyter: all
 	./$(EXE) --install-kernel
@@ -248,6 +253,11 @@ fuzz-bins: $(FUZZ_BIN)
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(BIND_OBJ) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BIND_OBJ) $(CORE_OBJ) $(LDFLAGS) $(LUA_LIBS) $(LIBS)
+
+# the kernel's message parser: lua/kernel_msg.c with ZeroMQ's and OpenSSL's flags
+$(BUILD)/fuzz/fuzz_kernel_msg: tests/fuzz/fuzz_kernel_msg.c lua/kernel_msg.c lua/kernel.h $(JUPYTER_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(JUPYTER_CFLAGS) -fsanitize=fuzzer -o $@ $< lua/kernel_msg.c $(LDFLAGS) $(JUPYTER_LIBS) $(CORE_PKG_LIBS) -lpthread
 
 # make bench ISA=avx2: the AVX2 paths on an AVX-512 CPU (tests/bench.sh),
 # the engine built as the avx2 kernel tests are, in build-isa-avx2/.

@@ -200,12 +200,16 @@ void xsa_intr_open(lua_State *L)
 
 int xsa_msghandler(lua_State *L)
 {
-    const char *msg = lua_tostring(L, 1);
-    if (msg == NULL) {
+    if (lua_tostring(L, 1) == NULL) {
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
-        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+        lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    } else {
+        lua_pushvalue(L, 1);
     }
-    luaL_traceback(L, L, msg, 1);
+    /* joined here, not by luaL_traceback(msg): that stops at a NUL byte */
+    lua_pushliteral(L, "\n");
+    luaL_traceback(L, L, NULL, 1);
+    lua_concat(L, 3);
     return 1;
 }
 

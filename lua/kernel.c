@@ -24,6 +24,7 @@
  * Non-goals: comms and widgets, binary buffers, debug_request.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +71,7 @@ static struct {
 static int publish(const kmsg *parent, const char *type, cJSON *content)
 {
     pthread_mutex_lock(&K.iopub_lock);
-    int rc = kmsg_send(K.iopub, K.conn.key, K.session, parent, type, type, content);
+    int rc = kmsg_send(K.iopub, K.conn.key, K.session, parent, type, type, content, NULL);
     pthread_mutex_unlock(&K.iopub_lock);
     return rc;
 }
@@ -84,7 +85,7 @@ static void status(const kmsg *parent, const char *st)
 
 static void reply(void *sock, const kmsg *req, const char *type, cJSON *content)
 {
-    if (kmsg_send(sock, K.conn.key, K.session, req, NULL, type, content) != 0)
+    if (kmsg_send(sock, K.conn.key, K.session, req, NULL, type, content, NULL) != 0)
         fprintf(stderr, "xsa kernel: could not send %s: %s\n", type, zmq_strerror(errno));
 }
 
@@ -123,6 +124,35 @@ static int l_publish(lua_State *L)
     return 1;
 }
 
+/* Drops what waits on the stdin socket before a new input_request: replies
+ * to a prompt that an interrupt abandoned are not answers to the next. */
+static void purge_stdin(void)
+{
+    zmq_pollitem_t it = {K.stdin_sock, 0, ZMQ_POLLIN, 0};
+    while (zmq_poll(&it, 1, 0) > 0) {
+        kmsg m;
+        if (kmsg_recv(K.stdin_sock, K.conn.key, &m) < 0) return;
+        if (m.msg_type) fprintf(stderr, "xsa kernel: dropped a stale %s on the stdin channel\n", m.msg_type);
+        kmsg_free(&m);
+    }
+}
+
+/* 1 when m answers the input_request `asked`: an input_reply whose
+ * parent_header is that request, or has no msg_id (jupyter_client's
+ * KernelClient.input sends none; purge_stdin dropped earlier ones) */
+static int answers(const kmsg *m, const char *asked)
+{
+    if (strcmp(m->msg_type, "input_reply") != 0) {
+        fprintf(stderr, "xsa kernel: ignored a %s on the stdin channel\n", m->msg_type);
+        return 0;
+    }
+    if (m->parent_id && strcmp(m->parent_id, asked) != 0) {
+        fprintf(stderr, "xsa kernel: ignored an input_reply to an earlier input_request\n");
+        return 0;
+    }
+    return 1;
+}
+
 /* kernel.input(prompt, password) -> the line the front end's user typed */
 static int l_input(lua_State *L)
 {
@@ -133,10 +163,12 @@ static int l_input(lua_State *L)
         !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req->content, "allow_stdin")))
         return luaL_error(L, "io.read: this front end takes no input here (its request has allow_stdin false, "
                              "as nbconvert's have)");
+    purge_stdin();
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "prompt", prompt);
     cJSON_AddBoolToObject(c, "password", password);
-    if (kmsg_send(K.stdin_sock, K.conn.key, K.session, req, NULL, "input_request", c) != 0)
+    char asked[33];
+    if (kmsg_send(K.stdin_sock, K.conn.key, K.session, req, NULL, "input_request", c, asked) != 0)
         return luaL_error(L, "io.read: could not ask the front end: %s", zmq_strerror(errno));
     zmq_pollitem_t it = {K.stdin_sock, 0, ZMQ_POLLIN, 0};
     for (;;) {
@@ -151,8 +183,7 @@ static int l_input(lua_State *L)
         int got = kmsg_recv(K.stdin_sock, K.conn.key, &m);
         if (got < 0) return luaL_error(L, "io.read: %s", zmq_strerror(errno));
         if (got == 0) continue;
-        if (strcmp(m.msg_type, "input_reply") != 0) {
-            fprintf(stderr, "xsa kernel: ignored a %s on the stdin channel\n", m.msg_type);
+        if (!answers(&m, asked)) {
             kmsg_free(&m);
             continue;
         }
@@ -262,8 +293,10 @@ static void do_execute(const kmsg *req)
         cJSON_AddItemToObject(r, "payload", cJSON_CreateArray());
         cJSON_AddItemToObject(r, "user_expressions", cJSON_CreateObject());
     } else {
-        const char *msg = lua_tostring(L, -1);
-        if (!msg) msg = "(error object is not a string)";
+        /* as the streams: invalid UTF-8 and NUL bytes escaped (notebook.lua's clean) */
+        if (!lua_isstring(L, -1)) lua_pushliteral(L, "(error object is not a string)");
+        const char *msg = call_handler("clean", 1, 1) == LUA_OK ? lua_tostring(L, -1) : NULL;
+        if (!msg) msg = "(the error message could not be shown)";
         cJSON *e = cJSON_CreateObject();
         add_error(e, msg);
         add_error(r, msg);
@@ -397,6 +430,7 @@ static void *control(void *arg)
         if (got < 0) break;
         if (got == 0) continue;
         const char *t = req.msg_type;
+        status(&req, "busy"); /* control requests too (protocol 5.3) */
         if (!strcmp(t, "interrupt_request")) {
             kill(getpid(), SIGINT); /* the running cell gets "interrupted!" */
             cJSON *r = cJSON_CreateObject();
@@ -411,6 +445,7 @@ static void *control(void *arg)
         } else {
             fprintf(stderr, "xsa kernel: ignored a %s on the control channel\n", t);
         }
+        status(&req, "idle");
         kmsg_free(&req);
     }
     zmq_close(K.control);
@@ -420,10 +455,14 @@ static void *control(void *arg)
 static void *bind_socket(int type, int port, char *err, size_t errlen)
 {
     void *s = zmq_socket(K.ctx, type);
-    char addr[128];
-    snprintf(addr, sizeof addr, "%s://%s:%d", K.conn.transport, K.conn.ip, port);
+    char addr[300];
+    /* as jupyter_client names them: tcp://IP:PORT, ipc://PATH-PORT */
+    if (!strcmp(K.conn.transport, "ipc")) snprintf(addr, sizeof addr, "ipc://%s-%d", K.conn.ip, port);
+    else snprintf(addr, sizeof addr, "%s://%s:%d", K.conn.transport, K.conn.ip, port);
     int linger = 1000;
+    int64_t cap = (int64_t)KMSG_MAX_BYTES; /* a larger part: its peer is disconnected, nothing kept */
     if (s) zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    if (s) zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &cap, sizeof cap);
     if (!s || zmq_bind(s, addr) != 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", addr, zmq_strerror(errno));
         if (s) zmq_close(s);
@@ -515,23 +554,43 @@ static int mkdir_p(char *path)
     return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1;
 }
 
-/* the kernelspec folder: --prefix DIR, else $JUPYTER_DATA_DIR, else
- * $XDG_DATA_HOME/jupyter, else ~/.local/share/jupyter (Jupyter's user folder) */
+/* sys.prefix of the python3 on PATH, the Python that runs Jupyter (as
+ * `jupyter kernelspec install --sys-prefix` takes its own): 0, or -1 with no
+ * such python3 */
+static int python_prefix(char *out, size_t n)
+{
+    FILE *p = popen("python3 -c 'import sys; print(sys.prefix)' 2>/dev/null", "r");
+    if (!p) return -1;
+    int ok = fgets(out, (int)n, p) != NULL;
+    if (pclose(p) != 0) ok = 0;
+    size_t len = ok ? strlen(out) : 0;
+    if (len && out[len - 1] == '\n') out[--len] = '\0';
+    return ok && len > 0 && out[0] == '/' ? 0 : -1;
+}
+
+/* the kernelspec folder: --prefix DIR, --sys-prefix, else $JUPYTER_DATA_DIR,
+ * else $XDG_DATA_HOME/jupyter, else ~/.local/share/jupyter (Jupyter's user
+ * folder). -1: a usage error; -2: --sys-prefix without a python3. */
 static int spec_dir(int argc, char **argv, char *out, size_t n)
 {
     const char *e;
-    if (argc == 2 && strcmp(argv[0], "--prefix") == 0)
+    char prefix[2048];
+    if (argc == 2 && strcmp(argv[0], "--prefix") == 0 && argv[1][0]) {
         snprintf(out, n, "%s/share/jupyter/kernels/xsa", argv[1]);
-    else if (argc != 0)
+    } else if (argc == 1 && strcmp(argv[0], "--sys-prefix") == 0) {
+        if (python_prefix(prefix, sizeof prefix) != 0) return -2;
+        snprintf(out, n, "%s/share/jupyter/kernels/xsa", prefix);
+    } else if (argc != 0) {
         return -1;
-    else if ((e = getenv("JUPYTER_DATA_DIR")) && *e)
+    } else if ((e = getenv("JUPYTER_DATA_DIR")) && *e) {
         snprintf(out, n, "%s/kernels/xsa", e);
-    else if ((e = getenv("XDG_DATA_HOME")) && *e)
+    } else if ((e = getenv("XDG_DATA_HOME")) && *e) {
         snprintf(out, n, "%s/jupyter/kernels/xsa", e);
-    else if ((e = getenv("HOME")) && *e)
+    } else if ((e = getenv("HOME")) && *e) {
         snprintf(out, n, "%s/.local/share/jupyter/kernels/xsa", e);
-    else
+    } else {
         return -1;
+    }
     return 0;
 }
 
@@ -546,9 +605,15 @@ int xsa_kernel_install(int argc, char **argv)
     return 1;
 #else
     char dir[4096], exe[4096], file[4200];
-    if (spec_dir(argc, argv, dir, sizeof dir) != 0) {
-        fprintf(stderr, "usage: xsa --install-kernel [--prefix DIR]  (without --prefix: $JUPYTER_DATA_DIR, "
-                        "$XDG_DATA_HOME/jupyter or ~/.local/share/jupyter)\n");
+    int where = spec_dir(argc, argv, dir, sizeof dir);
+    if (where == -2) {
+        fprintf(stderr, "xsa: --sys-prefix installs beside the Python that runs Jupyter, and no python3 on PATH "
+                        "answered; give --prefix DIR instead\n");
+        return 1;
+    }
+    if (where != 0) {
+        fprintf(stderr, "usage: xsa --install-kernel [--prefix DIR | --sys-prefix]  (without either: "
+                        "$JUPYTER_DATA_DIR, $XDG_DATA_HOME/jupyter or ~/.local/share/jupyter)\n");
         return 1;
     }
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);

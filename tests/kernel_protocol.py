@@ -228,6 +228,179 @@ def a_badly_signed_message_is_dropped():
     assert of(out, "execute_result")[0]["data"]["text/plain"] == "still here"
 
 
+class Dealer:
+    """A raw DEALER on one of the kernel's ROUTER channels: sends frames as
+    given, signs with the kernel's key when asked."""
+
+    def __init__(self, port):
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect("%s://%s:%d" % (km.transport, km.ip, port))
+
+    def frames(self, msg_type, body, **over):
+        """[DELIM, sig, header, parent, metadata, content] of a signed message;
+        `over` replaces serialized parts (header=, parent=, metadata=, content=)
+        before signing."""
+        msg = kc.session.msg(msg_type, body)
+        f = kc.session.serialize(msg)
+        for i, name in enumerate(["header", "parent", "metadata", "content"]):
+            if name in over:
+                f[2 + i] = over[name]
+        f[1] = kc.session.sign(f[2:6])
+        return f, msg["header"]["msg_id"]
+
+    def ask(self, code, timeout=30):
+        """A signed execute_request of code on this socket; its reply content.
+        Messages sent before on this socket were handled before it."""
+        f, msg_id = self.frames("execute_request", {"code": code, "silent": False, "store_history": True,
+                                                    "user_expressions": {}, "allow_stdin": False})
+        self.sock.send_multipart(f)
+        while True:
+            assert self.sock.poll(timeout * 1000), "no reply to " + code
+            _, rep = kc.session.feed_identities(self.sock.recv_multipart())
+            rep = kc.session.deserialize(rep)
+            if rep["parent_header"].get("msg_id") == msg_id:
+                return rep["content"]
+
+    def close(self):
+        self.sock.close(0)
+
+
+KILL = '{"code":"os.exit(3)","silent":false,"allow_stdin":false}'
+
+
+def mutations(d):
+    """Generated hostile variants of one signed execute_request that would
+    end the kernel if it ran: each must be dropped unanswered."""
+    good, _ = d.frames("execute_request", {"code": "os.exit(3)", "silent": False})
+    sig = good[1]
+    out = [[good[0], b""] + good[2:],                           # no signature while a key is set
+           [good[0], sig.upper()] + good[2:],                   # the right digest in other letters
+           [good[0], sig[:-1]] + good[2:], [good[0], sig + b"0"] + good[2:],
+           [good[0], b"0" * 64] + good[2:], [good[0], sig] + good[2:5],  # a part short
+           good[1:], [b"<IDS|MSG >"] + good[1:],               # no delimiter
+           [b"id"] * 17 + good,                                 # more identities than a reply can carry
+           good + [b"{}"] * 30]                                 # more parts than a message has
+    for i in range(2, 6):                                       # each signed part changed after signing
+        for change in (b" ", b"\x00", b"\xff"):
+            f = list(good)
+            f[i] = f[i][:-1] + change + f[i][-1:]
+            out.append(f)
+    hostile = {"header": [b"[]", b'"x"', b"1", b"{", b'{"msg_type":3}', b'{"msg_id":"a"}', b"\xff\xfe"],
+               "parent": [b"[]", b"null", b'{"msg_id":7}', b"{"], "metadata": [b"[]", b"0", b"{"],
+               "content": [b"[]", b"null", b'"os.exit(3)"', b"{"]}
+    for part, values in hostile.items():                        # correctly signed, wrong JSON
+        for v in values:
+            f, _ = d.frames("execute_request", {"code": "os.exit(3)"}, **{part: v})
+            out.append(f)
+    pad = b" " * (9 << 20)                                      # each part below the cap, together above it
+    f, _ = d.frames("execute_request", {}, content=KILL.encode()[:-1] + b',"pad":"' + pad + b'"}',
+                    metadata=b'{"pad":"' + pad + b'"}')
+    out.append(f)
+    return out
+
+
+@case
+def hostile_messages_are_dropped_unanswered():
+    d = Dealer(km.shell_port)
+    bad = mutations(d)
+    for f in bad:
+        d.sock.send_multipart(f)
+    r = d.ask("'alive after %d'" % len(bad))
+    assert r["status"] == "ok", r
+    # nothing was answered but the last request
+    assert not d.sock.poll(500), "a hostile message was answered"
+    d.close()
+    r, out = run("'still here'")
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "still here"
+
+
+@case
+def a_replayed_signature_is_refused():
+    d = Dealer(km.shell_port)
+    f, _ = d.frames("execute_request", {"code": "replays = (replays or 0) + 1", "silent": False,
+                                        "allow_stdin": False})
+    for _ in range(3):
+        d.sock.send_multipart(f)
+    r = d.ask("replays")
+    assert r["status"] == "ok", r
+    d.close()
+    r, out = run("replays")
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "1", out
+
+
+@case
+def a_part_larger_than_the_cap_disconnects_its_sender_only():
+    d = Dealer(km.shell_port)
+    f, _ = d.frames("execute_request", {}, content=KILL.encode()[:-1] + b',"pad":"' + b"x" * (17 << 20) + b'"}')
+    d.sock.send_multipart(f)
+    time.sleep(0.5)
+    d.close()
+    r, out = run("'after a 17 MiB part'")
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "after a 17 MiB part", out
+
+
+@case
+def control_requests_get_busy_and_idle():
+    drain(kc.get_iopub_msg)
+    d = Dealer(km.control_port)
+    f, msg_id = d.frames("kernel_info_request", {})
+    d.sock.send_multipart(f)
+    assert d.sock.poll(10000), "no kernel_info_reply on control"
+    d.close()
+    states, deadline = [], time.time() + 30
+    while states != ["busy", "idle"] and time.time() < deadline:
+        m = kc.get_iopub_msg(timeout=30)
+        if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status":
+            states.append(m["content"]["execution_state"])
+    assert states == ["busy", "idle"], states
+
+
+def utf8_replaced(raw):
+    """What a front end must see for bytes raw: Python's own decoder with
+    errors="replace" (one U+FFFD per maximal invalid subpart), NUL as \\0."""
+    return raw.decode("utf-8", errors="replace").replace("\x00", "\\0")
+
+
+@case
+def nul_bytes_and_invalid_utf8_are_escaped_never_a_failed_cell():
+    import random
+    rng = random.Random(37)
+    pieces = [b"a", b"\x00", b"\xff", b"\x80", b"\xc3", b"\xa9", b"\xe2\x82", b"\xac", b"\xed\xa0\x80",
+              b"\xf0\x9f\x98", b"\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", "é€😀".encode(), b"\n", b"|"]
+    raws = [b"".join(rng.choice(pieces) for _ in range(rng.randrange(1, 8))) for _ in range(150)]
+    lua = "".join("\\%d" % b for b in b"\x1e".join(raws))
+    r, out = run('for s in ("%s"):gmatch("[^\\30]+") do io.write(s) end' % lua)
+    assert r["status"] == "ok", r
+    got = [s["text"] for s in of(out, "stream")]
+    assert got == [utf8_replaced(x) for x in raws], [(a, utf8_replaced(b)) for a, b in zip(got, raws) if a != utf8_replaced(b)][:5]
+    r, out = run('print("a\\0b\\255") io.stderr:write("\\0") return "x\\0\\255"')
+    assert r["status"] == "ok", r
+    assert [s["text"] for s in of(out, "stream")] == ["a\\0b\ufffd\n", "\\0"], of(out, "stream")
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "x\\0\ufffd", out
+    r, out = run('error("bad \\0 \\255 byte", 0)')
+    assert r["status"] == "error" and r["evalue"] == "bad \\0 \ufffd byte", r
+
+
+@case
+def a_late_input_reply_never_reaches_a_later_cell():
+    msg_id = kc.execute("return io.read()", allow_stdin=True)
+    old = kc.get_stdin_msg(timeout=30)
+    assert old["msg_type"] == "input_request", old
+    km.interrupt_kernel()
+    r, out = collect(msg_id, timeout=30)
+    assert r["status"] == "error" and r["ename"] == "Interrupted", r
+    late = lambda v: kc.stdin_channel.send(kc.session.msg("input_reply", {"value": v}, parent=old["header"]))
+    late("late, before the next cell")
+    msg_id = kc.execute("return io.read()", allow_stdin=True)
+    new = kc.get_stdin_msg(timeout=30)
+    assert new["msg_type"] == "input_request", new
+    late("late, while the next cell waits")       # the same channel: it arrives first
+    kc.stdin_channel.send(kc.session.msg("input_reply", {"value": "fresh"}, parent=new["header"]))
+    r, out = collect(msg_id)
+    assert of(out, "execute_result")[0]["data"]["text/plain"] == "fresh", out
+
+
 def answered(code, answers):
     """Runs code that reads, typing each answer into the input box it asks for."""
     msg_id = kc.execute(code, allow_stdin=True)
@@ -278,6 +451,29 @@ def an_interrupt_ends_a_wait_for_input():
     assert r["status"] == "error" and r["ename"] == "Interrupted", r
     r, out = run("'alive'")
     assert of(out, "execute_result")[0]["data"]["text/plain"] == "alive"
+
+
+@case
+def the_ipc_transport_names_endpoints_as_jupyter_does():
+    from jupyter_client.manager import KernelManager
+    path = os.path.join(TMP, "kipc")
+    m = KernelManager(kernel_name="xsa", transport="ipc", ip=path)
+    m.start_kernel()
+    c = m.client()
+    c.start_channels()
+    try:
+        c.wait_for_ready(timeout=60)
+        msg_id = c.execute("6 * 7")
+        got = None
+        while got is None:
+            msg = c.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_result":
+                got = msg["content"]["data"]["text/plain"]
+        assert got == "42", got
+        assert os.path.exists("%s-%d" % (path, m.shell_port)), os.listdir(TMP)
+    finally:
+        c.stop_channels()
+        m.shutdown_kernel(now=True)
 
 
 @case

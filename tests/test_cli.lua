@@ -94,6 +94,70 @@ T.case("--help prints usage; -h is an unknown option, as in lua5.4", function()
   T.ok(out:find("unrecognized option '-h'", 1, true) and out:find("--help", 1, true), out)
 end)
 
+-- Each option --help names, run as a user would: exit 0 and its effect, or
+-- for --kernel the error a missing connection file gets. An option the help
+-- names that this table lacks fails the case, so new options get a test.
+T.case("every option --help offers works (read from --help itself)", function()
+  local help = run(exe .. " --help")
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir .. "/bin"))
+  local script = dir .. "/s.lua"
+  local f = assert(io.open(script, "w"))
+  f:write("io.write('script ', arg[1] or '-')\n")
+  f:close()
+  -- a python3 that names a prefix of the test's own: --sys-prefix writes there, never into /usr
+  f = assert(io.open(dir .. "/bin/python3", "w"))
+  f:write("#!/bin/sh\necho " .. dir .. "/sys\n")
+  f:close()
+  os.execute("chmod +x " .. dir .. "/bin/python3")
+  local spec = "/share/jupyter/kernels/xsa/kernel.json"
+  local has_kernel = run(exe .. " --install-kernel --prefix " .. dir .. "/p"):find("installed", 1, true)
+  local function exists(p) local h = io.open(p) if h then h:close() end return h ~= nil end
+  local tries = {
+    ["-e"] = {"-e 'io.write(1 + 1)'", function(out) return out == "2" end},
+    ["-i"] = {"-i -e 'x = 5' < /dev/null", function(out, code) return code == 0 end},
+    ["-l"] = {"-l s=string -l table -e 'io.write(s == string and table.concat{\"ok\"} or \"no\")'",
+      function(out) return out == "ok" end},
+    ["-v"] = {"-v", function(out) return out:find("Lua 5.4", 1, true) ~= nil end},
+    ["-E"] = {"-E -e 'io.write(package.path == \"x\" and \"no\" or \"ok\")'", function(out) return out == "ok" end},
+    ["-W"] = {"-W -e 'warn(\"hello\")'", function(out) return out:find("Lua warning: hello", 1, true) ~= nil end},
+    ["--"] = {"-- " .. script .. " a", function(out) return out == "script a" end},
+    ["-"] = {"- < " .. script, function(out) return out == "script -" end},
+    ["--help"] = {"--help", function(out) return out == help end},
+    ["--version"] = {"--version", function(out) return out:find("^xsa ") ~= nil end},
+    ["--kernel"] = {"--kernel " .. dir .. "/none.json", function(out, code)
+      return code == 1 and (out:find("cannot open connection file", 1, true) or out:find("without the Jupyter", 1, true)) end},
+    ["--install-kernel"] = {"--install-kernel --prefix " .. dir .. "/q", function(out, code)
+      return not has_kernel and code == 1 or exists(dir .. "/q" .. spec) end},
+    ["--prefix"] = {"--install-kernel --prefix " .. dir .. "/r", function(out, code)
+      return not has_kernel and code == 1 or exists(dir .. "/r" .. spec) end},
+    ["--sys-prefix"] = {"--install-kernel --sys-prefix", function(out, code)
+      return not has_kernel and code == 1 or exists(dir .. "/sys" .. spec) end},
+  }
+  local seen = 0
+  for opt in help:gmatch("[\n (]%-%-?[%a%-]*") do
+    opt = opt:sub(2)
+    if opt ~= "-" or help:find("\n  %-  ") then
+      local t = tries[opt]
+      T.ok(t, "--help offers " .. opt .. ", which this test does not try")
+      if t then
+        local out, code = run("env PATH=" .. dir .. "/bin:$PATH " .. exe .. " " .. t[1])
+        T.ok(t[2](out, code), opt .. ": " .. out)
+        seen = seen + 1
+      end
+    end
+  end
+  T.ok(seen >= 14, "options read from --help: " .. seen)
+  -- without a python3, --sys-prefix says what to give instead
+  if has_kernel then
+    local out, code = run("env PATH=/nonexistent " .. exe .. " --install-kernel --sys-prefix")
+    T.eq(code, 1, out)
+    T.ok(out:find("give --prefix DIR instead", 1, true), out)
+  end
+  os.execute("rm -rf " .. dir)
+end)
+
 T.case("-e runs code with the engine loaded", function()
   local out, code = run(exe .. [[ -e 'print(type(xsa), require("xsa") == xsa)']])
   T.eq(code, 0)

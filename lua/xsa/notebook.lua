@@ -10,7 +10,8 @@
 --   messages; a final value shows as the REPL prints it, a figure as its
 --   image. fig:show() and xsa.plot.show() send image/png display data (and
 --   so does fig:save when xsa.plot.show_saved is true; no SVG: see below);
---   a training progress bar is one display updated in place.
+--   a training progress bar is one display updated in place. Invalid UTF-8
+--   and NUL bytes in any text sent are escaped (clean), never a failed cell.
 --   Completion is xsa.help.complete's, inspection xsa.help.text's.
 --   io.read() and io.stdin:read() ask the front end for a line (Jupyter's
 --   input box); each format is one line typed: "l" the line, "L" with its
@@ -25,7 +26,47 @@ local M = {}
 local K -- the kernel's C functions: publish(type, json_text), base64(bytes)
 local json -- xsa.json
 
-local function send(msg_type, content) K.publish(msg_type, json.encode(content)) end
+-- Text as a front end can take it: JSON carries only valid UTF-8, and the
+-- kernel's C side no NUL. Each maximal invalid subpart (Unicode's, Python's
+-- errors="replace") becomes U+FFFD, as a terminal shows it; a NUL byte "\\0",
+-- as Lua's %q writes it.
+local second = {[0xE0] = {0xA0, 0xBF}, [0xED] = {0x80, 0x9F}, [0xF0] = {0x90, 0xBF}, [0xF4] = {0x80, 0x8F}}
+
+-- the length of the maximal subpart at s[i], where UTF-8 is invalid
+local function subpart(s, i)
+  local b = s:byte(i)
+  local need = b >= 0xC2 and b <= 0xDF and 1 or b >= 0xE0 and b <= 0xEF and 2 or b >= 0xF0 and b <= 0xF4 and 3 or 0
+  local n, range = 1, second[b] or {0x80, 0xBF}
+  while n <= need do
+    local c = s:byte(i + n)
+    if not c or c < range[1] or c > range[2] then break end
+    n, range = n + 1, {0x80, 0xBF}
+  end
+  return n
+end
+
+local function clean(s)
+  if not s:find("\0", 1, true) and utf8.len(s) then return s end
+  local out, i = {}, 1
+  while i <= #s do
+    local ok, bad = utf8.len(s, i)
+    out[#out + 1] = s:sub(i, ok and #s or bad - 1):gsub("%z", "\\0")
+    if ok then break end
+    out[#out + 1] = "\u{FFFD}"
+    i = bad + subpart(s, bad)
+  end
+  return table.concat(out)
+end
+
+local function cleaned(v)
+  if type(v) == "string" then return clean(v) end
+  if type(v) ~= "table" then return v end
+  local t = {}
+  for k, x in pairs(v) do t[k] = cleaned(x) end
+  return setmetatable(t, getmetatable(v))
+end
+
+local function send(msg_type, content) K.publish(msg_type, json.encode(cleaned(content))) end
 
 local function stream(name, text)
   if text ~= "" then send("stream", {name = name, text = text}) end
@@ -222,7 +263,7 @@ end
 local function complete(code, pos)
   local before = code:sub(1, byte_at(code, pos))
   local word = before:match("[%a_][%w_%.:]*$") or ""
-  local matches = help.complete(word)
+  local matches = cleaned(help.complete(word))
   local cursor = utf8.len(before) or #before
   return matches, cursor - (utf8.len(word) or #word), cursor
 end
@@ -241,7 +282,7 @@ local function inspect(code, pos)
   end
   local text = help.text(v ~= nil and v or path)
   if text:find("^no help for") then return nil end
-  return text
+  return clean(text)
 end
 
 local function is_complete(code)
@@ -261,7 +302,7 @@ function M.start(kernel)
   rawset(_G, "help", xsa.help)
   require("xsa.plot").inline = show_figure
   require("xsa.progress").live = live_progress
-  return {execute = execute, complete = complete, inspect = inspect, is_complete = is_complete}
+  return {execute = execute, complete = complete, inspect = inspect, is_complete = is_complete, clean = clean}
 end
 
 return M
