@@ -375,6 +375,17 @@ done:
     return rc;
 }
 
+/* The weights [B,NH,T,T] from the blocked kernel's saved statistics */
+static xsa_tensor *weights(const xsa_tensor *qkv, const xsa_tensor *saved, const int64_t *ashape)
+{
+    xsa_tensor *w = xsa_tensor_new(XSA_FLOAT32, 4, ashape);
+    if (w)
+        xsa_nn_attention_weights(xsa_tensor_f32(w), xsa_tensor_f32(qkv), xsa_tensor_f32(saved),
+                                 (int)ashape[0], (int)ashape[2], (int)(qkv->shape[2] / 3),
+                                 (int)ashape[1]);
+    return w;
+}
+
 xsa_tensor *xsa_ag_attention(xsa_tensor *q, xsa_tensor *k, xsa_tensor *v, int n_head,
                              double lambda, double *probe, xsa_tensor **att_out)
 {
@@ -420,7 +431,8 @@ xsa_tensor *xsa_ag_attention(xsa_tensor *q, xsa_tensor *k, xsa_tensor *v, int n_
         return e;
     }
     if (fits_int(fn, B) || fits_int(fn, T) || fits_int(fn, 3 * C)) return NULL;
-    if ((double)B * n_head * T * T > (double)XSA_MAX_NUMEL)
+    int blocked = T > XSA_NN_ATTN_FULL_MAX; /* att: the blocked kernel's row statistics */
+    if ((!blocked || att_out) && (double)B * n_head * T * T > (double)XSA_MAX_NUMEL)
         return xsa_error("%s: attention weights of %lld x %d x %lld x %lld are too large", fn,
                          (long long)B, n_head, (long long)T, (long long)T), NULL;
     int64_t qshape[3] = {B, T, 3 * C}, oshape[3] = {B, T, C}, ashape[4] = {B, n_head, T, T};
@@ -440,9 +452,12 @@ xsa_tensor *xsa_ag_attention(xsa_tensor *q, xsa_tensor *k, xsa_tensor *v, int n_
         }
     }
     xsa_tensor *out = qkv ? xsa_tensor_new(XSA_FLOAT32, 3, oshape) : NULL;
-    xsa_tensor *att = out ? xsa_tensor_new(XSA_FLOAT32, 4, ashape) : NULL;
-    xsa_tensor *y = (att && lambda != 0.0) ? xsa_tensor_new(XSA_FLOAT32, 3, oshape) : NULL;
-    if (!att || (lambda != 0.0 && !y)) {
+    int64_t saved = (int64_t)xsa_nn_attention_saved_floats((int)B, (int)T, (int)C, n_head);
+    xsa_tensor *att = !out ? NULL : blocked ? xsa_tensor_new(XSA_FLOAT32, 1, &saved)
+                                            : xsa_tensor_new(XSA_FLOAT32, 4, ashape);
+    int want_y = lambda != 0.0 || blocked;
+    xsa_tensor *y = (att && want_y) ? xsa_tensor_new(XSA_FLOAT32, 3, oshape) : NULL;
+    if (!att || (want_y && !y)) {
         xsa_tensor_free(out);
         out = NULL;
     }
@@ -450,7 +465,7 @@ xsa_tensor *xsa_ag_attention(xsa_tensor *q, xsa_tensor *k, xsa_tensor *v, int n_
         xsa_nn_attention_forward(xsa_tensor_f32(out), fp(y), xsa_tensor_f32(att),
                                  xsa_tensor_f32(qkv), (int)B, (int)T, (int)C, n_head,
                                  (float)lambda, probe);
-    if (out && att_out) *att_out = xsa_tensor_clone(att); /* the saved one stays private */
+    if (out && att_out) *att_out = blocked ? weights(qkv, att, ashape) : xsa_tensor_clone(att);
     if (out && xsa_agi_any_needs(packed ? 1 : 3, in)) {
         node *nd = xsa_agi_node_new(lambda != 0.0 ? "XsaAttentionBackward" : "AttentionBackward",
                             bw_attention, packed ? 1 : 3, in);

@@ -392,7 +392,8 @@ static int ensure_acts(xsa_gpt *m, int B, int T)
     size_t L = (size_t)m->cfg.n_layer, N = (size_t)B * T; /* check_batch: fits an int */
     int bad = 0;
     size_t NC = mulz(N, C, &bad), att = mulz(mulz(mulz((size_t)B, NH, &bad), (size_t)T, &bad),
-                                             (size_t)T, &bad);
+                                             (size_t)T, &bad); /* an upper bound past the full kernel */
+    if (!bad) att = xsa_nn_attention_saved_floats(B, T, (int)C, (int)NH);
     /* per layer: 16 N*C (ln1, qkv 3, y, z, res2, ln2, fch 4, res3), 4 N, the weights.
      * gelu(fch) is not kept (the backward recomputes it); no [N,V] buffer: the
      * loss runs over chunks of rows (xsa_nn_lmhead_ce). The block comes from
@@ -439,7 +440,7 @@ static int ensure_acts(xsa_gpt *m, int B, int T)
         TAKE(a->ln1r, N);
         TAKE(a->qkv, N * 3 * C);
         TAKE(a->y, N * C);
-        TAKE(a->att, (size_t)B * NH * T * T);
+        TAKE(a->att, att);
         TAKE(a->z, N * C);
         TAKE(a->res2, N * C);
         TAKE(a->ln2, N * C);
@@ -554,7 +555,7 @@ int xsa_gpt_eval_loss(xsa_gpt *m, const int32_t *inputs, const int32_t *targets,
 static size_t eval_floats(const xsa_gpt *m, int B, int T)
 {
     size_t C = (size_t)m->cfg.d_model, NH = (size_t)m->cfg.n_head, N = (size_t)B * T;
-    return N * C * 12 + 2 * N + (size_t)B * NH * T * T;
+    return N * C * 12 + 2 * N + xsa_nn_attention_saved_floats(B, T, (int)C, (int)NH);
 }
 
 /* Embedding, blocks and ln_f for a loss alone, in the working set w
@@ -750,7 +751,7 @@ const float *xsa_gpt_activation(const xsa_gpt *m, int layer, const char *name)
     if (strcmp(name, "qkv") == 0) return a->qkv;
     if (strcmp(name, "z") == 0) return a->z;
     if (strcmp(name, "y") == 0) return m->lambda_eff != 0.0f ? a->y : a->z;
-    if (strcmp(name, "att") == 0) return a->att;
+    if (strcmp(name, "att") == 0) return m->T <= XSA_NN_ATTN_FULL_MAX ? a->att : NULL;
     return NULL;
 }
 

@@ -138,7 +138,8 @@ void xsa_gpt_zero_grad(xsa_gpt *m);
 /* Saved activations of layer l from the last xsa_gpt_forward or probe, for tests
  * (NULL after a backward, which gives them back to the pool, or an evaluation):
  * "qkv" [B,T,3C], "y" [B,T,C] (pre-projection; = z for SA), "z" [B,T,C],
- * "att" [B,NH,T,T]. NULL for an unknown name or layer. */
+ * "att" [B,NH,T,T] (NULL past XSA_NN_ATTN_FULL_MAX positions, nn.h: the
+ * blocked kernel keeps no weights). NULL for an unknown name or layer. */
 const float *xsa_gpt_activation(const xsa_gpt *m, int layer, const char *name);
 
 /* Runs the blocks on one batch (no lm_head) and writes the per-head probe

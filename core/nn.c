@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attention_impl.h"
 #include "gemm.h"
 #include "nn.h"
 #include "simd.h"
@@ -444,7 +445,9 @@ static void attention_probe(double *probe, const float *out, const float *y,
                 const float *v = base + (size_t)t * C3;
                 size_t o = ((size_t)b * T + t) * C + h * HS;
                 double cp = cosine(y + o, v, HS), cz = cosine(out + o, v, HS);
-                sa += att[(((size_t)b * NH + h) * T + t) * T + t];
+                sa += T > XSA_NN_ATTN_FULL_MAX
+                          ? xsa_nn_attention_blocked_weight(qkv, att, b, h, t, t, T, C, NH)
+                          : att[(((size_t)b * NH + h) * T + t) * T + t];
                 pre += cp;
                 post += cz;
                 if (t > 0) {
@@ -539,10 +542,21 @@ static void *attn_forward_rows(void *arg)
     return NULL;
 }
 
+size_t xsa_nn_attention_saved_floats(int B, int T, int C, int NH)
+{
+    if (T > XSA_NN_ATTN_FULL_MAX) return xsa_nn_attention_blocked_saved_floats(B, T, C, NH);
+    return (size_t)B * NH * T * T;
+}
+
 void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv,
                               int B, int T, int C, int NH, float lambda,
                               double *probe)
 {
+    if (T > XSA_NN_ATTN_FULL_MAX) {
+        xsa_nn_attention_blocked_forward(out, y, att, qkv, B, T, C, NH, lambda);
+        if (probe) attention_probe(probe, out, y, att, qkv, B, T, C, NH);
+        return;
+    }
     attn_job j = {.out = out, .y = y, .att_out = att, .qkv = qkv, .B = B, .T = T, .C = C, .NH = NH,
                   .b0 = 0, .b1 = B, .lambda = lambda};
     attn_run(&j, attn_forward_rows, NULL);
@@ -551,8 +565,62 @@ void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv
 
 size_t xsa_nn_attention_scratch_floats(int B, int T, int C, int NH)
 {
-    (void)NH;
+    if (T > XSA_NN_ATTN_FULL_MAX) return xsa_nn_attention_blocked_scratch_floats(B, T, C, NH);
     return (size_t)B * T * C + 2 * (size_t)T; /* dY through the projection; datt per thread */
+}
+
+/* XSA's projection backward over rows [r0, r1) of B*T (see
+ * attn_backward_rows) */
+static void project_backward_rows(float *dyw, float *dqkv, const float *dz_all, const float *ysaved,
+                                  const float *qkv, size_t r0, size_t r1, int C, int NH, float lambda)
+{
+    int HS = C / NH, C3 = 3 * C;
+    /* Through the projection: with s = Y.Vn, g = dZ.Vn,
+     *   dY  = dZ - lambda g Vn
+     *   dVn = -lambda (s dZ + g Y)
+     *   dV  = (dVn - (dVn.Vn) Vn) / |V|   (or dVn / eps when |V| <= eps) */
+    for (size_t bt = r0; bt < r1; bt++)
+        for (int h = 0; h < NH; h++) {
+            const float *v = qkv + bt * C3 + 2 * C + h * HS;
+            float *dv = dqkv + bt * C3 + 2 * C + h * HS;
+            const float *yy = ysaved + bt * C + h * HS;
+            const float *dz = dz_all + bt * C + h * HS;
+            float *dyo = dyw + bt * C + h * HS;
+            float nv = sqrtf(dot(v, v, HS));
+            float r = 1.0f / (nv > VN_EPS ? nv : VN_EPS);
+            float s = dot(yy, v, HS) * r, g = dot(dz, v, HS) * r;
+            float dvn_vn = 0.0f;
+            for (int i = 0; i < HS; i++) {
+                float vn = v[i] * r;
+                dyo[i] = dz[i] - lambda * g * vn;
+                dvn_vn += -lambda * (s * dz[i] + g * yy[i]) * vn;
+            }
+            int normal = nv > VN_EPS;
+            for (int i = 0; i < HS; i++) {
+                float vn = v[i] * r;
+                float dvn = -lambda * (s * dz[i] + g * yy[i]);
+                dv[i] += normal ? (dvn - dvn_vn * vn) * r : dvn * r;
+            }
+        }
+}
+
+static void *project_backward_half(void *arg)
+{
+    const attn_job *j = arg;
+    project_backward_rows(j->dyw, j->dqkv, j->dout, j->ysaved, j->qkv, (size_t)j->b0, (size_t)j->b1,
+                          j->C, j->NH, j->lambda);
+    return NULL;
+}
+
+void xsa_nn_xsa_project_backward_split(float *dyw, float *dqkv, const float *dz, const float *y,
+                                       const float *qkv, int N, int C, int NH, float lambda)
+{
+    /* b0, b1: rows of N here; each row's arithmetic is the same in either half */
+    attn_job j = {.dqkv = dqkv, .dyw = dyw, .qkv = qkv, .dout = dz, .ysaved = y, .C = C, .NH = NH,
+                  .lambda = lambda};
+    attn_job halves[2] = {j, j};
+    halves[0].b0 = 0, halves[0].b1 = halves[1].b0 = N / 2, halves[1].b1 = N;
+    xsa_run_halves(halves, sizeof halves[0], (long)N * C >= HALVES_MIN, project_backward_half);
 }
 
 static void *attn_backward_rows(void *arg)
@@ -563,33 +631,8 @@ static void *attn_backward_rows(void *arg)
     float *dqkv = j->dqkv, *datt = j->datt, lambda = j->lambda;
     float scale = 1.0f / sqrtf((float)HS);
     if (lambda != 0.0f) {
-        /* Through the projection: with s = Y.Vn, g = dZ.Vn,
-         *   dY  = dZ - lambda g Vn
-         *   dVn = -lambda (s dZ + g Y)
-         *   dV  = (dVn - (dVn.Vn) Vn) / |V|   (or dVn / eps when |V| <= eps) */
-        for (size_t bt = (size_t)j->b0 * T; bt < (size_t)j->b1 * T; bt++)
-            for (int h = 0; h < NH; h++) {
-                const float *v = qkv + bt * C3 + 2 * C + h * HS;
-                float *dv = dqkv + bt * C3 + 2 * C + h * HS;
-                const float *yy = j->ysaved + bt * C + h * HS;
-                const float *dz = j->dout + bt * C + h * HS;
-                float *dyo = j->dyw + bt * C + h * HS;
-                float nv = sqrtf(dot(v, v, HS));
-                float r = 1.0f / (nv > VN_EPS ? nv : VN_EPS);
-                float s = dot(yy, v, HS) * r, g = dot(dz, v, HS) * r;
-                float dvn_vn = 0.0f;
-                for (int i = 0; i < HS; i++) {
-                    float vn = v[i] * r;
-                    dyo[i] = dz[i] - lambda * g * vn;
-                    dvn_vn += -lambda * (s * dz[i] + g * yy[i]) * vn;
-                }
-                int normal = nv > VN_EPS;
-                for (int i = 0; i < HS; i++) {
-                    float vn = v[i] * r;
-                    float dvn = -lambda * (s * dz[i] + g * yy[i]);
-                    dv[i] += normal ? (dvn - dvn_vn * vn) * r : dvn * r;
-                }
-            }
+        project_backward_rows(j->dyw, dqkv, j->dout, j->ysaved, qkv, (size_t)j->b0 * T,
+                              (size_t)j->b1 * T, C, NH, lambda);
         dy = j->dyw;
     }
     for (int b = j->b0; b < j->b1; b++)
@@ -624,6 +667,10 @@ void xsa_nn_attention_backward(float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att, const float *y,
                                int B, int T, int C, int NH, float lambda)
 {
+    if (T > XSA_NN_ATTN_FULL_MAX) {
+        xsa_nn_attention_blocked_backward(dqkv, scratch, dout, qkv, att, y, B, T, C, NH, lambda);
+        return;
+    }
     float *datt = scratch + (size_t)B * T * C;
     attn_job j = {.dqkv = dqkv, .dyw = scratch, .datt = datt, .qkv = qkv, .dout = dout,
                   .ysaved = y, .att = att, .B = B, .T = T, .C = C, .NH = NH, .b0 = 0,

@@ -94,6 +94,14 @@ void xsa_nn_residual_backward(float *da, float *db, const float *dout, size_t co
  * NULL (then nothing is saved) and out = Y.
  * When lambda != 0, y must be non-NULL: the backward needs it.
  *
+ * Up to XSA_NN_ATTN_FULL_MAX positions att holds the weights as above (the
+ * full kernel, whose bits every record of the study has). Longer sequences
+ * run a blocked kernel with an online softmax (attention_blocked.c): att
+ * then holds each row's log-sum-exp [B,NH,T] and the kernel's working
+ * blocks, xsa_nn_attention_saved_floats in all, and y must be non-NULL for
+ * SA too (it receives a copy of out). xsa_nn_attention_weights recomputes
+ * the weights from it.
+ *
  * probe: NULL, or NH * XSA_NN_PROBE_N doubles receiving, for each head h,
  * probe[h*XSA_NN_PROBE_N + k] = the means over this batch of the statistics
  * below, with cos(a,b) = a.b / max(|a||b|, 1e-8):
@@ -114,6 +122,19 @@ enum {
     XSA_NN_PROBE_POST_COS1,
     XSA_NN_PROBE_N
 };
+/* The length up to which the full kernel runs: the longest sequence of the
+ * study's records (seq_len <= 256), which keep the full kernel's bits. The
+ * blocked kernel would pay from 256 on: on the Zen 3, 2 threads, 2 heads of
+ * 64 (tests/bench_attention.c, doc/performance.md), forward + backward
+ * took 5.9 ms blocked against 18.6 ms full at 256 positions, 1.3 against
+ * 1.4 ms at 128, 1.2 against 0.3 ms at 64. */
+#define XSA_NN_ATTN_FULL_MAX 256
+/* Floats of att at (B, T): B*NH*T*T up to XSA_NN_ATTN_FULL_MAX, else
+ * B*NH*T plus the blocked forward's working blocks. */
+size_t xsa_nn_attention_saved_floats(int B, int T, int C, int NH);
+/* att[B,NH,T,T] = the weights, from an att saved by the blocked kernel */
+void xsa_nn_attention_weights(float *att, const float *qkv, const float *saved, int B, int T, int C,
+                              int NH);
 void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv,
                               int B, int T, int C, int NH, float lambda,
                               double *probe);
@@ -122,7 +143,8 @@ void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv
  * v[HS] (z may be y). The attention above and the key/value cache's
  * (generate.h) both project through it. */
 void xsa_nn_xsa_project(float *z, const float *y, const float *v, int HS, float lambda);
-/* Floats of scratch the backward needs (B*T*C + T). */
+/* Floats of scratch the backward needs (B*T*C + 2T; above
+ * XSA_NN_ATTN_FULL_MAX, B*T*C and two halves' blocks). */
 size_t xsa_nn_attention_scratch_floats(int B, int T, int C, int NH);
 /* dqkv[B,T,3C] += d(loss)/d(qkv) given dout[B,T,C] = d(loss)/dZ, the saved
  * att and y (y unused, may be NULL, when lambda == 0) and the same qkv.

@@ -93,6 +93,11 @@ benches() {
                 OPENBLAS_CORETYPE=$best "$b" || status=1
             fi
             ;;
+        bench_attention)
+            echo "== bench_attention $PEAK_STEP"
+            # shellcheck disable=SC2086
+            "$b" $PEAK_STEP || status=1
+            ;;
         bench_generate)
             echo "== bench_generate $PEAK_GEN"
             # shellcheck disable=SC2086

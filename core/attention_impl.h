@@ -1,0 +1,33 @@
+/*
+ * attention_impl.h: the attention kernels' private interface between nn.c
+ * (the full kernel, the XSA projection, the dispatch by length) and
+ * attention_blocked.c (the blocked kernel above XSA_NN_ATTN_FULL_MAX
+ * positions). Shapes and conventions: nn.h. Private to the core.
+ */
+#ifndef XSA_ATTENTION_IMPL_H
+#define XSA_ATTENTION_IMPL_H
+
+#include <stddef.h>
+
+/* The blocked kernel. saved: per row of each (batch row, head) its
+ * log-sum-exp [B,NH,T], then the forward's working blocks (the sizes of
+ * xsa_nn_attention_saved_floats and _scratch_floats above the threshold).
+ * The forward writes y for SA too (a copy of out): its backward reads it. */
+size_t xsa_nn_attention_blocked_saved_floats(int B, int T, int C, int NH);
+size_t xsa_nn_attention_blocked_scratch_floats(int B, int T, int C, int NH);
+void xsa_nn_attention_blocked_forward(float *out, float *y, float *saved, const float *qkv, int B,
+                                      int T, int C, int NH, float lambda);
+void xsa_nn_attention_blocked_backward(float *dqkv, float *scratch, const float *dout,
+                                       const float *qkv, const float *saved, const float *y, int B,
+                                       int T, int C, int NH, float lambda);
+/* a_{t,t2} of unit (b, h), recomputed from saved as the backward does */
+float xsa_nn_attention_blocked_weight(const float *qkv, const float *saved, int b, int h, int t,
+                                      int t2, int T, int C, int NH);
+
+/* XSA's projection backward over all N = B*T rows (nn.c): dyw[N,C] =
+ * d(loss)/dY from dz = d(loss)/dZ, and dqkv's value columns += the
+ * projection's part of d(loss)/dV; rows in two halves (xsa_run_halves). */
+void xsa_nn_xsa_project_backward_split(float *dyw, float *dqkv, const float *dz, const float *y,
+                                       const float *qkv, int N, int C, int NH, float lambda);
+
+#endif
