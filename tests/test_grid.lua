@@ -142,6 +142,26 @@ T.case("the verdicts: per-seed statistics, t tests, Holm's correction, the stopp
   T.ok(part.incomplete:find("of " .. n, 1, true), part.incomplete)
 end)
 
+T.case("part 8 end to end on small settings: exploratory records, read back without training", function()
+  local exe = os.getenv("XSA_EXE")
+  if not exe then print("skip: XSA_EXE not set"); return end
+  local dir = T.tmpdir()
+  local cmd = string.format("%s %s/scripts/part8_length.lua --quick --seeds 0, --threads 1 --results %s/r --out %s/c " ..
+    "--plots %s/p 2>&1", exe, ROOT, dir, dir, dir)
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  T.ok(p:close(), "part 8 --quick failed:\n" .. out)
+  T.eq(#assert(xsa.list_files(dir .. "/r/explore")), 3, "one record per cell")
+  T.eq(xsa.list_files(dir .. "/r/grid"), nil, "flags off the plan never write the registered grid")
+  for _, T_ in ipairs{64, 256, 1024} do T.ok(out:find("\n| " .. T_ .. " | 1 |", 1, true), "a row for seq_len " .. T_) end
+  T.ok(out:find("exploratory", 1, true))
+  p = io.popen(cmd)
+  out = p:read("a")
+  T.ok(p:close())
+  T.ok(not out:find("cache miss", 1, true) and select(2, out:gsub("record: explore%-", "")) == 3,
+    "read back from the records:\n" .. out)
+end)
+
 T.case("stats.holm and the chi-square quantile against closed forms", function()
   local a = stats.holm{0.01, 0.04, 0.03}
   T.near(a[1], 0.03, 1e-15); T.near(a[2], 0.06, 1e-15); T.near(a[3], 0.06, 1e-15)
