@@ -33,19 +33,25 @@ local function config(opts, cell, s, lr)
     eval_batches = opts.quick and 1 or nil})
 end
 
--- The part's seeds: --seeds, else the registered N (the pilot must be done).
+-- The part's seeds: --seeds, else the registered N; nil and why while the
+-- pilot has not fixed it (then --from-records publishes "not yet").
 local function seeds(ex)
   if ex.opts.seeds then return ex.seeds end
   local n, how = V.seeds_rule(ex.opts.results)
-  if not n then ex:fail("no --seeds given and the registered N is not known yet: " .. how) end
+  if not n then return nil, "no --seeds given and the registered N is not known yet: " .. how end
   local out = {}
   for s = 0, n - 1 do out[#out + 1] = s end
   return out
 end
 
 function M.units(ex, cells)
-  local units, lrs = {}, {}
-  for _, s in ipairs(seeds(ex)) do
+  local units, lrs, list, why = {}, {}, seeds(ex)
+  if not list then
+    if not ex.opts.from_records then ex:fail(why) end
+    ex.not_yet = why
+    return units
+  end
+  for _, s in ipairs(list) do
     for _, c in ipairs(cells) do
       lrs[c.size] = lrs[c.size] or V.chosen_lr(ex.opts.results, c.size) or (ex.opts.quick and 2e-3)
       if not lrs[c.size] then ex:fail("the pilot's lr sweep of " .. c.size .. " is not finished: xsa scripts/pilot.lua") end
@@ -81,6 +87,10 @@ end
 
 -- The part's outputs from its units' results (a list).
 function M.main(ex, runs, axis)
+  if ex.not_yet then
+    print(ex.not_yet)
+    return ex:summary{incomplete = ex.not_yet}
+  end
   local by, xs, rows, tics, per = {}, {}, {}, {}, {}
   for _, r in ipairs(runs) do by[r.cell] = by[r.cell] or {}; by[r.cell][#by[r.cell] + 1] = r end
   for i, c in ipairs(axis.cells) do
@@ -112,7 +122,7 @@ function M.main(ex, runs, axis)
       r.verdict))
   end
   ex:summary{table = tbl, slope = slope, exploratory = explore(ex.opts) or nil, family = fam.rows, incomplete = fam.incomplete,
-    n = fam.n, seeds_rule = fam.how, lrs = fam.lrs, seeds = seeds(ex)}
+    n = fam.n, seeds_rule = fam.how, lrs = fam.lrs, seeds = (seeds(ex))}
 end
 
 -- A part's declaration: axis = {name, title, summary, cells, x, tic, xlabel, column, figure}.
