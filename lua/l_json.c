@@ -460,6 +460,11 @@ static void push_json(dec *d, const cJSON *v)
         const cJSON *c;
         cJSON_ArrayForEach(c, v)
         {
+            /* cJSON keeps both; a reader that takes the first and one that
+             * takes the last would see two documents: refuse */
+            if (lua_getfield(L, -1, c->string) != LUA_TNIL)
+                luaL_error(L, "json.decode: invalid JSON: the key \"%s\" appears twice in an object", c->string);
+            lua_pop(L, 1);
             lua_pushstring(L, c->string);
             push_json(d, c);
             lua_rawset(L, -3);

@@ -98,7 +98,9 @@ local function verdicts(sums)
     "verdict", "mean val loss: gain (95% t interval), XSA ahead in", "verdict", "seeds for ±1 point (final; mean)"}, rows)
 end
 
-local blas_text = xsa.record.blas_text
+-- record text is untrusted: every string of a record that reaches Markdown goes through md
+local md = study.md_text
+local function blas_text(v) return md(xsa.record.blas_text(v)) end
 
 -- Compute, each record once (parts 6 and 7 read part 3's records, part 6
 -- part 5's): CPU time where the record holds it (cpu_s, from parts 8 and 9
@@ -115,7 +117,7 @@ local function compute(sums)
         c.n, c.wall = c.n + 1, c.wall + wall
         if numbers_ok(r.cpu_s) then c.cpu = c.cpu + r.cpu_s
         else c.bound, c.bound_n = c.bound + wall * (math.tointeger(v.threads) or 1), c.bound_n + 1 end
-        local cpu = tostring(v.cpu):find("(family", 1, true) and tostring(v.cpu) or (tostring(v.cpu) .. " (model not recorded)")
+        local cpu = tostring(v.cpu):find("(family", 1, true) and md(v.cpu) or (md(v.cpu) .. " (model not recorded)")
         local m = by[cpu] or {n = 0, attrs = {}}
         by[cpu], m.n = m, m.n + 1
         local a = string.format("%s, %s thread%s", blas_text(v), v.threads, v.threads == 1 and "" or "s")
@@ -157,8 +159,8 @@ local function provenance_table(sums)
   for _, p in ipairs(PARTS) do
     for _, r in ipairs(sums[p.part] and sums[p.part].records or {}) do
       local v = r.provenance
-      rows[#rows + 1] = {p.part, r.name, v.date, v.cpu, string.format("%s, %s", blas_text(v), v.threads),
-        tostring(v.commit):sub(1, 10), numbers_ok(r.elapsed_s) and string.format("%.0f", r.elapsed_s) or "n/a",
+      rows[#rows + 1] = {p.part, md(r.name), md(v.date), md(v.cpu), string.format("%s, %s", blas_text(v), v.threads),
+        md(tostring(v.commit):sub(1, 10)), numbers_ok(r.elapsed_s) and string.format("%.0f", r.elapsed_s) or "n/a",
         numbers_ok(v.load) and string.format("%.1f", v.load) or "n/a", tostring(r.others)}
     end
   end
@@ -181,11 +183,11 @@ local function compare_row(r)
   local function values(d)
     local vals = {}
     for i, v in ipairs(d.values) do vals[i] = numbers_ok(v) and string.format("%.10g", v) or "n/a" end
-    return d.field .. ": " .. table.concat(vals, " / ")
+    return md(d.field) .. ": " .. table.concat(vals, " / ")
   end
   local f = {}
   for i, d in ipairs(finals) do f[i] = values(d) end
-  return {r.name, table.concat(r.kernels or {}, " / "), worst and string.format("%.2g (%s)", rel, values(worst)) or "none",
+  return {md(r.name), md(table.concat(r.kernels or {}, " / ")), worst and string.format("%.2g (%s)", rel, values(worst)) or "none",
     #f > 0 and table.concat(f, "; ") or "-", tostring(#r.differences)}
 end
 
@@ -267,14 +269,15 @@ study.main(function()
   local opts = xsa.args.parse(arg, spec)
   local root = sys.abspath(sys.root())
   local results = opts.given and opts.given.results and sys.abspath(opts.results) or (root .. "/results")
-  local scratch = os.tmpname()
-  os.remove(scratch)
-  sys.mkdir(scratch)
+  local scratch = sys.mkdtemp("xsa-results")
   local sums = {}
   for _, p in ipairs(PARTS) do
     local s, why = run_part(p, scratch, results)
     if not s and not tostring(why):find("no runs of this configuration have records", 1, true) then
-      error(string.format("results: %s failed:\n%s", p.part, why), 0)
+      -- the part said why (a refused record names its file): no traceback of this script
+      io.stderr:write(string.format("results: %s failed:\n%s\n", p.part, why))
+      os.execute("rm -rf " .. sys.shell_quote(scratch))
+      os.exit(1)
     end
     sums[p.part] = s
     io.stdout:write(string.format("%s: %s\n", p.part, s and (#(s.records or {}) .. " records") or "no records yet"))

@@ -425,7 +425,9 @@ function Ex:lambda_units(lambdas, probe_batches, probe_data, run)
   local units = {}
   for _, seed in ipairs(self.seeds) do
     local first = string.format("seed %d lambda %g", seed, lambdas[1])
+    self.unit_seed = seed -- the records it reads are this seed's (Ex:note_record)
     local reuse = self:part3_with_probes(seed, probe_batches, probe_data)
+    self.unit_seed = nil
     for i, lam in ipairs(lambdas) do
       local dep = not reuse and i > 1 and {first} or nil
       units[#units + 1] = {key = string.format("seed %d lambda %g", seed, lam), seed = seed, after = dep,
@@ -447,7 +449,8 @@ function Ex:note_record(name, recs)
   local kernels = {}
   for i, r in ipairs(recs) do kernels[i] = string.format("%s, %s", record.blas_text(r.provenance), r.provenance.threads) end
   self.records_used[#self.records_used + 1] = {name = name, file = rec.file, provenance = rec.provenance,
-    elapsed_s = rec.result.elapsed_s, cpu_s = rec.result.cpu_s, others = #recs - 1, differences = diffs, kernels = kernels}
+    elapsed_s = rec.result.elapsed_s, cpu_s = rec.result.cpu_s, others = #recs - 1, differences = diffs, kernels = kernels,
+    seed = self.unit_seed}
 end
 
 -- Writes the record of a finished run unless this run was read from one or
@@ -927,10 +930,17 @@ function Ex:run(units)
   elseif (opts.jobs or 1) > 1 and #units > 1 and not opts.from_records then
     schedule.processes(units, function(wave) self:run_workers(units, wave) end)
   end
-  local res, gone = schedule.serial(units, skip)
+  local res, gone = schedule.serial(self:seeded(units), skip)
+  self.unit_seed = nil -- a unit that raised left its seed
   if size > 1 and rank ~= 0 then return nil end
   local out, by, drop = {}, {}, {}
   for _, i in ipairs(gone) do drop[tostring(units[i].seed)] = true end
+  -- records of seeds left out are not the statistics' and are not counted
+  local used = {}
+  for _, r in ipairs(self.records_used or {}) do
+    if r.seed == nil or not drop[tostring(r.seed)] then used[#used + 1] = r end
+  end
+  self.records_used = self.records_used and used
   for i, u in ipairs(units) do
     if not drop[tostring(u.seed)] then out[#out + 1], by[u.key] = res[i], res[i] end
   end
@@ -940,6 +950,21 @@ function Ex:run(units)
     self:left_out(kept)
   end
   return out, by
+end
+
+-- units whose runs set ex.unit_seed while they run: the records a unit
+-- reads are its seed's (Ex:note_record)
+function Ex:seeded(units)
+  local out = {}
+  for i, u in ipairs(units) do
+    out[i] = setmetatable({run = function(...)
+      self.unit_seed = u.seed
+      local r = table.pack(u.run(...))
+      self.unit_seed = nil
+      return table.unpack(r, 1, r.n)
+    end}, {__index = u})
+  end
+  return out
 end
 
 -- One unit per seed of ex.seeds (Ex:run): fn(seed, i) is its run.

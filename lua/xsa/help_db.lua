@@ -226,6 +226,9 @@ add("xsa.record.commit", "xsa.record.commit() -> hex | \"unknown\"", "The checko
 add("xsa.record.parse", "xsa.record.parse(text, key [, check]) -> record | nil, why",
   "A record's text checked: format, key, finite numbers, short printable strings, the caller's check.",
   "local rec, why = xsa.record.parse(xsa.read_file(path), xsa.record.key(config))")
+add("xsa.record.valid_date", "xsa.record.valid_date(date) -> true | false, why",
+  "Whether a provenance date is YYYY-MM-DDTHH:MM:SSZ of the calendar, not before xsa.record.FIRST_DATE nor a day ahead of now.",
+  "print(xsa.record.valid_date(\"2026-12-02T10:00:00Z\"))")
 add("xsa.record.blas_text", "xsa.record.blas_text(provenance) -> string",
   "A record provenance's BLAS as text: the OpenBLAS kernel, the float32 GEMM library when it is not OpenBLAS (\"Haswell; products oneDNN 2.6.3 dnnl_sgemm\"; records from before the library was recorded ran OpenBLAS's), and the lm_head's blocking when the record names it (records from before it was recorded ran chunks of 40 MB and blocks of 4 MB).",
   "print(xsa.record.blas_text(xsa.record.provenance()))")
@@ -765,6 +768,7 @@ add("xsa.study.pair_options", "xsa.study.pair_options(train, extra) -> table", "
 add("xsa.study.check_pair", "xsa.study.check_pair(result) -> ok, why", "The cache check of a pair result.", "print(xsa.study.check_pair({}))")
 add("xsa.study.pct", "xsa.study.pct(x) -> string", "\"+1.80%\" or \"n/a\".", "print(xsa.study.pct(1.8))")
 add("xsa.study.compare_words", "xsa.study.compare_words(sa, xsa [, what]) -> string", "The sentence comparing two losses.", "print(xsa.study.compare_words(4.2, 4.1))")
+add("xsa.study.md_text", "xsa.study.md_text(s) -> string", "s as plain text in Markdown: pipes, tags, links, images, emphasis, code and autolinks backslash-escaped, line breaks as spaces (record text on its way to a published file).", "print(xsa.study.md_text(\"a|b <i>\"))")
 add("xsa.study.md_table", "xsa.study.md_table(headers, rows [, text_cols]) -> string", "A markdown table; the first text_cols columns (default 1) align left, the others right.", "print(xsa.study.md_table({\"a\", \"b\"}, {{1, 2}}))")
 add("xsa.study.save_figure", "xsa.study.save_figure(fig, opts, name [, caption]) -> entry", "Saves a figure into the plots folder and says where; caption is what the report writes under it.",
   "xsa.study.save_figure(fig, opts, \"my_fig\")")
@@ -877,6 +881,7 @@ add("xsa.sys.env", "xsa.sys.env(name) -> string | nil", "An environment variable
 add("xsa.sys.root", "xsa.sys.root() -> path", "The repository root ($XSA_ROOT, else found from the modules).", "print(xsa.sys.root())")
 add("xsa.sys.abspath", "xsa.sys.abspath(p) -> path", "p made absolute against the working directory.", "print(xsa.sys.abspath(\"plots\"))")
 add("xsa.sys.shell_quote", "xsa.sys.shell_quote(s) -> string", "s as one single-quoted word for sh.", "print(xsa.sys.shell_quote(\"it's\"))")
+add("xsa.sys.mkdtemp", "xsa.sys.mkdtemp(prefix) -> path", "A new private folder under $TMPDIR or /tmp (mktemp -d: mkdtemp, mode 0700).", "local d = xsa.sys.mkdtemp(\"mine\")")
 add("xsa.sys.mkdir", "xsa.sys.mkdir(dir) -> dir", "mkdir -p; raises on failure.", "xsa.sys.mkdir(\"/tmp/a/b\")")
 add("xsa.sys.exists", "xsa.sys.exists(path) -> boolean", "Whether path is a readable regular file.", "print(xsa.sys.exists(\"README.md\"))")
 add("xsa.sys.interrupted", "xsa.sys.interrupted(err) -> boolean", "Whether err is Ctrl-C's \"interrupted!\".", "print(xsa.sys.interrupted(\"x: interrupted!\"))")

@@ -169,8 +169,7 @@ end
 -- export prefers it and, for a notebook that is not trusted (any executed by
 -- nbconvert), strips its tags, leaving blank space where the figure was.
 local function figure_data(fig)
-  local dir = os.tmpname()
-  os.remove(dir)
+  local dir = require("xsa.sys").mkdtemp("xsa-figure")
   local data = {["text/plain"] = tostring(fig)}
   local path, err = fig:save(dir .. "/figure.png", {quiet = true})
   if path then data["image/png"] = K.base64(read_file(path)) end

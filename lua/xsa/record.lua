@@ -26,9 +26,12 @@
 -- MAX_BYTES long, and it must parse, carry this format, hold the key text
 -- of the expected configuration, only finite numbers, and strings of at
 -- most MAX_STRING bytes without control characters; nothing in it is used
--- as a path, a command or code. A record that fails is refused with an
--- error naming its file: never skipped silently, never retrained over.
--- Results are stored without the fields that name files (checkpoints).
+-- as a path, a command or code; no key twice; typed provenance with a
+-- real date (valid_date); a pair's improvement recomputed from its losses.
+-- A record that fails is refused with an error naming its file: never
+-- skipped silently, never retrained over. Results are stored and read
+-- without the fields that name files (checkpoints). A part folder that
+-- cannot be listed is an error, not "no records".
 -- Non-goals: deleting or editing records (git does that), locking (every
 -- writer writes a file of its own).
 local sys = require "xsa.sys"
@@ -173,22 +176,93 @@ local function sane_record(rec)
   return sane(rest, "record", 0)
 end
 
+local function stripped(v)
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do
+    if not M.DROPPED[k] then out[k] = stripped(x) end
+  end
+  return setmetatable(out, getmetatable(v))
+end
+
+-- The earliest date a record can carry: the day the record format began
+-- (the first record of results/ is from that evening). Dates are compared
+-- as text to pick the record that counts, so only this one shape is taken.
+M.FIRST_DATE = "2026-12-01T00:00:00Z"
+local DAYS = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+
+-- A date "YYYY-MM-DDTHH:MM:SSZ" of the calendar, not before FIRST_DATE and
+-- not after a day from now; true, or false and why.
+function M.valid_date(d)
+  local y, mo, da, h, mi, se = tostring(d):match("^(%d%d%d%d)%-(%d%d)%-(%d%d)T(%d%d):(%d%d):(%d%d)Z$")
+  y, mo, da, h, mi, se = tonumber(y), tonumber(mo), tonumber(da), tonumber(h), tonumber(mi), tonumber(se)
+  if not (y and mo >= 1 and mo <= 12 and da >= 1 and da <= DAYS[mo] and h <= 23 and mi <= 59 and se <= 59) or
+    (mo == 2 and da == 29 and not (y % 4 == 0 and (y % 100 ~= 0 or y % 400 == 0))) then
+    return false, "provenance.date " .. string.format("%q", tostring(d)) .. " is not a date YYYY-MM-DDTHH:MM:SSZ"
+  end
+  if d < M.FIRST_DATE or d > os.date("!%Y-%m-%dT%H:%M:%SZ", os.time() + 86400) then
+    return false, "provenance.date " .. d .. " is before the record format existed (" .. M.FIRST_DATE .. ") or in the future"
+  end
+  return true
+end
+
+-- The provenance's fields that the published files print, by type: the
+-- strings named, threads a positive integer, load a number when present.
+local PROV_STRINGS = {engine = true, commit = true, blas = true, cpu = true, date = true}
+local PROV_OPTIONAL = {gemm = true, lmhead = true, source = true}
+local function valid_provenance(p)
+  if type(p) ~= "table" or getmetatable(p) then return false, "provenance is not an object" end
+  for k in pairs(PROV_STRINGS) do
+    if type(p[k]) ~= "string" or p[k] == "" then return false, "provenance." .. k .. " is not a string" end
+  end
+  for k in pairs(PROV_OPTIONAL) do
+    if p[k] ~= nil and type(p[k]) ~= "string" then return false, "provenance." .. k .. " is not a string" end
+  end
+  if math.type(p.threads) ~= "integer" or p.threads < 1 then return false, "provenance.threads is not a positive integer" end
+  if p.load ~= nil and type(p.load) ~= "number" then return false, "provenance.load is not a number" end
+  if not (p.commit == "unknown" or p.commit:match("^%x+$")) then return false, "provenance.commit is not a commit" end
+  return M.valid_date(p.date)
+end
+
+-- A result's own numbers as the statistics use them: times non-negative;
+-- a pair's improvement recomputed from its losses, never taken as written.
+local function valid_result(r)
+  if getmetatable(r) then return false, "result is not an object" end
+  for _, k in ipairs{"elapsed_s", "cpu_s"} do
+    if r[k] ~= nil and not (type(r[k]) == "number" and r[k] >= 0) then return false, "result." .. k .. " is not a time" end
+  end
+  if r.sa ~= nil or r.xsa ~= nil or r.improvement_pct ~= nil then
+    if type(r.sa) ~= "table" or type(r.xsa) ~= "table" then return false, "result.sa or result.xsa is not an object" end
+    if type(r.sa.final_val) ~= "number" or type(r.xsa.final_val) ~= "number" then
+      return false, "result.sa.final_val or result.xsa.final_val is not a number"
+    end
+    r.improvement_pct = require("xsa.train").improvement(r.sa.final_val, r.xsa.final_val)
+  end
+  return true
+end
+
 -- The record in `text` checked against the expected key; the record or
--- nil, why. check(result) -> ok, why: the caller's own validation.
+-- nil, why. check(result) -> ok, why: the caller's own validation. Fields
+-- that name files (DROPPED) are removed from the result, as on write.
 function M.parse(text, key, check)
   if #text > M.MAX_BYTES then return nil, "larger than " .. M.MAX_BYTES .. " bytes" end
   local ok, rec = pcall(core.json.decode, text)
   if not ok then return nil, "not valid JSON (" .. tostring(rec):gsub("\n", " ") .. ")" end
-  if type(rec) ~= "table" then return nil, "not a JSON object" end
+  if type(rec) ~= "table" or getmetatable(rec) then return nil, "not a JSON object" end
   if rec.format ~= M.FORMAT then return nil, "format is " .. tostring(rec.format) .. ", not " .. M.FORMAT end
   if rec.key ~= key then return nil, "its key is not this configuration's (edited, or another data set)" end
   if type(rec.result) ~= "table" then return nil, "it has no result" end
   if type(rec.provenance) ~= "table" or type(rec.provenance.date) ~= "string" then return nil, "it has no provenance date" end
   local good, why = sane_record(rec)
   if not good then return nil, why end
+  rec.result = stripped(rec.result)
+  good, why = valid_provenance(rec.provenance)
+  if good then good, why = valid_result(rec.result) end
+  if not good then return nil, why end
   if check then
-    good, why = check(rec.result)
-    if not good then return nil, "its result fails the check: " .. tostring(why) end
+    local okc, g, w = pcall(check, rec.result)
+    if not okc then g, w = false, "a field is missing or of the wrong type (" .. tostring(g):gsub("\n.*", "") .. ")" end
+    if not g then return nil, "its result fails the check: " .. tostring(w) end
   end
   return rec
 end
@@ -204,9 +278,15 @@ end
 function M.find(dir, part, name, config, check)
   assert(type(name) == "string" and name:match(SAFE), "xsa.record: bad run name " .. tostring(name))
   local pdir = part_dir(dir, part)
-  local files = core.list_files(pdir)
+  local files, err = core.list_files(pdir)
   local out = {}
-  if not files then return out end
+  if not files then
+    -- no folder: no records; one that cannot be listed (not a folder, no
+    -- permission, an I/O error) is an error, never "none" (strerror's
+    -- text: xsa never sets a locale)
+    if tostring(err):find(": No such file or directory$") then return out end
+    error(string.format("records folder %s cannot be listed: %s", pdir, tostring(err)), 0)
+  end
   local key = M.key(config)
   local prefix = name .. "-" .. cache.hash(key):sub(1, 12) .. "-"
   for _, f in ipairs(files) do
@@ -228,15 +308,6 @@ end
 
 ----------------------------------------------------------------------------
 -- writing
-
-local function stripped(v)
-  if type(v) ~= "table" then return v end
-  local out = {}
-  for k, x in pairs(v) do
-    if not M.DROPPED[k] then out[k] = stripped(x) end
-  end
-  return setmetatable(out, getmetatable(v))
-end
 
 -- Writes a new record of a finished run (atomically); returns its path.
 -- provenance: default M.provenance() (a result brought from a cache entry

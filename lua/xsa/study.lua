@@ -280,6 +280,20 @@ function M.compare_words(sa_value, xsa_value, what)
 end
 
 -- A markdown table: headers (list of strings), rows (lists of values).
+-- Text from a record (a CPU name, a library, a field) as plain text in
+-- Markdown: what would open markup is backslash-escaped (a table's pipe,
+-- HTML tags and entities, links and images, emphasis, code, autolinks) and
+-- line breaks become spaces. A "_" inside a word stays: GFM reads no
+-- emphasis there, and names like XSA_LMHEAD_ROWS keep their bytes.
+function M.md_text(s)
+  s = tostring(s):gsub("[%c]", " "):gsub("[\\`*{}%[%]<>!|&~]", "\\%0")
+  s = s:gsub("()_", function(i)
+    local a, b = s:sub(i - 1, i - 1), s:sub(i + 1, i + 1)
+    return (a:match("^%w$") and b:match("^%w$")) and "_" or "\\_"
+  end)
+  return (s:gsub("(%a)://", "%1\\://"):gsub("([Ww][Ww][Ww])%.", "%1\\."):gsub("(%S)@(%S)", "%1\\@%2"))
+end
+
 function M.md_table(headers, rows, text_cols)
   local lines = {}
   lines[1] = "| " .. table.concat(headers, " | ") .. " |"
@@ -342,7 +356,9 @@ function M.main(fn)
   end
   if sys.interrupted(err) then stop("interrupted", 130) end
   -- an expected stop (a diverging loss) needs no traceback
-  local plain = type(err) == "string" and err:match("^(train%.pair: [^\n]*loss became[^\n]*)")
+  -- and so does a refused record (xsa.record names its file and why)
+  local plain = type(err) == "string" and (err:match("^(train%.pair: [^\n]*loss became[^\n]*)") or
+    err:match("^(record [^\n]* is refused: [^\n]*)") or err:match("^(records folder [^\n]* cannot be listed: [^\n]*)"))
   if plain then stop(plain, 1) end
   stop(tostring(err), 1)
 end

@@ -92,6 +92,20 @@ function M.mkdir(dir)
   return dir
 end
 
+-- A new private folder under $TMPDIR (else /tmp), made by mktemp -d
+-- (mkdtemp(3), mode 0700): never a name removed and made again, which
+-- another user could take in between. prefix: plain letters.
+function M.mkdtemp(prefix)
+  prefix = prefix or "xsa"
+  assert(prefix:match("^[%w%-_]+$"), "xsa.sys.mkdtemp: the prefix must be plain letters, digits, - and _")
+  local p = io.popen("mktemp -d -t " .. prefix .. ".XXXXXXXX 2>&1")
+  local out = p:read("a")
+  local ok = p:close()
+  out = out:gsub("\n$", "")
+  if not ok or not out:find("^/") then error("cannot make a temporary folder: " .. out, 2) end
+  return out
+end
+
 -- Whether path can be opened for reading.
 -- A readable regular file. The engine's check is used once it is loaded: io.open
 -- would block forever on a FIFO and succeeds on a directory.
