@@ -189,7 +189,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB_A) $(wildcard tests/*.h)
 # test` also builds the kernel tests for the narrower paths this CPU can run
 # (build-isa-avx2 on an AVX-512 host; build-isa-c, x86-64 baseline, always)
 # and runs them there.
-ISA_TESTS    := test_simd test_nn test_attention test_lmhead test_gpt test_generate test_autograd test_autograd_gpt
+ISA_TESTS    := test_simd test_nn test_attention test_attention_variant test_lmhead test_gpt test_generate test_autograd test_autograd_gpt
 HOST_AVX512  := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo y)
 ISA_BUILDS   := $(if $(HOST_AVX512),build-isa-avx2) build-isa-c
 ISA_OPT_build-isa-avx2 := -O2 -march=native -mno-avx512f
@@ -304,7 +304,7 @@ install: all
 	install -m 755 $(EXE) $(DESTDIR)$(PREFIX)/bin/xsa
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/libxsa.a
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libxsa.so
-	install -m 644 $(filter-out core/attention_impl.h core/tensor_impl.h core/autograd_impl.h core/gpt_impl.h core/generate_impl.h core/vec.h core/simd.h,$(wildcard core/*.h)) $(DESTDIR)$(PREFIX)/include/xsa/
+	install -m 644 $(filter-out core/attention.h core/attention_impl.h core/tensor_impl.h core/autograd_impl.h core/gpt_impl.h core/generate_impl.h core/vec.h core/simd.h,$(wildcard core/*.h)) $(DESTDIR)$(PREFIX)/include/xsa/
 	install -m 755 $(LUA_SO) $(DESTDIR)$(LUA_CMOD)/xsa.so
 	install -m 644 lua/xsa/*.lua $(DESTDIR)$(LUA_LMOD)/xsa/
 	install -m 644 data/encoder.json data/vocab.bpe $(DESTDIR)$(LUA_LMOD)/xsa/data/

@@ -4,8 +4,8 @@
  * softmax of flash attention. The forward keeps, per row, only the
  * log-sum-exp of its scores; the backward recomputes each block of weights
  * from it, so no [T,T] buffer exists and memory grows as O(T) per head.
- * XSA's projection and its backward are nn.c's, the same rows as the full
- * path's. The full kernel of nn.c keeps every shorter sequence (the study's
+ * The variant's own part (attention.h: XSA's projection and its backward)
+ * runs on the same rows as in the full path. The full kernel of nn.c keeps every shorter sequence (the study's
  * records) on its old arithmetic.
  *
  * One unit is one (batch row, head): its outputs (y, out, the log-sum-exp,
@@ -154,6 +154,7 @@ static int seen(int i, int c0, int bc)
 typedef struct {
     float *out, *y, *lse, *dqkv, *ws; /* ws: this half's working blocks */
     const float *qkv, *dy, *ysaved;
+    const xsa_attention_variant *var;
     int T, C, NH, u0, u1; /* units [u0, u1): batch row u / NH, head u % NH */
     float lambda;
 } blk_job;
@@ -201,8 +202,8 @@ static void forward_rows(const blk_job *j, int b, int h, int i0, int br, float *
         float *yo = j->y + row * C + h * HS, *zo = j->out + row * C + h * HS;
         row_scale(yo, 1.0f / sum[r], acc + (size_t)r * HS, HS);
         lse[i0 + r] = mx[r] + logf(sum[r]);
-        if (j->lambda != 0.0f)
-            xsa_nn_xsa_project(zo, yo, V + (size_t)(i0 + r) * C3, HS, j->lambda);
+        if (j->var->forward)
+            j->var->forward(zo, yo, V + (size_t)(i0 + r) * C3, HS, j->lambda);
         else
             memcpy(zo, yo, (size_t)HS * sizeof(float));
     }
@@ -241,10 +242,11 @@ static void run_units(blk_job *j, int B, float *ws, size_t n, void *(*fn)(void *
     xsa_run_halves(halves, sizeof halves[0], U >= 2, fn);
 }
 
-void xsa_nn_attention_blocked_forward(float *out, float *y, float *saved, const float *qkv, int B,
-                                      int T, int C, int NH, float lambda)
+void xsa_nn_attention_blocked_forward(const xsa_attention_variant *v, float lambda, float *out,
+                                      float *y, float *saved, const float *qkv, int B, int T, int C,
+                                      int NH)
 {
-    blk_job j = {.out = out, .y = y, .lse = saved, .qkv = qkv, .T = T, .C = C, .NH = NH,
+    blk_job j = {.out = out, .y = y, .lse = saved, .qkv = qkv, .var = v, .T = T, .C = C, .NH = NH,
                  .lambda = lambda};
     run_units(&j, B, saved + (size_t)B * NH * T, fwd_ws(C / NH), forward_units);
 }
@@ -309,17 +311,18 @@ static void *backward_units(void *arg)
     return NULL;
 }
 
-void xsa_nn_attention_blocked_backward(float *dqkv, float *scratch, const float *dout,
-                                       const float *qkv, const float *saved, const float *y, int B,
-                                       int T, int C, int NH, float lambda)
+void xsa_nn_attention_blocked_backward(const xsa_attention_variant *v, float lambda, float *dqkv,
+                                       float *scratch, const float *dout, const float *qkv,
+                                       const float *saved, const float *y, int B, int T, int C,
+                                       int NH)
 {
     const float *dy = dout;
-    if (lambda != 0.0f) {
-        xsa_nn_xsa_project_backward_split(scratch, dqkv, dout, y, qkv, B * T, C, NH, lambda);
+    if (v->backward) {
+        xsa_attention_backward_split(v, lambda, scratch, dqkv, dout, y, qkv, B * T, C, NH);
         dy = scratch;
     }
-    blk_job j = {.dqkv = dqkv, .lse = (float *)saved, .qkv = qkv, .dy = dy, .ysaved = y, .T = T,
-                 .C = C, .NH = NH, .lambda = lambda};
+    blk_job j = {.dqkv = dqkv, .lse = (float *)saved, .qkv = qkv, .dy = dy, .ysaved = y, .var = v,
+                 .T = T, .C = C, .NH = NH, .lambda = lambda};
     run_units(&j, B, scratch + (size_t)B * T * C, bwd_ws(T, C / NH), backward_units);
 }
 

@@ -9,25 +9,39 @@
 
 #include <stddef.h>
 
+#include "attention.h"
+
 /* The blocked kernel. saved: per row of each (batch row, head) its
  * log-sum-exp [B,NH,T], then the forward's working blocks (the sizes of
  * xsa_nn_attention_saved_floats and _scratch_floats above the threshold).
  * The forward writes y for SA too (a copy of out): its backward reads it. */
 size_t xsa_nn_attention_blocked_saved_floats(int B, int T, int C, int NH);
 size_t xsa_nn_attention_blocked_scratch_floats(int B, int T, int C, int NH);
-void xsa_nn_attention_blocked_forward(float *out, float *y, float *saved, const float *qkv, int B,
-                                      int T, int C, int NH, float lambda);
-void xsa_nn_attention_blocked_backward(float *dqkv, float *scratch, const float *dout,
-                                       const float *qkv, const float *saved, const float *y, int B,
-                                       int T, int C, int NH, float lambda);
+void xsa_nn_attention_blocked_forward(const xsa_attention_variant *v, float lambda, float *out,
+                                      float *y, float *saved, const float *qkv, int B, int T, int C,
+                                      int NH);
+void xsa_nn_attention_blocked_backward(const xsa_attention_variant *v, float lambda, float *dqkv,
+                                       float *scratch, const float *dout, const float *qkv,
+                                       const float *saved, const float *y, int B, int T, int C,
+                                       int NH);
 /* a_{t,t2} of unit (b, h), recomputed from saved as the backward does */
 float xsa_nn_attention_blocked_weight(const float *qkv, const float *saved, int b, int h, int t,
                                       int t2, int T, int C, int NH);
 
-/* XSA's projection backward over all N = B*T rows (nn.c): dyw[N,C] =
- * d(loss)/dY from dz = d(loss)/dZ, and dqkv's value columns += the
- * projection's part of d(loss)/dV; rows in two halves (xsa_run_halves). */
-void xsa_nn_xsa_project_backward_split(float *dyw, float *dqkv, const float *dz, const float *y,
-                                       const float *qkv, int N, int C, int NH, float lambda);
+/* nn.h's attention forward and backward for any variant of the table
+ * (nn.h's own take lambda: 0 is SA, else XSA) */
+void xsa_nn_attention_forward_v(const xsa_attention_variant *v, float lambda, float *out, float *y,
+                                float *att, const float *qkv, int B, int T, int C, int NH,
+                                double *probe);
+void xsa_nn_attention_backward_v(const xsa_attention_variant *v, float lambda, float *dqkv,
+                                 float *scratch, const float *dout, const float *qkv,
+                                 const float *att, const float *y, int B, int T, int C, int NH);
+
+/* The variant's backward (v->backward, not NULL) over all N = B*T rows, in
+ * two halves (xsa_run_halves): dyw[N,C] = dL/dY from dz = dL/dZ, dqkv's
+ * value columns += through Z (nn.c). */
+void xsa_attention_backward_split(const xsa_attention_variant *v, float lambda, float *dyw,
+                                  float *dqkv, const float *dz, const float *y, const float *qkv,
+                                  int N, int C, int NH);
 
 #endif

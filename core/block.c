@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "attention_impl.h"
 #include "gpt_impl.h"
 #include "nn.h"
 
@@ -18,7 +19,8 @@ void xsa_gpt_attend_full(void *ctx, int layer, const xsa_gpt_acts *a)
 {
     const xsa_gpt_full_attention *f = ctx;
     double *probe = f->probe ? f->probe + (size_t)layer * f->NH * XSA_NN_PROBE_N : NULL;
-    xsa_nn_attention_forward(a->z, a->y, a->att, a->qkv, f->B, f->T, f->C, f->NH, f->lambda, probe);
+    xsa_nn_attention_forward_v(f->var, f->lambda, a->z, a->y, a->att, a->qkv, f->B, f->T, f->C, f->NH,
+                               probe);
 }
 
 void xsa_gpt_block_forward(const xsa_gpt_layer *w, const float *x, const xsa_gpt_acts *a, int N,
@@ -74,8 +76,8 @@ void xsa_gpt_block_backward(const xsa_gpt_layer *w, const xsa_gpt_layer *g, cons
     memset(dA, 0, NC * sizeof(float));
     xsa_nn_linear_backward(dA, g->apw, g->apb, dres, a->z, w->apw, N, C, C);
     memset(dqkv, 0, NC * 3 * sizeof(float));
-    xsa_nn_attention_backward(dqkv, s->ascratch, dA, a->qkv, a->att, a->y, at->B, at->T, C, at->NH,
-                              at->lambda);
+    xsa_nn_attention_backward_v(at->var, at->lambda, dqkv, s->ascratch, dA, a->qkv, a->att, a->y, at->B,
+                                at->T, C, at->NH);
     memset(dA, 0, NC * sizeof(float));
     xsa_nn_linear_backward(dA, g->qkvw, NULL, dqkv, a->ln1, w->qkvw, N, C, 3 * C);
     qkv_bias_backward(g->qkvb, dqkv, N, C);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attention.h"
 #include "ckd.h"
 
 #include "gemm.h"
@@ -27,7 +28,7 @@
 struct xsa_gpt {
     long refcount;
     xsa_gpt_config cfg;
-    float lambda_eff;          /* 0 for SA */
+    const xsa_attention_variant *var; /* cfg.attention's (attention.h) */
     int ntensors;
     char **names;
     xsa_tensor **params;       /* views into pstore; ->grad views into gstore */
@@ -77,14 +78,50 @@ void xsa_gpt_config_default(xsa_gpt_config *c)
     c->precision = XSA_PREC_F32;
 }
 
-const char *xsa_gpt_attention_name(xsa_attention a) { return a == XSA_ATTN_XSA ? "xsa" : "sa"; }
+const char *xsa_gpt_attention_name(xsa_attention a)
+{
+    const xsa_attention_variant *v = xsa_attention_get((int)a);
+    return v ? v->name : "(unknown)";
+}
+
+const char *const *xsa_gpt_attention_names(void)
+{
+    static const char *names[] = {
+#define X(n) #n,
+        XSA_ATTENTION_VARIANTS(X)
+#undef X
+        NULL};
+    return names;
+}
+
+int xsa_gpt_attention_takes_lambda(xsa_attention a)
+{
+    const xsa_attention_variant *v = xsa_attention_get((int)a);
+    return v && v->takes_lambda;
+}
+
+/* "\"sa\", \"xsa\" or ..." into buf */
+static const char *name_list(char *buf, size_t n)
+{
+    size_t k = 0;
+    int N = xsa_attention_count();
+    buf[0] = 0;
+    for (int i = 0; i < N && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s\"%s\"", i == 0 ? "" : i == N - 1 ? " or " : ", ",
+                              xsa_attention_get(i)->name);
+    return buf;
+}
 
 int xsa_gpt_attention_parse(const char *s, xsa_attention *out)
 {
-    if (s && strcmp(s, "sa") == 0) *out = XSA_ATTN_SA;
-    else if (s && strcmp(s, "xsa") == 0) *out = XSA_ATTN_XSA;
-    else return xsa_error("gpt: attention must be \"sa\" or \"xsa\" (got \"%s\")", s ? s : "(null)");
-    return 0;
+    for (int i = 0; s && i < xsa_attention_count(); i++)
+        if (strcmp(s, xsa_attention_get(i)->name) == 0) {
+            *out = (xsa_attention)i;
+            return 0;
+        }
+    char buf[256];
+    return xsa_error("gpt: attention must be %s (got \"%s\")", name_list(buf, sizeof buf),
+                     s ? s : "(null)");
 }
 
 const char *xsa_gpt_precision_name(xsa_precision p) { return p == XSA_PREC_BF16 ? "bf16" : "f32"; }
@@ -109,8 +146,10 @@ int xsa_gpt_config_validate(const xsa_gpt_config *c)
                              pos[i].max, pos[i].v);
     if (c->d_model % c->n_head != 0)
         return xsa_error("gpt: d_model %d is not divisible by n_head %d", c->d_model, c->n_head);
-    if (c->attention != XSA_ATTN_SA && c->attention != XSA_ATTN_XSA)
-        return xsa_error("gpt: attention must be \"sa\" or \"xsa\"");
+    if (!xsa_attention_get((int)c->attention)) {
+        char buf[256];
+        return xsa_error("gpt: attention must be %s", name_list(buf, sizeof buf));
+    }
     if (!isfinite(c->lambda)) return xsa_error("gpt: lambda must be finite (got %g)", c->lambda);
     if (c->precision != XSA_PREC_F32 && c->precision != XSA_PREC_BF16)
         return xsa_error("gpt: precision must be \"f32\" or \"bf16\"");
@@ -124,9 +163,9 @@ int xsa_gpt_config_validate(const xsa_gpt_config *c)
 
 static inline float *P(const xsa_gpt *m, int idx) { return xsa_tensor_f32(m->params[idx]); }
 
-static void set_lambda(xsa_gpt *m)
+static void set_variant(xsa_gpt *m)
 {
-    m->lambda_eff = m->cfg.attention == XSA_ATTN_XSA ? (float)m->cfg.lambda : 0.0f;
+    m->var = xsa_attention_get((int)m->cfg.attention);
 }
 
 /* One stream of normals over the tensors in layout order (gpt.h). */
@@ -193,7 +232,7 @@ xsa_gpt *xsa_gpt_alloc(const xsa_gpt_config *c)
         free(m);
         return NULL;
     }
-    set_lambda(m);
+    set_variant(m);
     m->ntensors = xsa_gpt_layout_count(c->n_layer);
     m->names = calloc((size_t)m->ntensors, sizeof *m->names);
     m->params = calloc((size_t)m->ntensors, sizeof *m->params);
@@ -322,7 +361,7 @@ int xsa_gpt_set_attention(xsa_gpt *m, xsa_attention attention, double lambda)
     c.lambda = lambda;
     if (xsa_gpt_config_validate(&c) != 0) return -1;
     m->cfg = c;
-    set_lambda(m);
+    set_variant(m);
     m->gen++;
     release_acts(m);
     return 0;
@@ -508,7 +547,8 @@ static size_t step_scratch_floats(const xsa_gpt *m, int B, int T)
  * where the per-block statistics go). */
 static xsa_gpt_full_attention full_attention(const xsa_gpt *m, int B, int T, double *probe)
 {
-    return (xsa_gpt_full_attention){B, T, m->cfg.d_model, m->cfg.n_head, m->lambda_eff, probe};
+    return (xsa_gpt_full_attention){B, T, m->cfg.d_model, m->cfg.n_head, m->var, (float)m->cfg.lambda,
+                                    probe};
 }
 
 /* Embedding and blocks, keeping every block's activations for the
@@ -750,7 +790,7 @@ const float *xsa_gpt_activation(const xsa_gpt *m, int layer, const char *name)
     const xsa_gpt_acts *a = &m->la[layer];
     if (strcmp(name, "qkv") == 0) return a->qkv;
     if (strcmp(name, "z") == 0) return a->z;
-    if (strcmp(name, "y") == 0) return m->lambda_eff != 0.0f ? a->y : a->z;
+    if (strcmp(name, "y") == 0) return m->var->forward ? a->y : a->z;
     if (strcmp(name, "att") == 0) return m->T <= XSA_NN_ATTN_FULL_MAX ? a->att : NULL;
     return NULL;
 }

@@ -46,6 +46,9 @@
 #include "nn.h"
 #include "tensor.h"
 
+/* The attention variant: an index into the core's table of variants
+ * (core/attention.h), named by xsa_gpt_attention_name and parsed from its
+ * name; SA and XSA have constants, the others only their names. */
 typedef enum { XSA_ATTN_SA = 0, XSA_ATTN_XSA = 1 } xsa_attention;
 /* Precision of the large matrix products. XSA_PREC_BF16 (opt-in): the
  * lm_head's three products run bf16 x bf16 -> float32 through oneDNN
@@ -62,8 +65,9 @@ typedef struct xsa_gpt_config {
     int d_model;            /* C, 128 */
     int n_head;             /* NH, 2 */
     int seq_len;            /* max T, 64 (rows of wpe) */
-    xsa_attention attention;/* SA or XSA */
-    double lambda;          /* XSA strength (used only with XSA); any finite value */
+    xsa_attention attention;/* SA, XSA or another variant of the table */
+    double lambda;          /* the variant's parameter (XSA's strength), used only by
+                               variants that take one; any finite value */
     uint64_t seed;          /* initialisation seed */
     xsa_precision precision;/* XSA_PREC_F32 (not saved in checkpoints) */
 } xsa_gpt_config;
@@ -71,9 +75,14 @@ typedef struct xsa_gpt_config {
 void xsa_gpt_config_default(xsa_gpt_config *c);
 /* 0, or -1 with "gpt: d_model 130 is not divisible by n_head 4" etc. */
 int xsa_gpt_config_validate(const xsa_gpt_config *c);
-const char *xsa_gpt_attention_name(xsa_attention a);    /* "sa" / "xsa" */
-/* "sa"/"xsa" (case-sensitive) -> 0, else -1 with an error. */
+const char *xsa_gpt_attention_name(xsa_attention a);    /* "sa", "xsa", ... */
+/* a variant's name (case-sensitive) -> 0, else -1 with an error naming them all */
 int xsa_gpt_attention_parse(const char *s, xsa_attention *out);
+/* every variant's name, in xsa_attention order, then NULL (for bindings
+ * that check a name against the list, as luaL_checkoption does) */
+const char *const *xsa_gpt_attention_names(void);
+/* 1 when lambda is a parameter of variant a (XSA's strength), else 0 */
+int xsa_gpt_attention_takes_lambda(xsa_attention a);
 const char *xsa_gpt_precision_name(xsa_precision p);      /* "f32" / "bf16" */
 /* "f32"/"bf16" -> 0, else -1 with an error. */
 int xsa_gpt_precision_parse(const char *s, xsa_precision *out);

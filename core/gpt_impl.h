@@ -109,7 +109,8 @@ typedef struct xsa_gpt_variant {
  * probe + l * NH * XSA_NN_PROBE_N. ctx of xsa_gpt_attend_full. */
 typedef struct xsa_gpt_full_attention {
     int B, T, C, NH;
-    float lambda;
+    const struct xsa_attention_variant *var; /* attention.h */
+    float lambda;                            /* the variant's, when it takes one */
     double *probe;
 } xsa_gpt_full_attention;
 void xsa_gpt_attend_full(void *ctx, int layer, const xsa_gpt_acts *a);

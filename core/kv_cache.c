@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "generate_impl.h"
 #include "gpt_impl.h"
 #include "nn.h"
@@ -166,10 +167,12 @@ static int ensure_scratch(xsa_kv_cache *c, size_t N, size_t C)
  * keys and values of the T new tokens of every row go into the cache's
  * slots len..len+T-1 of block `layer`, then each new token attends to its
  * row's slots start..its own (the same sums in the same order as the full
- * attention of nn.c: dot and axpy of vec.h). a->y holds Y for XSA. */
+ * attention of nn.c: vec.h's attention_row), then the variant's row
+ * forward (attention.h). a->y holds Y when the variant has one. */
 typedef struct {
     xsa_kv_cache *c;
     int T, C, NH;
+    const xsa_attention_variant *var; /* the model's (attention.h) */
     float lambda;
 } cached_attention;
 
@@ -193,7 +196,7 @@ static void attend_cached(void *ctx, int l, const xsa_gpt_acts *acts)
     const cached_attention *ca = ctx;
     xsa_kv_cache *c = ca->c;
     int T = ca->T, C = ca->C, NH = ca->NH, HS = C / NH, C3 = 3 * C, cap = c->cap;
-    float lambda = ca->lambda, scale = 1.0f / sqrtf((float)HS);
+    float scale = 1.0f / sqrtf((float)HS);
     float *a = acts->att;
     store_kv(c, l, T, C, NH, acts->qkv);
     for (int b = 0; b < c->B; b++)
@@ -209,24 +212,11 @@ static void attend_cached(void *ctx, int l, const xsa_gpt_acts *acts)
                     continue;
                 }
                 const float *q = acts->qkv + ((size_t)b * T + t) * C3 + h * HS;
-                float mx = -INFINITY;
-                for (int s = s0; s <= slot; s++) {
-                    float sc = dot(q, K + (size_t)s * HS, HS) * scale;
-                    a[s] = sc;
-                    if (sc > mx) mx = sc;
-                }
-                float sum = 0.0f;
-                for (int s = s0; s <= slot; s++) {
-                    a[s] = expf(a[s] - mx);
-                    sum += a[s];
-                }
-                float inv = 1.0f / sum;
-                for (int s = s0; s <= slot; s++) a[s] *= inv;
-                float *yo = lambda != 0.0f ? acts->y + ((size_t)b * T + t) * C + h * HS : zo;
-                for (int i = 0; i < HS; i++) yo[i] = 0.0f;
-                for (int s = s0; s <= slot; s++) axpy(yo, a[s], Vv + (size_t)s * HS, HS);
-                if (lambda != 0.0f) /* with this token's own value */
-                    xsa_nn_xsa_project(zo, yo, Vv + (size_t)slot * HS, HS, lambda);
+                float *yo = ca->var->forward ? acts->y + ((size_t)b * T + t) * C + h * HS : zo;
+                attention_row(a + s0, yo, q, K + (size_t)s0 * HS, (size_t)HS, Vv + (size_t)s0 * HS,
+                              (size_t)HS, slot - s0 + 1, HS, scale);
+                if (ca->var->forward) /* with this token's own value */
+                    ca->var->forward(zo, yo, Vv + (size_t)slot * HS, HS, ca->lambda);
             }
         }
 }
@@ -258,7 +248,6 @@ int xsa_kv_cache_append(xsa_kv_cache *c, const int32_t *ids, int T, const int *l
     if (ensure_scratch(c, N, (size_t)C) != 0) return -1;
     if (c->len == 0)
         for (int b = 0; b < B; b++) c->start[b] = lens ? T - lens[b] : 0;
-    float lambda = cfg->attention == XSA_ATTN_XSA ? (float)cfg->lambda : 0.0f;
     const xsa_gpt_tensors *w = xsa_gpt_weights(c->m);
     const float *wte = w->wte, *wpe = w->wpe;
 
@@ -277,7 +266,7 @@ int xsa_kv_cache_append(xsa_kv_cache *c, const int32_t *ids, int T, const int *l
                       .y = c->tmp, .att = c->att, .z = c->z, .res2 = c->tmp, .ln2 = c->ln,
                       .ln2m = c->mean, .ln2r = c->rstd, .fch = c->fch, .fchg = c->fch,
                       .res3 = c->x};
-    cached_attention ca = {c, T, C, NH, lambda};
+    cached_attention ca = {c, T, C, NH, xsa_attention_get((int)cfg->attention), (float)cfg->lambda};
     xsa_gpt_variant v = {linear_rows, attend_cached, &ca};
     for (int l = 0; l < L; l++) xsa_gpt_block_forward(&w->h[l], c->x, &a, (int)N, C, l, &v, 0);
     c->len += T;

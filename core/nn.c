@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attention.h"
 #include "attention_impl.h"
 #include "gemm.h"
 #include "nn.h"
@@ -483,6 +484,7 @@ void xsa_nn_xsa_project(float *z, const float *y, const float *v, int HS, float 
 typedef struct {
     float *out, *y, *att_out, *dqkv, *dyw, *datt;
     const float *qkv, *att, *dout, *ysaved;
+    const xsa_attention_variant *var;
     int B, T, C, NH, b0, b1;
     float lambda;
 } attn_job;
@@ -507,37 +509,20 @@ static void *attn_forward_rows(void *arg)
 {
     const attn_job *j = arg;
     int T = j->T, C = j->C, NH = j->NH, HS = C / NH, C3 = 3 * C;
-    const float *qkv = j->qkv;
     float scale = 1.0f / sqrtf((float)HS);
-    int xsa = j->lambda != 0.0f;
-    float *ydst = xsa ? j->y : j->out;
+    float *ydst = j->var->forward ? j->y : j->out;
     for (int b = j->b0; b < j->b1; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((size_t)b * T + t) * C3 + h * HS;
+                const float *base = j->qkv + (size_t)b * T * C3 + h * HS;
                 float *a = j->att_out + (((size_t)b * NH + h) * T + t) * T;
-                float mx = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * HS;
-                    float s = dot(q, k, HS) * scale;
-                    a[t2] = s;
-                    if (s > mx) mx = s;
-                }
-                float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    a[t2] = expf(a[t2] - mx);
-                    sum += a[t2];
-                }
-                float inv = 1.0f / sum;
-                for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
-                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
                 float *yo = ydst + ((size_t)b * T + t) * C + h * HS;
-                for (int i = 0; i < HS; i++) yo[i] = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++)
-                    axpy(yo, a[t2], qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS, HS);
-                if (xsa)
-                    xsa_nn_xsa_project(j->out + ((size_t)b * T + t) * C + h * HS, yo,
-                                       qkv + ((size_t)b * T + t) * C3 + 2 * C + h * HS, HS, j->lambda);
+                attention_row(a, yo, base + (size_t)t * C3, base + C, C3, base + 2 * C, C3, t + 1, HS,
+                              scale);
+                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+                if (j->var->forward)
+                    j->var->forward(j->out + ((size_t)b * T + t) * C + h * HS, yo,
+                                    base + (size_t)t * C3 + 2 * C, HS, j->lambda);
             }
     return NULL;
 }
@@ -548,19 +533,32 @@ size_t xsa_nn_attention_saved_floats(int B, int T, int C, int NH)
     return (size_t)B * NH * T * T;
 }
 
+/* the variant nn.h's lambda names: 0 is SA */
+static const xsa_attention_variant *by_lambda(float lambda)
+{
+    return lambda != 0.0f ? &xsa_attention_xsa : &xsa_attention_sa;
+}
+
+void xsa_nn_attention_forward_v(const xsa_attention_variant *v, float lambda, float *out, float *y,
+                                float *att, const float *qkv, int B, int T, int C, int NH,
+                                double *probe)
+{
+    if (T > XSA_NN_ATTN_FULL_MAX) {
+        xsa_nn_attention_blocked_forward(v, lambda, out, y, att, qkv, B, T, C, NH);
+        if (probe) attention_probe(probe, out, y, att, qkv, B, T, C, NH);
+        return;
+    }
+    attn_job j = {.out = out, .y = y, .att_out = att, .qkv = qkv, .var = v, .B = B, .T = T, .C = C,
+                  .NH = NH, .b0 = 0, .b1 = B, .lambda = lambda};
+    attn_run(&j, attn_forward_rows, NULL);
+    if (probe) attention_probe(probe, out, v->forward ? y : out, att, qkv, B, T, C, NH);
+}
+
 void xsa_nn_attention_forward(float *out, float *y, float *att, const float *qkv,
                               int B, int T, int C, int NH, float lambda,
                               double *probe)
 {
-    if (T > XSA_NN_ATTN_FULL_MAX) {
-        xsa_nn_attention_blocked_forward(out, y, att, qkv, B, T, C, NH, lambda);
-        if (probe) attention_probe(probe, out, y, att, qkv, B, T, C, NH);
-        return;
-    }
-    attn_job j = {.out = out, .y = y, .att_out = att, .qkv = qkv, .B = B, .T = T, .C = C, .NH = NH,
-                  .b0 = 0, .b1 = B, .lambda = lambda};
-    attn_run(&j, attn_forward_rows, NULL);
-    if (probe) attention_probe(probe, out, lambda != 0.0f ? y : out, att, qkv, B, T, C, NH);
+    xsa_nn_attention_forward_v(by_lambda(lambda), lambda, out, y, att, qkv, B, T, C, NH, probe);
 }
 
 size_t xsa_nn_attention_scratch_floats(int B, int T, int C, int NH)
@@ -569,10 +567,9 @@ size_t xsa_nn_attention_scratch_floats(int B, int T, int C, int NH)
     return (size_t)B * T * C + 2 * (size_t)T; /* dY through the projection; datt per thread */
 }
 
-/* XSA's projection backward over rows [r0, r1) of B*T (see
- * attn_backward_rows) */
-static void project_backward_rows(float *dyw, float *dqkv, const float *dz_all, const float *ysaved,
-                                  const float *qkv, size_t r0, size_t r1, int C, int NH, float lambda)
+/* XSA's projection backward over rows [r0, r1) of B*T (attention.h) */
+void xsa_nn_xsa_project_backward(float *dyw, float *dqkv, const float *dz_all, const float *ysaved,
+                                 const float *qkv, size_t r0, size_t r1, int C, int NH, float lambda)
 {
     int HS = C / NH, C3 = 3 * C;
     /* Through the projection: with s = Y.Vn, g = dZ.Vn,
@@ -604,23 +601,24 @@ static void project_backward_rows(float *dyw, float *dqkv, const float *dz_all, 
         }
 }
 
-static void *project_backward_half(void *arg)
+static void *variant_backward_half(void *arg)
 {
     const attn_job *j = arg;
-    project_backward_rows(j->dyw, j->dqkv, j->dout, j->ysaved, j->qkv, (size_t)j->b0, (size_t)j->b1,
-                          j->C, j->NH, j->lambda);
+    j->var->backward(j->dyw, j->dqkv, j->dout, j->ysaved, j->qkv, (size_t)j->b0, (size_t)j->b1, j->C,
+                     j->NH, j->lambda);
     return NULL;
 }
 
-void xsa_nn_xsa_project_backward_split(float *dyw, float *dqkv, const float *dz, const float *y,
-                                       const float *qkv, int N, int C, int NH, float lambda)
+void xsa_attention_backward_split(const xsa_attention_variant *v, float lambda, float *dyw,
+                                  float *dqkv, const float *dz, const float *y, const float *qkv,
+                                  int N, int C, int NH)
 {
     /* b0, b1: rows of N here; each row's arithmetic is the same in either half */
-    attn_job j = {.dqkv = dqkv, .dyw = dyw, .qkv = qkv, .dout = dz, .ysaved = y, .C = C, .NH = NH,
-                  .lambda = lambda};
+    attn_job j = {.dqkv = dqkv, .dyw = dyw, .qkv = qkv, .dout = dz, .ysaved = y, .var = v, .C = C,
+                  .NH = NH, .lambda = lambda};
     attn_job halves[2] = {j, j};
     halves[0].b0 = 0, halves[0].b1 = halves[1].b0 = N / 2, halves[1].b1 = N;
-    xsa_run_halves(halves, sizeof halves[0], (long)N * C >= HALVES_MIN, project_backward_half);
+    xsa_run_halves(halves, sizeof halves[0], (long)N * C >= HALVES_MIN, variant_backward_half);
 }
 
 static void *attn_backward_rows(void *arg)
@@ -628,11 +626,11 @@ static void *attn_backward_rows(void *arg)
     const attn_job *j = arg;
     int T = j->T, C = j->C, NH = j->NH, HS = C / NH, C3 = 3 * C;
     const float *qkv = j->qkv, *dy = j->dout;
-    float *dqkv = j->dqkv, *datt = j->datt, lambda = j->lambda;
+    float *dqkv = j->dqkv, *datt = j->datt;
     float scale = 1.0f / sqrtf((float)HS);
-    if (lambda != 0.0f) {
-        project_backward_rows(j->dyw, dqkv, j->dout, j->ysaved, qkv, (size_t)j->b0 * T,
-                              (size_t)j->b1 * T, C, NH, lambda);
+    if (j->var->backward) {
+        j->var->backward(j->dyw, dqkv, j->dout, j->ysaved, qkv, (size_t)j->b0 * T, (size_t)j->b1 * T, C,
+                         NH, j->lambda);
         dy = j->dyw;
     }
     for (int b = j->b0; b < j->b1; b++)
@@ -663,17 +661,25 @@ static void *attn_backward_rows(void *arg)
     return NULL;
 }
 
-void xsa_nn_attention_backward(float *dqkv, float *scratch, const float *dout,
-                               const float *qkv, const float *att, const float *y,
-                               int B, int T, int C, int NH, float lambda)
+void xsa_nn_attention_backward_v(const xsa_attention_variant *v, float lambda, float *dqkv,
+                                 float *scratch, const float *dout, const float *qkv,
+                                 const float *att, const float *y, int B, int T, int C, int NH)
 {
     if (T > XSA_NN_ATTN_FULL_MAX) {
-        xsa_nn_attention_blocked_backward(dqkv, scratch, dout, qkv, att, y, B, T, C, NH, lambda);
+        xsa_nn_attention_blocked_backward(v, lambda, dqkv, scratch, dout, qkv, att, y, B, T, C, NH);
         return;
     }
     float *datt = scratch + (size_t)B * T * C;
     attn_job j = {.dqkv = dqkv, .dyw = scratch, .datt = datt, .qkv = qkv, .dout = dout,
-                  .ysaved = y, .att = att, .B = B, .T = T, .C = C, .NH = NH, .b0 = 0,
+                  .ysaved = y, .att = att, .var = v, .B = B, .T = T, .C = C, .NH = NH, .b0 = 0,
                   .b1 = B, .lambda = lambda};
     attn_run(&j, attn_backward_rows, datt + T);
+}
+
+void xsa_nn_attention_backward(float *dqkv, float *scratch, const float *dout,
+                               const float *qkv, const float *att, const float *y,
+                               int B, int T, int C, int NH, float lambda)
+{
+    xsa_nn_attention_backward_v(by_lambda(lambda), lambda, dqkv, scratch, dout, qkv, att, y, B, T, C,
+                                NH);
 }

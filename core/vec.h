@@ -1,7 +1,8 @@
 /*
- * vec.h: the two head-size loops of attention, shared by the training
- * kernels (nn.c) and incremental decoding (kv_cache.c) so that both sum in
- * the same order (cached decoding then matches a full forward); and the
+ * vec.h: the two head-size loops of attention and its softmax row, shared
+ * by the training kernels (nn.c) and incremental decoding (kv_cache.c) so
+ * that both sum in the same order (cached decoding then matches a full
+ * forward); and the
  * row updates of the lm_head (lmhead.c). Private to the core; not
  * installed.
  */
@@ -41,6 +42,30 @@ static inline void axpy(float *y, float w, const float *x, int n)
         vmask k = vf_mask(n - i);
         vf_store_mask(y + i, k, vf_fmadd(vw, vf_load_mask(k, x + i), vf_load_mask(k, y + i)));
     }
+}
+
+/* One row of causal softmax attention, written once for the full kernel
+ * (nn.c) and cached decoding (kv_cache.c), so that both compute the same
+ * bits: a[0..n) = softmax(scale q.k_j) over the n keys at k + j*ks, then
+ * y[0..HS) = sum_j a_j v_j with v_j at v + j*vs. */
+static inline void attention_row(float *a, float *y, const float *q, const float *k, size_t ks,
+                                 const float *v, size_t vs, int n, int HS, float scale)
+{
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        float s = dot(q, k + (size_t)j * ks, HS) * scale;
+        a[j] = s;
+        if (s > mx) mx = s;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        a[j] = expf(a[j] - mx);
+        sum += a[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) a[j] *= inv;
+    for (int i = 0; i < HS; i++) y[i] = 0.0f;
+    for (int j = 0; j < n; j++) axpy(y, a[j], v + (size_t)j * vs, HS);
 }
 
 /* Row updates, exact at every width (simd.h): each lane is the scalar

@@ -128,14 +128,26 @@ static int intfield(lua_State *L, const char *fn, const char *key, int lo, int h
     return (int)v;
 }
 
+/* The attention variant named at the top of the stack, checked against
+ * the core's list of names as luaL_checkoption does: an unknown name is
+ * refused with the list, never taken for another variant. */
 static xsa_attention attfield(lua_State *L, const char *fn)
 {
     const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    xsa_attention a;
-    if (!s || xsa_gpt_attention_parse(s, &a) != 0)
-        xsa_lua_opterror(L, fn, lua_pushfstring(L, "attention must be \"sa\" or \"xsa\" (got %s)",
-                                        s ? s : luaL_typename(L, -1)));
-    return s && strcmp(s, "xsa") == 0 ? XSA_ATTN_XSA : XSA_ATTN_SA;
+    const char *const *names = xsa_gpt_attention_names();
+    for (int i = 0; s && names[i]; i++)
+        if (strcmp(s, names[i]) == 0) return (xsa_attention)i;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "attention must be ");
+    for (int i = 0; names[i]; i++) {
+        luaL_addstring(&b, i == 0 ? "\"" : names[i + 1] ? ", \"" : " or \"");
+        luaL_addstring(&b, names[i]);
+        luaL_addstring(&b, "\"");
+    }
+    luaL_pushresult(&b);
+    return xsa_lua_opterror(L, fn, lua_pushfstring(L, "%s (got %s)", lua_tostring(L, -1),
+                                                   s ? s : luaL_typename(L, -2)));
 }
 
 /* An int32 [B,T] token tensor; returns a contiguous tensor the caller must
@@ -163,7 +175,8 @@ static const char *const config_keys[] = {"vocab", "n_layer", "d_model", "n_head
                                           "attention", "lambda", "seed", "precision", NULL};
 
 /* Contradictory options are refused (the options rule, lua/xsa/options.lua):
- * lambda sets XSA's strength and would be ignored by a model with SA. */
+ * lambda sets XSA's strength and would be ignored by a model with SA (or
+ * another variant without a parameter). */
 #define LAMBDA_WITH_SA \
     "lambda is XSA's strength and does nothing with standard attention: add attention = \"xsa\" (or drop lambda)"
 
@@ -186,7 +199,7 @@ static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
     int set_lambda = lua_getfield(L, arg, "lambda") != LUA_TNIL;
     if (set_lambda) c->lambda = xsa_lua_f32field(L, fn, "lambda");
     lua_pop(L, 1);
-    if (set_lambda && c->attention != XSA_ATTN_XSA) xsa_lua_opterror(L, fn, LAMBDA_WITH_SA);
+    if (set_lambda && !xsa_gpt_attention_takes_lambda(c->attention)) xsa_lua_opterror(L, fn, LAMBDA_WITH_SA);
     if (lua_getfield(L, arg, "seed") != LUA_TNIL) {
         int isint;
         lua_Integer s = lua_tointegerx(L, -1, &isint);
@@ -308,7 +321,8 @@ static int m_clone(lua_State *L)
     xsa_gpt *m = checkgpt(L, 1);
     const xsa_gpt_config *c = xsa_gpt_get_config(m);
     if (!set_att) att = c->attention;
-    if (set_lambda && att != XSA_ATTN_XSA) return xsa_lua_opterror(L, "gpt:clone", LAMBDA_WITH_SA);
+    if (set_lambda && !xsa_gpt_attention_takes_lambda(att))
+        return xsa_lua_opterror(L, "gpt:clone", LAMBDA_WITH_SA);
     if (!set_lambda) lambda = c->lambda;
     xsa_gpt *n = xsa_gpt_clone(m, att, lambda);
     if (!n) return xsa_lua_corefail(L);
@@ -334,7 +348,8 @@ static int m_set_attention(lua_State *L)
     lua_pop(L, 1);
     int set_lambda = !lua_isnoneornil(L, 3);
     double lambda = 0.0;
-    if (set_lambda && att != XSA_ATTN_XSA) return xsa_lua_opterror(L, "gpt:set_attention", LAMBDA_WITH_SA);
+    if (set_lambda && !xsa_gpt_attention_takes_lambda(att))
+        return xsa_lua_opterror(L, "gpt:set_attention", LAMBDA_WITH_SA);
     if (set_lambda) {
         lua_pushvalue(L, 3);
         lambda = xsa_lua_f32field(L, "gpt:set_attention", "lambda");
@@ -390,7 +405,7 @@ static int m_config(lua_State *L)
     lua_setfield(L, -2, "seq_len");
     lua_pushstring(L, xsa_gpt_attention_name(c->attention));
     lua_setfield(L, -2, "attention");
-    if (c->attention == XSA_ATTN_XSA) { /* SA has none: xsa.gpt(m:config()) is m's config */
+    if (xsa_gpt_attention_takes_lambda(c->attention)) { /* SA has none: xsa.gpt(m:config()) is m's config */
         lua_pushnumber(L, c->lambda);
         lua_setfield(L, -2, "lambda");
     }
@@ -497,7 +512,7 @@ static int m_tostring(lua_State *L)
     }
     const xsa_gpt_config *c = xsa_gpt_get_config(b->m);
     char lam[48] = "";
-    if (c->attention == XSA_ATTN_XSA) snprintf(lam, sizeof lam, ", lambda=%g", c->lambda);
+    if (xsa_gpt_attention_takes_lambda(c->attention)) snprintf(lam, sizeof lam, ", lambda=%g", c->lambda);
     if (c->precision != XSA_PREC_F32)
         snprintf(lam + strlen(lam), sizeof lam - strlen(lam), ", %s", xsa_gpt_precision_name(c->precision));
     lua_pushfstring(L, "xsa.gpt(%s%s, vocab=%d, n_layer=%d, d_model=%d, n_head=%d, seq_len=%d, %d params)",

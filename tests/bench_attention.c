@@ -31,13 +31,14 @@ static void run(bufs *b, double *fwd, double *bwd)
 {
     double t0 = bench_seconds();
     if (b->blocked)
-        xsa_nn_attention_blocked_forward(b->out, b->y, b->saved, b->qkv, b->B, b->T, b->C, b->NH, 1.0f);
+        xsa_nn_attention_blocked_forward(&xsa_attention_xsa, 1.0f, b->out, b->y, b->saved, b->qkv, b->B,
+                                         b->T, b->C, b->NH);
     else
         xsa_nn_attention_forward(b->out, b->y, b->saved, b->qkv, b->B, b->T, b->C, b->NH, 1.0f, NULL);
     double t1 = bench_seconds();
     if (b->blocked)
-        xsa_nn_attention_blocked_backward(b->dq, b->scr, b->dout, b->qkv, b->saved, b->y, b->B, b->T,
-                                          b->C, b->NH, 1.0f);
+        xsa_nn_attention_blocked_backward(&xsa_attention_xsa, 1.0f, b->dq, b->scr, b->dout, b->qkv,
+                                          b->saved, b->y, b->B, b->T, b->C, b->NH);
     else
         xsa_nn_attention_backward(b->dq, b->scr, b->dout, b->qkv, b->saved, b->y, b->B, b->T, b->C,
                                   b->NH, 1.0f);

@@ -62,14 +62,17 @@ typedef struct {
 
 static void forward(const shape *s, float *out, float *y, float *saved, const float *qkv, float lambda)
 {
-    if (s->direct) xsa_nn_attention_blocked_forward(out, y, saved, qkv, s->B, s->T, s->C, s->NH, lambda);
+    if (s->direct)
+        xsa_nn_attention_blocked_forward(lambda != 0.0f ? &xsa_attention_xsa : &xsa_attention_sa, lambda,
+                                         out, y, saved, qkv, s->B, s->T, s->C, s->NH);
     else xsa_nn_attention_forward(out, y, saved, qkv, s->B, s->T, s->C, s->NH, lambda, NULL);
 }
 static void backward(const shape *s, float *dqkv, float *scr, const float *dout, const float *qkv,
                      const float *saved, const float *y, float lambda)
 {
     if (s->direct)
-        xsa_nn_attention_blocked_backward(dqkv, scr, dout, qkv, saved, y, s->B, s->T, s->C, s->NH, lambda);
+        xsa_nn_attention_blocked_backward(lambda != 0.0f ? &xsa_attention_xsa : &xsa_attention_sa, lambda,
+                                          dqkv, scr, dout, qkv, saved, y, s->B, s->T, s->C, s->NH);
     else
         xsa_nn_attention_backward(dqkv, scr, dout, qkv, saved, y, s->B, s->T, s->C, s->NH, lambda);
 }
