@@ -1,33 +1,54 @@
--- claims.lua: the notebook's three claims, and part 7's, tested against the
--- study's summaries (as `make results` builds them from the records). Each
--- claim is tested on every endpoint the part's summary can give (doc/study.md,
--- "Endpoints") and gets a word: "supported" when the 95% t interval lies on
+-- claims.lua: the study's claims (each declared by its part's report section
+-- in the registry, scripts/parts.lua: the notebook's three and part 7's so
+-- far), tested against the study's summaries (as `make results` builds them
+-- from the records). Each claim is tested on every endpoint the part's
+-- summary can give (doc/study.md, "Endpoints") and gets a word: "supported" when the 95% t interval lies on
 -- the claim's side of 0, "contradicted" when it lies on the other side,
 -- "inconclusive at N" otherwise, with the seeds a decision would need at the
--- spread observed. Used by scripts/results.lua; not a part and trains nothing.
+-- spread observed. Used by scripts/results.lua; a library, not a script: the
+-- claims' table is in doc/results.md and results/report.html (make results).
 --
 --   local claims = dofile(xsa.sys.root() .. "/scripts/claims.lua")
 --   local rows = claims.rows(summaries)   -- summaries: {part3 = ..., part4 = ...}
+--   print(claims.meaning(rows)); print(claims.table(rows))
 local xsa = xsa or require "xsa"
+xsa.sys.library_file()
 local stats, endpoints = xsa.stats, xsa.endpoints
 
 local M = {}
+local DIR = (debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./")
 
--- Each claim: what it says, and its short name in the table.
-M.CLAIMS = {
-  part3 = "1. XSA beats SA at the notebook's scale (part 3: seq_len 64, 300 steps, constant lr)",
-  part4 = "2. XSA's gain grows with the sequence length (part 4: seq_len 64 to 256, 500 steps)",
-  part6 = "3. λ = 0.5 gives the largest gain (part 6: the λ sweep)",
-  part7 = "4. XSA still beats SA under the usual recipe, linear warmup then cosine decay (part 7)",
-}
-M.SHORT = {part3 = "1. XSA beats SA", part4 = "2. gain grows with seq_len", part6 = "3. λ = 0.5 is best",
-  part7 = "4. holds under warmup + cosine"}
+-- The claims come from the registry (scripts/parts.lua): a part's report
+-- section may declare `claim = {text =, short =, rows = function(summary,
+-- claims, text) -> rows}`; claims are numbered in the registry's order, so a
+-- new part's claim joins the table by declaring one. M.CLAIMS[key] and
+-- M.SHORT[key] are the numbered texts, keyed by the part's name.
+local function declared(sections)
+  local list, long, short = {}, {}, {}
+  for _, sec in ipairs(sections) do
+    if type(sec.claim) == "table" then
+      local n = #list + 1
+      list[n] = {key = sec.key, rows = sec.claim.rows}
+      long[sec.key] = string.format("%d. %s", n, sec.claim.text)
+      short[sec.key] = string.format("%d. %s", n, sec.claim.short or sec.claim.text)
+    end
+  end
+  return list, long, short
+end
+local LIST
+
+-- Takes the claims of `sections` (the registry's report sections, in order;
+-- default: scripts/parts.lua's).
+function M.use(sections)
+  LIST, M.CLAIMS, M.SHORT = declared(sections or dofile(DIR .. "parts.lua").sections())
+end
+M.use()
 
 local function finite(x) return xsa.numbers.finite(x) end
 
 -- One row: the claim's number d per seed (positive: for the claim), its
 -- unit, and the half-width a decision is asked at.
-local function test(claim, endpoint, d, unit, half_width)
+function M.test(claim, endpoint, d, unit, half_width)
   local row = {claim = claim, endpoint = endpoint, n = #d, unit = unit}
   if #d < 2 then
     row.word = #d == 1 and "one seed: no interval" or "no records yet"
@@ -45,12 +66,12 @@ local UNITS = {loss = {"points", 1}, step = {"steps", 20}}
 -- A row from a paired endpoint statistic (the d it already holds).
 local function from_stats(claim, label, kind, st)
   local u = UNITS[kind] or UNITS.loss
-  local row = test(claim, label, st and st.d or {}, u[1], u[2])
+  local row = M.test(claim, label, st and st.d or {}, u[1], u[2])
   return row
 end
 
 -- Claim 1 (and 4): every endpoint of the part's paired runs.
-local function endpoint_rows(claim, eps, out)
+function M.endpoint_rows(claim, eps, out)
   for _, e in ipairs(eps or {}) do
     local row = from_stats(claim, e.label, e.kind, e.stats)
     if not e.stats and e.note then row.word = e.note end -- e.g. neither model reached the level
@@ -73,7 +94,7 @@ end
 -- Claim 2: per seed, the slope of XSA's gain over log2(seq_len), in points
 -- per doubling; only seeds with every length count (the summary has only
 -- those). Final val loss and mean val loss (both from the recorded curves).
-local function seqlen_rows(s, out)
+function M.seqlen_rows(s, claim, out)
   local runs = s and s.result and s.result.runs or {}
   local per = {} -- per[seed] = {x = {}, final = {}, mean = {}}
   for _, r in ipairs(runs) do
@@ -99,13 +120,13 @@ local function seqlen_rows(s, out)
     end
     local label = key == "final" and "final val loss: slope of the gain per doubling of seq_len" or
       "mean val loss: slope of the gain per doubling of seq_len"
-    out[#out + 1] = test(M.CLAIMS.part4, label, d, "points per doubling", 1)
+    out[#out + 1] = M.test(claim, label, d, "points per doubling", 1)
   end
 end
 
 -- Claim 3: per seed, the gain at λ = 0.5 minus the gain at each other λ;
 -- the claim holds only if it holds against every other λ.
-local function lambda_rows(s, out)
+function M.lambda_rows(s, claim, out)
   local runs = s and s.result and s.result.runs or {}
   local half
   for _, r in ipairs(runs) do if r.lambda == 0.5 then half = r end end
@@ -118,32 +139,34 @@ local function lambda_rows(s, out)
       for _, x in ipairs(r.seeds or {}) do
         if at[x.seed] then d[#d + 1] = at[x.seed] - gain(x.sa_val, x.xsa_val) end
       end
-      out[#out + 1] = test(M.CLAIMS.part6, string.format("final val loss: gain at λ = 0.5 minus gain at λ = %g", r.lambda),
+      out[#out + 1] = M.test(claim, string.format("final val loss: gain at λ = 0.5 minus gain at λ = %g", r.lambda),
         d, "points", 1)
     end
   end
 end
 
--- Every claim's rows, in the order of the claims.
+-- Every claim's rows, in the order of the claims: sums = {part3 = summary,
+-- ...} (a part without records: nil, and its claim's rows say so).
 function M.rows(sums)
   local out = {}
-  local s3 = sums.part3
-  if s3 and s3.runs then
-    local ok, eps = pcall(xsa.study.endpoint_stats, s3.runs, s3.seeds)
-    endpoint_rows(M.CLAIMS.part3, ok and eps or {}, out)
+  for _, c in ipairs(LIST) do
+    for _, r in ipairs(c.rows(sums[c.key], M, M.CLAIMS[c.key]) or {}) do out[#out + 1] = r end
   end
-  seqlen_rows(sums.part4, out)
-  lambda_rows(sums.part6, out)
-  local r7 = sums.part7 and sums.part7.recipes and sums.part7.recipes.cosine
-  if r7 then endpoint_rows(M.CLAIMS.part7, r7.endpoints, out) end
+  return out
+end
+
+-- The claims' texts in order: {{key =, text =, short =}, ...}.
+function M.list()
+  local out = {}
+  for i, c in ipairs(LIST) do out[i] = {key = c.key, text = M.CLAIMS[c.key], short = M.SHORT[c.key]} end
   return out
 end
 
 -- A claim's verdict: on its primary rows (the final val loss; for claim 3
 -- every comparison, as "largest" must hold against each other λ)
--- contradicted if any is, supported if all are, else inconclusive; and how
--- its secondary endpoints came out.
-function M.overall(rows, claim)
+-- contradicted if any is, supported if all are, else inconclusive (nil: no
+-- records); and its secondary endpoints {n =, yes =, no =}.
+function M.verdict(rows, claim)
   local all, any_no, n, sec = true, false, 0, {n = 0, yes = 0, no = 0}
   for _, r in ipairs(rows) do
     if r.claim == claim and r.n > 0 then
@@ -158,16 +181,53 @@ function M.overall(rows, claim)
       end
     end
   end
-  if n == 0 then return "no records yet" end
-  local word = any_no and "contradicted" or all and "supported" or "inconclusive"
+  if n == 0 then return nil, sec end
+  return any_no and "contradicted" or all and "supported" or "inconclusive", sec
+end
+
+-- The verdict in words.
+function M.overall(rows, claim)
+  local word, sec = M.verdict(rows, claim)
+  if not word then return "no records yet" end
   if sec.n == 0 then return word .. " on the final val loss" end
   return string.format("%s on the final val loss; secondary endpoints: supported on %d of %d, contradicted on %d",
     word, sec.yes, sec.n, sec.no)
 end
 
-local function num(x, unit)
+local function names(list)
+  if #list == 1 then return "claim " .. list[1] end
+  return "claims " .. table.concat(list, ", ", 1, #list - 1) .. " and " .. list[#list]
+end
+
+-- What the claims' table means, in a few sentences computed from its rows:
+-- which claims the primary endpoint decides, which it leaves open and where
+-- the secondary endpoints lean.
+function M.meaning(rows)
+  local by, lean, list = {supported = {}, contradicted = {}, inconclusive = {}, none = {}}, {}, M.list()
+  for i, c in ipairs(list) do
+    local word, sec = M.verdict(rows, c.text)
+    table.insert(by[word or "none"], i)
+    if word == "inconclusive" and sec.n > 0 then
+      lean[#lean + 1] = string.format("claim %d is supported on %d of its %d secondary endpoint%s and contradicted on %d",
+        i, sec.yes, sec.n, sec.n == 1 and "" or "s", sec.no)
+    end
+  end
+  local out = {string.format("Of the %d claims, the primary endpoint (the final val loss) supports %s, contradicts %s " ..
+    "and leaves %s open.", #list, #by.supported > 0 and names(by.supported) or "none",
+    #by.contradicted > 0 and names(by.contradicted) or "none", #by.inconclusive > 0 and names(by.inconclusive) or "none")}
+  if #by.none > 0 then out[#out + 1] = string.format("%s %s no records yet.", names(by.none):gsub("^c", "C"), #by.none == 1 and "has" or "have") end
+  if #lean > 0 then out[#out + 1] = "Of the open ones, " .. table.concat(lean, "; ") .. "." end
+  out[#out + 1] = "Open means the 95% interval still contains 0 at the seeds run, not that there is no effect: " ..
+    "the last column gives the seeds a decision would need at the spread observed."
+  return table.concat(out, " ")
+end
+
+-- A row's numbers: one decimal for steps, two for points, more when the
+-- interval is narrower (xsa.numbers.decimals: two significant digits of its half-width).
+local function num(x, unit, r)
   if not finite(x) then return "n/a" end
-  return xsa.numbers.text(unit == "steps" and "%+.1f" or "%+.2f", x)
+  local dec = xsa.numbers.decimals(finite(r.hi) and finite(r.lo) and (r.hi - r.lo) / 2 or 0, unit == "steps" and 1 or 2)
+  return xsa.numbers.text("%+." .. dec .. "f", x)
 end
 
 -- The claims as a markdown table (xsa.study.md_table).
@@ -175,9 +235,9 @@ function M.table(rows)
   local t = {}
   for _, r in ipairs(rows) do
     local short
-    for k, c in pairs(M.CLAIMS) do if c == r.claim then short = M.SHORT[k] end end
-    t[#t + 1] = {short or r.claim, r.endpoint, tostring(r.n), r.mean and (num(r.mean, r.unit) .. " " .. r.unit) or "n/a",
-      r.lo and (num(r.lo, r.unit) .. " to " .. num(r.hi, r.unit)) or "n/a", r.word,
+    for _, c in ipairs(LIST) do if M.CLAIMS[c.key] == r.claim then short = M.SHORT[c.key] end end
+    t[#t + 1] = {short or r.claim, r.endpoint, tostring(r.n), r.mean and (num(r.mean, r.unit, r) .. " " .. r.unit) or "n/a",
+      r.lo and (num(r.lo, r.unit, r) .. " to " .. num(r.hi, r.unit, r)) or "n/a", r.word,
       r.need and string.format("%d (±%g %s)", r.need, r.half_width, r.half_width == 1 and r.unit:gsub("^points", "point") or r.unit) or "n/a"}
   end
   return xsa.study.md_table({"claim", "endpoint (positive: for the claim)", "seeds", "mean", "95% t interval",

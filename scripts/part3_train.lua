@@ -65,14 +65,14 @@ function P.main(ex, runs)
   print("\nfinal val loss: over all val batches, the last point of each validation curve")
   local lines = study.stats_lines(st, "final val loss", true)
   for _, l in ipairs(lines) do print(l) end
-  print(fmt("training: %.1f s over %d paired run%s (%.1f s evaluating in the first), %s tokens/s over both models",
-    elapsed, N, N == 1 and "" or "s", r1.eval_s, xsa.progress.rate(r1.tokens_per_s)))
+  local timing = ex:timing(runs, "paired run") -- a record's time was spent when and where it was recorded
+  print(fmt("%s (%.1f s evaluating in the first, %s tokens/s over both models)", timing, r1.eval_s, xsa.progress.rate(r1.tokens_per_s)))
   for _, x in ipairs(runs) do
     local ck = x.r.checkpoints -- none when the run came from its record
     print(fmt("seed %d: %s%s", x.seed, x.entry, ck and fmt("; checkpoints %s, %s, %s", ck.init, ck.sa, ck.xsa) or ""))
   end
   ex:summary{cache = runs[1].cache, entry = runs[1].entry, result = r1, seeds = ex.seeds, runs = per_seed, stats = st,
-    stats_lines = lines, table = tbl, train_s = elapsed}
+    stats_lines = lines, table = tbl, train_s = elapsed, timing = timing}
 end
 
 return xsa.experiment.part(P, ...)

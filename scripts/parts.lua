@@ -1,11 +1,15 @@
 -- parts.lua: the study's registry, its parts in order. run_all runs them,
 -- the report shows their sections and make results (results.lua) publishes
 -- them, in this order. Adding a part: its script here in scripts/ (one file
--- ending in `return xsa.experiment.part(decl, ...)`) and one line below.
+-- ending in `return xsa.experiment.part(decl, ...)`) and one line below; a
+-- claim it tests: `claim = {text =, short =, rows =}` in its report section
+-- (scripts/claims.lua numbers them in this order; the claims' table opens
+-- doc/results.md and the report).
 --
 --   local parts = dofile("scripts/parts.lua")
 --   for _, p in ipairs(parts.load()) do print(p.name, p.script, p.title) end
 local xsa = xsa or require "xsa"
+xsa.sys.library_file()
 
 local LIST = {
   "part1_bias.lua",

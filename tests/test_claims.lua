@@ -124,4 +124,41 @@ T.case("no records: no claim row pretends to an answer", function()
   T.eq(rows_of(one, "part6")[1].word, "one seed: no interval")
 end)
 
+T.case("claims come from the registry: a part that declares one joins the table, numbered in order", function()
+  local secs = dofile(os.getenv("XSA_ROOT") .. "/scripts/parts.lua").sections()
+  local keys = {}
+  for _, sec in ipairs(secs) do if sec.claim then keys[#keys + 1] = sec.key end end
+  local list = claims.list()
+  T.eq(#list, #keys, "one claim per section that declares one")
+  for i, c in ipairs(list) do T.eq(c.key, keys[i]); T.ok(c.text:find("^" .. i .. "%. "), c.text) end
+  -- a new part after the others: its claim is the last, its rows in the table and the meaning
+  secs[#secs + 1] = {key = "part99", claim = {text = "a later claim", short = "later",
+    rows = function(s, C, claim) return {C.test(claim, "final val loss", s and s.d or {}, "points", 1)} end}}
+  claims.use(secs)
+  local n = #keys + 1
+  T.eq(claims.CLAIMS.part99, n .. ". a later claim")
+  local rows = claims.rows({part99 = {d = {3, 4, 5}}})
+  local last = rows[#rows]
+  T.eq(last.claim, claims.CLAIMS.part99)
+  T.eq(last.word, "supported", "3, 4, 5: t interval 4 +- 4.303/sqrt(3) = 1.52 to 6.48")
+  T.ok(claims.table(rows):find("| " .. n .. ". later | final val loss | 3 |", 1, true), claims.table(rows))
+  T.ok(claims.meaning(rows):find("supports claim " .. n .. ",", 1, true), claims.meaning(rows))
+  T.ok(claims.meaning(rows):find("^Of the " .. n .. " claims"), claims.meaning(rows))
+  claims.use()
+  T.eq(#claims.list(), #keys, "back to the registry's")
+end)
+
+T.case("the meaning: which claims the primary endpoint decides and where the open ones lean", function()
+  local rows = {}
+  local function add(key, endpoint, word) rows[#rows + 1] = {claim = claims.CLAIMS[key], endpoint = endpoint, n = 5, word = word} end
+  add("part3", "final val loss (whole val set)", "inconclusive at 5")
+  add("part3", "mean val loss", "supported")
+  add("part4", "final val loss: slope", "contradicted")
+  add("part7", "final val loss (whole val set)", "supported")
+  local m = claims.meaning(rows)
+  T.ok(m:find("supports claim 4, contradicts claim 2 and leaves claim 1 open", 1, true), m)
+  T.ok(m:find("Claim 3 has no records yet.", 1, true), m)
+  T.ok(m:find("claim 1 is supported on 1 of its 1 secondary endpoint and contradicted on 0", 1, true), m)
+end)
+
 T.done()

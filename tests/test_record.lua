@@ -157,11 +157,19 @@ T.case("a run with a record is not trained again; more seeds train only the new 
   local ok, out, written = part3("--seeds 2")
   T.ok(ok, out)
   T.eq(written, 2, "two seeds, two records")
+  T.ok(out:find("\ntrained now: [%d.]+ s over 2 paired runs %("), "trained here, said so: " .. out)
   os.execute("rm -rf " .. shq(TMP .. "/out")) -- another machine: no cache, only the records
   ok, out, written = part3("--seeds 3")
   T.ok(ok, out)
   T.eq(written, 1, "--seeds 3 after 2 trains one pair")
   T.ok(not out:find("seed 0 step", 1, true), "seed 0 was not trained")
+  -- the time of the recorded pairs is when and where they were recorded, never as if run now (issue 39)
+  local cpu = xsa.record.provenance().cpu
+  local line = out:match("\n(recorded [^\n]*)")
+  T.ok(line and line:find("^recorded %d%d%d%d%-%d%d%-%d%d on " .. cpu:gsub("%p", "%%%0") .. ": %d+ s of training over 2 paired runs; " ..
+    "trained now: [%d.]+ s %("), tostring(line))
+  local s3 = assert(xsa.json.read_file(TMP .. "/out/summary/part3.json"))
+  T.eq(s3.timing, (line:gsub(" %([%d.]+ s evaluating.*$", "")), "the summary (and the report) say the same")
   ok, out, written = part3("--seeds 5 --from-records")
   T.ok(ok, out)
   T.eq(written, 0, "--from-records trains nothing")

@@ -27,4 +27,42 @@ T.case("no published number is a signed zero", function()
   end
 end)
 
+T.case("the answers first: the claims open doc/results.md and the report", function()
+  local claims = dofile(ROOT .. "/scripts/claims.lua")
+  local md = assert(xsa.read_file(ROOT .. "/doc/results.md"))
+  T.eq(md:match("\n## ([^\n]*)"), "The claims", "doc/results.md's first section")
+  local first = md:match("\n## The claims\n(.-)\n## ")
+  T.ok(first:find("^\nOf the " .. #claims.list() .. " claims, "), "the paragraph of what they mean opens it")
+  for _, c in ipairs(claims.list()) do T.ok(first:find("| " .. c.short .. " |", 1, true), "the table has " .. c.short) end
+  local html = assert(xsa.read_file(ROOT .. "/results/report.html"))
+  local body = html:match("<body>(.*)")
+  -- nothing but the heading and the claims' heading before their table: it is the first screen
+  local before = body:match("^(.-)<table")
+  T.ok(before:gsub("<h1[^>]*>[^<]*</h1>", ""):gsub('<h2 id="claims">The claims, tested</h2>', ""):match("^%s*$"),
+    "only headings before the claims table: " .. before)
+  T.ok(body:find('^%s*<table class="claims">', #before + 1), "the first table is the claims'")
+  T.ok(body:find('<table class="claims">', 1, true) < body:find('<h2 id="part1">', 1, true), "before the parts")
+end)
+
+T.case("per-seed tables are collapsed and never repeated as prose", function()
+  local md = assert(xsa.read_file(ROOT .. "/doc/results.md"))
+  local n = 0
+  for pre in md:gmatch("()\n| seed |") do
+    n = n + 1
+    local open = md:sub(1, pre):match(".*()<details>")
+    T.ok(open and not md:sub(open, pre):find("</details>", 1, true), "doc/results.md: a per-seed table outside <details>")
+  end
+  T.ok(n >= 1, "part 3's per-seed table is there")
+  T.ok(not md:find("\nSeeds: %d+, %d+, %d+"), "seeds listed one by one")
+  local html = assert(xsa.read_file(ROOT .. "/results/report.html"))
+  local m = 0
+  for pre in html:gmatch("()<tr><th>seed</th>") do
+    m = m + 1
+    local open = html:sub(1, pre):match(".*()<details>")
+    T.ok(open and not html:sub(open, pre):find("</details>", 1, true), "report.html: a per-seed table outside <details>")
+  end
+  T.ok(m >= 1, "part 3's per-seed table is in the report")
+  T.ok(not html:find("<li>Seed %d+:"), "the report lists seeds as prose")
+end)
+
 T.done()

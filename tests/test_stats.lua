@@ -501,4 +501,38 @@ T.case("errors on bad input", function()
   r(function() stats.paired_summary({1e-300}, {-1e300}) end, "the improvement of seed 1 is not finite")
 end)
 
+T.case("numbers print with the digits their spread needs, at every scale (issue 39)", function()
+  -- d = SA - XSA per seed, scaled from 1e-6 to 1e3: every number the verdict and the
+  -- statistics line print (mean, interval bounds, sd) must equal the true value to
+  -- within a twentieth of the interval's half-width (two significant digits of it),
+  -- and at least one digit of the half-width must show (never "0.0 (-0.0 to 0.1)").
+  local base = {1.0, 4.0, 8.0, -1.0, 3.0}
+  for e = -6, 3 do
+    local k = 10 ^ e
+    local sa, xs = {}, {}
+    for i, d in ipairs(base) do sa[i], xs[i] = 4 + d * k, 4 end
+    for _, diff in ipairs{"absolute", "relative"} do
+      local s = stats.paired_summary(sa, xs, {diff = diff, unit = "nats", resamples = 200, seed = 0})
+      local half = (s.t_hi - s.t_lo) / 2
+      local line = xsa.study.stats_lines(s, "x")[2]
+      local shown = {s.verdict:match("mean ([-+%d.e]+)"), s.verdict:match("CI ([-+%d.e]+) to ([-+%d.e]+)")}
+      local truth = {s.mean, s.t_lo, s.t_hi}
+      for i = 1, 3 do
+        local v = tonumber(shown[i])
+        T.ok(v and math.abs(v - truth[i]) <= half / 20 + 1e-15, string.format("%s at 1e%d: %s for %.6g in %q",
+          diff, e, tostring(shown[i]), truth[i], s.verdict))
+      end
+      local sd = tonumber(line:match("%(sd ([-+%d.e]+)"))
+      T.ok(sd and math.abs(sd - s.sd) <= half / 20, string.format("sd at 1e%d: %s", e, line))
+      T.ok(not s.verdict:find("[^%d]0%.0 ") and not s.verdict:find("%-0%.0+[^%d]"), s.verdict)
+    end
+  end
+  T.eq(xsa.numbers.decimals(0.043, 1), 3)
+  T.eq(xsa.numbers.decimals(0.1, 1), 2, "0.1 is 1e-1: two digits are 0.10")
+  T.eq(xsa.numbers.decimals(43, 1), 1, "the unit's own precision when it is enough")
+  T.eq(xsa.numbers.decimals(0, 2), 2)
+  T.eq(xsa.numbers.decimals(0 / 0, 2), 2)
+  T.eq(xsa.numbers.decimals(1e-300, 1), 12, "at most 12")
+end)
+
 T.done()

@@ -48,6 +48,7 @@ local args = require "xsa.args"
 local cache = require "xsa.cache"
 local record = require "xsa.record"
 local options = require "xsa.options"
+local numbers = require "xsa.numbers"
 local schedule = require "xsa.schedule"
 
 local M = {}
@@ -386,6 +387,8 @@ function Ex:recorded(name, config, check, label)
   if rec then
     self:note_record(name, recs)
     self:measured_with(rec.provenance)
+    self.record_provenance = self.record_provenance or {}
+    self.record_provenance[rec.path] = rec.provenance
     io.stderr:write(string.format("record: %s (%s, %s on %s)\n", label or name, rec.file, rec.provenance.date,
       tostring(rec.provenance.cpu)))
     return rec
@@ -473,6 +476,45 @@ function Ex:record(name, config, r, status)
   copy.provenance = nil
   local path = record.write(opts.results, part, name, config, copy, prov)
   io.stderr:write("record written: ", path, "\n")
+end
+
+-- Where the training time of runs ({r = result, cache = status, entry =},
+-- as the units return them) was spent, in words: a run read from a record
+-- or the cache was trained earlier, maybe elsewhere, and says so ("recorded
+-- 2026-12-01 on AMD EPYC: 1820 s of training"); one trained now, "trained
+-- now: 12.3 s". `what` names a run ("paired run").
+function Ex:timing(runs, what)
+  local groups, order = {}, {"record", "hit", "now"}
+  for _, x in ipairs(runs) do
+    local kind = (x.cache == "record" or x.cache == "hit") and x.cache or "now"
+    local prov = kind == "record" and (self.record_provenance or {})[x.entry] or (x.r and x.r.provenance)
+    local g = groups[kind] or {n = 0, s = 0, dates = {}, cpus = {}}
+    groups[kind] = g
+    g.n = g.n + 1
+    g.s = g.s + (numbers.finite(x.r and x.r.elapsed_s) and x.r.elapsed_s or 0)
+    if type(prov) == "table" then
+      local day = tostring(prov.date or "?"):match("^(%d+%-%d+%-%d+)") or "?"
+      g.dates[day], g.cpus[tostring(prov.cpu or "?")] = true, true
+    end
+  end
+  local function list(set, sep)
+    local t = {}
+    for k in pairs(set) do t[#t + 1] = k end
+    table.sort(t)
+    if sep then return #t > 1 and (t[1] .. sep .. t[#t]) or t[1] or "?" end
+    return #t > 0 and table.concat(t, ", ") or "?"
+  end
+  local out = {}
+  for _, kind in ipairs(order) do
+    local g = groups[kind]
+    if g then
+      local runs_text = g.n > 1 and string.format(" over %d %ss", g.n, what or "run") or ""
+      out[#out + 1] = kind == "now" and string.format("trained now: %.1f s%s", g.s, runs_text) or
+        string.format("%s %s on %s: %.0f s of training%s", kind == "record" and "recorded" or "cached",
+          list(g.dates, " to "), list(g.cpus), g.s, runs_text)
+    end
+  end
+  return table.concat(out, "; ")
 end
 
 -- The OpenBLAS kernel and thread count of every run this experiment's

@@ -7,6 +7,7 @@
 --   numbers.finite(0 / 0)                      -- false (also for non-numbers)
 --   numbers.all_finite({a = {1, 1 / 0}})       -- false, "result.a.2 is inf"
 --   numbers.text("%.4f", -1e-9)                -- "0.0000", never "-0.0000"
+--   numbers.decimals(0.043, 1)                 -- 3: "0.021 (-0.022 to 0.064)", not "0.0 (-0.0 to 0.1)"
 -- Non-goals: tolerances, wording (see xsa.study.pct and compare_words).
 local M = {}
 
@@ -41,6 +42,17 @@ function M.text(fmt, x)
   local rest = t:match("^[%-+]0[%.0]*(.*)$") -- greedy: the zeros end where a digit or the rest starts
   if rest and not rest:match("^%d") then return t:sub(2) end
   return t
+end
+
+-- The decimals that show `scale` (the spread of the numbers printed
+-- together: an interval's half-width, an sd) to two significant digits; at
+-- least `min` (a unit's usual precision), at most 12; `min` when scale is 0
+-- or not a finite number. Numbers printed with fewer digits than their
+-- spread needs read as 0.0 (-0.0 to 0.1).
+function M.decimals(scale, min)
+  if not M.finite(scale) or scale == 0 then return min end
+  local e = math.floor(math.log(math.abs(scale), 10) + 1e-9) -- 1e-9: 0.1 is -1, not a rounding below it
+  return math.max(min, math.min(12, 1 - e))
 end
 
 return M

@@ -109,20 +109,20 @@ local function figure_html(f, warnings, published)
 end
 
 -- A markdown table (as the scripts print it) to HTML.
-local function md_table_html(md)
+local function md_table_html(md, class)
   if type(md) ~= "string" or md == "" then return "" end
-  local out = {"<table>"}
+  local out = {class and ('<table class="' .. class .. '">') or "<table>"}
   local row, left = 0, {}
+  local sep = md:match("\n(|[-:| ]+|)\n") or "" -- the separator: "---" columns are text, read from the left
+  local i = 0
+  for cell in sep:sub(2, -2):gmatch("([^|]*)|?") do
+    i = i + 1
+    left[i] = i > 1 and cell:match("^%s*%-+%s*$") ~= nil or nil
+  end
   for line in md:gmatch("[^\n]+") do
     if line:match("^|") then
       row = row + 1
-      if row == 2 then -- the separator: "---" columns are text, read from the left
-        local i = 0
-        for cell in line:sub(2, -2):gmatch("([^|]*)|?") do
-          i = i + 1
-          left[i] = i > 1 and cell:match("^%s*%-+%s*$") ~= nil or nil
-        end
-      else
+      if row ~= 2 then
         local tag = row == 1 and "th" or "td"
         local cells = {}
         for cell in line:sub(2, -2):gmatch("([^|]*)|?") do
@@ -257,6 +257,7 @@ table{border-collapse:collapse;margin:.8em 0;font-size:.92em}td,th{border:1px so
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}table.cfg td{text-align:left;font-family:monospace}
 .sa{color:#E74C3C;font-weight:bold}.xsa{color:#2471A3;font-weight:bold}.missing{color:#a00}
 .numbers li{margin:.2em 0}.paper{color:#555;font-style:italic}.explain{background:#f7f9fb;border-left:3px solid #2471A3;padding:.3em .7em}.cap{color:#333;font-size:1.1em}pre{background:#f4f4f4;padding:.5em;overflow-x:auto}table.samples td{text-align:left;vertical-align:top;max-width:30em}code{background:#f4f4f4;padding:0 .2em}details{margin:.6em 0}
+h1.top{margin:.3em 0 .2em}table.claims{font-size:.84em;margin-top:.4em}table.claims td,table.claims th{padding:.12em .45em}table.claims td{white-space:nowrap}table.claims td:nth-child(2){white-space:normal}
 ]]
 
 -- One present section: its heading, texts, sentences from the summary s,
@@ -284,7 +285,12 @@ local function section_html(sec, s, o, info)
     if mine then body[#body + 1] = figure_html(mine, info.warnings, o.published)
     else info.warnings[#info.warnings + 1] = key .. ": " .. why .. " (refused)" end
   end
-  body[#body + 1] = md_table_html(s.table)
+  if type(s.table) == "string" and s.table:match("^| seed |") then -- per seed: collapsed
+    body[#body + 1] = string.format("<details><summary>Per seed (%d rows)</summary>\n%s</details>",
+      select(2, s.table:gsub("\n", "")) - 2, md_table_html(s.table))
+  else
+    body[#body + 1] = md_table_html(s.table)
+  end
   if sec.html and not o.published then body[#body + 1] = sec.html(s, o.out) end
   body[#body + 1] = config_html(s, o.published)
   return table.concat(body, "\n")
@@ -297,7 +303,18 @@ local function head_html(o, info, by_key)
     "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
     "<title>xsa: Exclusive Self Attention vs self attention</title>",
     "<style>" .. css .. "</style></head><body>",
-    "<h1>Exclusive Self Attention (XSA) vs standard self attention (SA)</h1>",
+    '<h1 class="top">Exclusive Self Attention (XSA) vs standard self attention (SA)</h1>',
+  }
+  if o.claims then -- the answers first (published: scripts/claims.lua's table, computed by the caller)
+    head[#head + 1] = '<h2 id="claims">The claims, tested</h2>'
+    head[#head + 1] = md_table_html(o.claims.table, "claims")
+    head[#head + 1] = "<p>" .. esc(o.claims.meaning or "") .. "</p>"
+    local li = {}
+    for i, l in ipairs(o.claims.lines or {}) do li[i] = "<li>" .. esc(l) .. "</li>" end
+    head[#head + 1] = "<ul>" .. table.concat(li) .. "</ul>"
+    head[#head + 1] = '<h2 id="about">The study</h2>'
+  end
+  for _, l in ipairs{
     "<p>XSA changes one thing in attention: after Y = softmax(QKᵀ/√d + causal mask)·V, it removes from " ..
       "each token's output the component along that token's own value vector, Z = Y − λ(Y·V̂)V̂ " ..
       "(λ = 1: full XSA, λ = 0: SA), and passes Z to the output projection. This page gathers the " ..
@@ -306,8 +323,9 @@ local function head_html(o, info, by_key)
       "by the 95% t interval of the mean improvement 100·(SA − XSA)/SA: \"inconclusive\" when it contains 0. " ..
       'Colours: <span class="sa">SA red</span>, <span class="xsa">XSA blue</span>.</p>',
     type(o.published) == "string" and ("<p>" .. o.published .. "</p>") or
-      string.format("<p>Generated %s from <code>%s</code>.</p>", os.date("!%Y-%m-%d %H:%M UTC"), esc(o.out)),
-  }
+      string.format("<p>Generated %s from <code>%s</code>.</p>", os.date("!%Y-%m-%d %H:%M UTC"), esc(o.out))} do
+    head[#head + 1] = l
+  end
   if #info.missing > 0 then
     local li = {}
     for _, key in ipairs(info.missing) do
@@ -330,7 +348,8 @@ end
 -- the closing section's paragraphs (optional), folder_flags = text added to
 -- the commands of missing sections (optional), published = the published
 -- page's note on where it comes from (HTML; no date, no folder, no samples),
--- claims = {lines = {...}, table = markdown} (optional, before the closing)}.
+-- claims = {table = markdown, meaning = a paragraph, lines = {...}} (optional:
+-- the page opens with them)}.
 -- Returns html, {present = {...}, missing = {...}, warnings = {...}}.
 function M.build(o)
   local info, body, by_key = {present = {}, missing = {}, warnings = {}}, {}, {}
@@ -346,11 +365,6 @@ function M.build(o)
       info.present[#info.present + 1] = sec.key
       body[#body + 1] = section_html(sec, s, o, info)
     end
-  end
-  if o.claims then -- published: the claims table (scripts/claims.lua), computed by the caller
-    body[#body + 1] = '<h2 id="claims">The claims, tested</h2>'
-    for _, l in ipairs(o.claims.lines or {}) do body[#body + 1] = "<p>" .. esc(l) .. "</p>" end
-    body[#body + 1] = md_table_html(o.claims.table)
   end
   if o.closing then
     body[#body + 1] = '<h2 id="why">' .. esc(o.closing.title) .. "</h2>"

@@ -109,12 +109,17 @@
 --                   verdict's words ("earlier"/"later" suit a step at which a loss is reached);
 --       half_widths the half-widths of seeds_needed (default {1, 0.5} points when
 --                   relative; none when absolute: the caller knows the unit's scale).
---     A verdict number that two decimals would show as 0.00 gets two significant digits.
+--       decimals    the decimals its numbers print with: two (relative) or one (absolute),
+--                   more when the t interval's half-width needs them for two significant
+--                   digits (xsa.numbers.decimals), so a small difference never prints as
+--                   "mean 0.0, CI -0.0 to 0.1".
+--     A verdict number that these decimals would show as 0 gets two significant digits.
 --     sa[i] = 0 raises when relative (the improvement is undefined), as do lists of
 --     different lengths; a mean, sd or bound that overflows a double raises.
 -- Non-goals: other tests (sign test, permutation tests of two samples), multiple-comparison
 -- corrections, distributions other than Student's t, weighted data.
 local options = require "xsa.options"
+local numbers = require "xsa.numbers"
 
 local M = {}
 
@@ -710,9 +715,10 @@ end
 
 -- A number for a verdict: two decimals, or two significant digits when two
 -- decimals would print 0.00 for a value that is not 0.
-local function fmt(v)
-  if v ~= 0 and abs(v) < 0.005 then return string.format("%.2g", v) end
-  return string.format("%.2f", v)
+local function fmt(v, dec)
+  dec = dec or 2
+  if v ~= 0 and abs(v) < 0.5 * 10 ^ -dec then return string.format("%.2g", v) end
+  return string.format("%." .. dec .. "f", v)
 end
 
 -- How a paired summary measures and words its differences (opts of
@@ -735,10 +741,12 @@ local function diff_spec(opts)
   local spec = {diff = diff, better = better, sign = better == "lower" and 1 or -1,
     better_word = w.better or "better", worse_word = w.worse or "worse", ahead_word = w.ahead or better,
     unit = diff == "relative" and "%" or (opts.unit or "")}
-  -- the number with its unit: 1.23% (two decimals), 12.5 steps (one)
-  spec.fmt = diff == "relative" and function(x) return fmt(x) .. "%" end
-    or function(x) return string.format("%.1f%s", x, spec.unit ~= "" and (" " .. spec.unit) or "") end
-  spec.cifmt = diff == "relative" and fmt or function(x) return string.format("%.1f", x) end
+  -- the number with its unit: 1.23% (two decimals), 12.5 steps (one), or
+  -- more where the interval is narrower (spec.decimals: paired_summary)
+  spec.decimals = diff == "relative" and 2 or 1
+  spec.fmt = diff == "relative" and function(x) return fmt(x, spec.decimals) .. "%" end
+    or function(x) return fmt(x, spec.decimals) .. (spec.unit ~= "" and (" " .. spec.unit) or "") end
+  spec.cifmt = function(x) return fmt(x, spec.decimals) end
   return spec
 end
 
@@ -815,6 +823,10 @@ function M.paired_summary(sa, xs, opts)
       s.seeds_needed[i] = {half_width = h, n = need, note = why}
     end
   end
+  -- two significant digits of the interval's half-width (of the mean with one seed or no spread)
+  local half = n > 1 and (s.t_hi - s.t_lo) / 2 or 0
+  spec.decimals = numbers.decimals(half > 0 and half or abs(s.mean), spec.decimals)
+  s.decimals = spec.decimals
   s.verdict = verdict(s, spec, pct_level(level))
   return s
 end

@@ -449,12 +449,13 @@ local function p_text(p) return numbers.finite(p) and (p < 0.001 and string.form
 -- one decimal and the unit for an absolute one.
 local function diff_words(s)
   if s.diff == "absolute" then
-    local u = (s.unit and s.unit ~= "") and (" " .. s.unit) or ""
+    local u, dec = (s.unit and s.unit ~= "") and (" " .. s.unit) or "", "%." .. (tonumber(s.decimals) or 1) .. "f"
     return s.better == "higher" and "difference = XSA - SA per seed" or "difference = SA - XSA per seed",
-      function(x) return string.format("%+.1f%s", x, u) end, "%.1f", u
+      function(x) return numbers.text("%+" .. dec:sub(2), x) .. u end, dec, u
   end
+  local dec = "%." .. (tonumber(s.decimals) or 2) .. "f"
   return s.better == "higher" and "improvement = 100 (XSA - SA) / SA per seed" or
-    "improvement = 100 (SA - XSA) / SA per seed", function(x) return string.format("%+.2f%%", x) end, "%.2f", " points"
+    "improvement = 100 (SA - XSA) / SA per seed", function(x) return numbers.text("%+" .. dec:sub(2) .. "%%", x) end, dec, " points"
 end
 
 -- The seeds a 95% t interval of the listed half-widths would need at the
@@ -483,7 +484,7 @@ function M.stats_lines(s, what, hint)
   local dtext, f = diff_words(s)
   out[1] = string.format("verdict (%s, %s): %s", what, dtext, s.verdict)
   if s.n > 1 then
-    local sd = s.diff == "absolute" and string.format("%.1f", s.sd or 0) or string.format("%.2f", s.sd or 0)
+    local sd = string.format(select(3, diff_words(s)), s.sd or 0)
     local ci = function(a, b) return f(a):gsub("[%% ].*$", "") .. " to " .. f(b):gsub("[%% ].*$", "") end
     out[2] = string.format("mean %s (sd %s) over %d seeds; 95%% t interval %s; bootstrap (10,000 resamples) %s; paired t p = %s, exact Wilcoxon p = %s; XSA %s in %d of %d seeds",
       f(s.mean), sd, s.n, ci(s.t_lo, s.t_hi), ci(s.boot_lo, s.boot_hi), p_text(s.p_t), p_text(s.p_wilcoxon),
@@ -738,7 +739,8 @@ end
 
 -- "+0.12 to +3.40": the t interval of paired statistics, or "n/a".
 function M.interval_text(s)
-  return s.t_lo and (numbers.text("%+.2f", s.t_lo) .. " to " .. numbers.text("%+.2f", s.t_hi)) or "n/a"
+  local f = "%+." .. math.max(2, tonumber(s.decimals) or 2) .. "f"
+  return s.t_lo and (numbers.text(f, s.t_lo) .. " to " .. numbers.text(f, s.t_hi)) or "n/a"
 end
 
 -- Mean of a per-layer metric over layers.

@@ -9,6 +9,7 @@
 --   sys.mkdir(dir); sys.exists(path); sys.env("XSA_DATA")
 --   local ok, err = xpcall(fn, sys.traceback_unless_interrupted)
 --   if not ok and sys.interrupted(err) then ... end
+--   sys.library_file()          -- first line of a library kept beside scripts
 --
 -- The root of the checkout, root(): $XSA_ROOT when set and not empty (the
 -- xsa executable sets it to the checkout it runs from), else the checkout
@@ -132,6 +133,29 @@ end
 function M.traceback_unless_interrupted(err)
   if M.interrupted(err) then return err end
   return debug.traceback(err, 2)
+end
+
+-- Called at the top of a Lua file that other scripts load (dofile) but that
+-- sits among scripts: run itself (`xsa scripts/claims.lua`), it says what it
+-- is instead of silently doing nothing. Its leading comment goes to stdout;
+-- with --help the exit status is 0, else 2 (nothing ran). Loaded by another
+-- file, it returns at once.
+function M.library_file()
+  local src = debug.getinfo(2, "S").source
+  local main = type(arg) == "table" and type(arg[0]) == "string" and arg[0]
+  if not (main and src:sub(1, 1) == "@" and M.abspath(src:sub(2)) == M.abspath(main)) then return end
+  local f = io.open(src:sub(2), "r")
+  local lines = {}
+  for l in (f and f:read("a") or ""):gmatch("[^\n]*") do
+    local text = l:match("^%-%-%s?(.*)$")
+    if not text then break end
+    lines[#lines + 1] = text
+  end
+  if f then f:close() end
+  io.stdout:write(table.concat(lines, "\n"), "\n\n", main, " is loaded by other scripts; run alone it does nothing.\n")
+  io.stdout:flush()
+  for _, a in ipairs(arg) do if a == "--help" or a == "-h" then os.exit(0) end end
+  os.exit(2)
 end
 
 return M

@@ -1,6 +1,7 @@
 -- The report's section of part 2 (scripts/part2_geometry.lua declares it): what the part
 -- measures, why, and sentences computed from the numbers of its summary.
 local xsa = xsa or require "xsa"
+xsa.sys.library_file()
 local R = xsa.report
 local f4 = R.f4
 

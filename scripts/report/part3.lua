@@ -1,10 +1,21 @@
 -- The report's section of part 3 (scripts/part3_train.lua declares it): what the part
 -- measures, why, and sentences computed from the numbers of its summary.
 local xsa = xsa or require "xsa"
+xsa.sys.library_file()
 local R = xsa.report
 local f4, finite, pct, compare, stats_words = R.f4, xsa.numbers.finite, xsa.study.pct, xsa.study.compare_words, R.stats_words
 
 return {
+  -- its claim (scripts/claims.lua numbers the registry's claims): every endpoint of the pairs
+  claim = {text = "XSA beats SA at the notebook's scale (part 3: seq_len 64, 300 steps, constant lr)", short = "XSA beats SA",
+    rows = function(s, C, claim)
+      local out = {}
+      if s and s.runs then
+        local ok, eps = pcall(xsa.study.endpoint_stats, s.runs, s.seeds)
+        C.endpoint_rows(claim, ok and eps or {}, out)
+      end
+      return out
+    end},
   -- the published verdict (make results): the primary endpoint and the mean val loss (doc/study.md, "Endpoints")
   verdicts = function(s, row)
     if not s.stats then return {} end
@@ -30,13 +41,10 @@ return {
     local out = {}
     local runs = s.runs or {}
     if #runs > 1 then
-      out[#out + 1] = string.format("%d seeds (%s), one paired run each.", #runs, table.concat(s.seeds or {}, ", "))
-      for _, x in ipairs(runs) do
-        out[#out + 1] = string.format("Seed %d: %s (improvement %s).", x.seed,
-          compare(x.sa_val, x.xsa_val, "final validation loss"), pct(x.improvement_pct))
-      end
+      out[#out + 1] = string.format("%d seeds, one paired run each (each seed's numbers: the table below).", #runs)
       stats_words(s.stats, "final val loss", out)
-      if finite(s.train_s) then out[#out + 1] = string.format("Training took %.0f s over the %d paired runs.", s.train_s, #runs) end
+      if type(s.timing) == "string" then out[#out + 1] = "Training: " .. s.timing .. "."
+      elseif finite(s.train_s) then out[#out + 1] = string.format("Training took %.0f s over the %d paired runs.", s.train_s, #runs) end
       return out
     end
     if r.sa and r.xsa then
@@ -52,7 +60,10 @@ return {
         out[#out + 1] = string.format("XSA's validation loss was below SA's at %d of the %d evaluation points after step 0.",
           ahead, n - 1)
       end
-      if finite(r.elapsed_s) then
+      if type(s.timing) == "string" then -- trained now, or when and where its record or cache entry was
+        out[#out + 1] = string.format("Training: %s (%.1f s of it evaluating), %.0f tokens/s over both models.",
+          s.timing, r.eval_s or 0, r.tokens_per_s or 0)
+      elseif finite(r.elapsed_s) then
         out[#out + 1] = string.format("Training took %.1f s (%.1f s of it evaluating), %.0f tokens/s over both models.",
           r.elapsed_s, r.eval_s or 0, r.tokens_per_s or 0)
       end

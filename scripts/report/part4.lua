@@ -1,9 +1,13 @@
 -- The report's section of part 4 (scripts/part4_seqlen.lua declares it): what the part
 -- measures, why, and sentences computed from the numbers of its summary.
 local xsa = xsa or require "xsa"
+xsa.sys.library_file()
 local finite, compare = xsa.numbers.finite, xsa.study.compare_words
 
 return {
+  -- its claim: per seed, the slope of the gain over log2(seq_len) (scripts/claims.lua)
+  claim = {text = "XSA's gain grows with the sequence length (part 4: seq_len 64 to 256, 500 steps)",
+    short = "gain grows with seq_len", rows = function(s, C, claim) local out = {}; C.seqlen_rows(s, claim, out); return out end},
   -- the published verdicts (make results): one per length
   verdicts = xsa.report.sweep_verdicts(function(r) return string.format("part 4: seq_len %d (500 steps)", r.seq_len) end),
 

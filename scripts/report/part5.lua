@@ -1,6 +1,7 @@
 -- The report's section of part 5 (scripts/part5_bias_trained.lua declares it): what the part
 -- measures, why, and sentences computed from the numbers of its summary.
 local xsa = xsa or require "xsa"
+xsa.sys.library_file()
 local R = xsa.report
 local f4, finite, ci = R.f4, xsa.numbers.finite, R.ci
 

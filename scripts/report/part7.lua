@@ -1,8 +1,16 @@
 -- The report's section of part 7 (scripts/part7_recipe.lua declares it): what the part
 -- measures, why, and sentences computed from the numbers of its summary.
 local xsa = xsa or require "xsa"
+xsa.sys.library_file()
 
 return {
+  -- its claim: every endpoint of the warmup + cosine recipe (scripts/claims.lua)
+  claim = {text = "XSA still beats SA under the usual recipe, linear warmup then cosine decay (part 7)",
+    short = "holds under warmup + cosine", rows = function(s, C, claim)
+      local out, r7 = {}, s and s.recipes and s.recipes.cosine
+      if r7 then C.endpoint_rows(claim, r7.endpoints, out) end
+      return out
+    end},
   verdicts = function(s, row) -- the published verdicts (make results): final and mean val loss per recipe
     local rows = {}
     for _, rc in ipairs{"constant", "cosine"} do
