@@ -19,7 +19,7 @@
  * checks this list against the folder). */
 static const char *const lua_modules[] = {"args", "cache", "checkpoint", "data", "endpoints", "experiment", "generate",
                                           "geometry", "help", "help_db", "notebook", "numbers", "options", "plot",
-                                          "progress", "record", "report", "samples", "schedule", "stats", "study", "sys",
+                                          "progress", "record", "report", "samples", "schedule", "show", "stats", "study", "sys",
                                           "text", "tokenizer", "train", NULL};
 
 static int is_lua_module(const char *name)

@@ -244,13 +244,22 @@ static void find_modules(lua_State *L)
     free(real);
 }
 
+/* The globals every xsa state has: `xsa`, and `help` (xsa.help) alike in
+ * scripts, -e, the REPL and the Jupyter kernel. */
+static void open_globals(lua_State *L)
+{
+    luaL_requiref(L, "xsa", luaopen_xsa, 1);
+    if (lua_getfield(L, -1, "help") != LUA_TNIL) lua_setglobal(L, "help");
+    else lua_pop(L, 1);
+    lua_pop(L, 1);
+}
+
 static void open_engine(lua_State *L)
 {
     luaL_openlibs(L);
     xsa_intr_open(L);
     find_modules(L);
-    luaL_requiref(L, "xsa", luaopen_xsa, 1);
-    lua_pop(L, 1);
+    open_globals(L);
     /* start the user's code with no collection cycle half done, as in a
      * fresh lua5.4: finalizers then run in the order Lua's tests expect */
     lua_gc(L, LUA_GCCOLLECT);
@@ -461,8 +470,7 @@ static int long_option(lua_State *L, int argc, char **argv, int *status)
         luaL_openlibs(L);
         xsa_intr_open(L);
         find_modules(L);
-        luaL_requiref(L, "xsa", luaopen_xsa, 1);
-        lua_pop(L, 1);
+        open_globals(L);
         *status = xsa_kernel_main(L, argv[2]);
     } else {
         return 0;

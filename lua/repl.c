@@ -217,7 +217,12 @@ static void print_results(lua_State *L)
     int n = lua_gettop(L);
     if (n == 0) return;
     luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-    lua_getglobal(L, "print");
+    /* print, with a training result or a summary (plain tables) as its
+     * short summary rather than "table: 0x..." (lua/xsa/show.lua) */
+    if (luaL_loadstring(L, "print(require('xsa.show').line(...))") != LUA_OK) {
+        lua_pop(L, 1);
+        lua_getglobal(L, "print");
+    }
     lua_insert(L, 1);
     if (lua_pcall(L, n, 0, 0) != LUA_OK)
         xsa_message(NULL, lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1)));
@@ -324,8 +329,6 @@ void xsa_repl(lua_State *L, int banner)
     const char *progname = xsa_progname;
     xsa_progname = NULL; /* no program name on errors at the prompt, as lua.c */
     on_tty = isatty(STDIN_FILENO);
-    /* help(x) at the prompt (xsa.help; scripts use xsa.help too) */
-    if (luaL_dostring(L, "help = xsa.help") != LUA_OK) lua_pop(L, 1);
     if (!on_tty) {
         loop(L);
         xsa_progname = progname;
@@ -339,7 +342,8 @@ void xsa_repl(lua_State *L, int banner)
     rl_attempted_completion_function = complete;
     if (hist) read_history(hist);
     if (banner)
-        printf("xsa %s  (Lua %s; OpenBLAS %s, float32 GEMM %s, %d threads)  Ctrl-D leaves.\n",
+        printf("xsa %s  (Lua %s; OpenBLAS %s, float32 GEMM %s, %d threads)\n"
+               "help() lists the modules, help(x) explains x; Tab completes; Ctrl-D leaves.\n",
                XSA_VERSION, LUA_VERSION_MAJOR "." LUA_VERSION_MINOR, xsa_blas_corename(),
                xsa_gemm_name(), xsa_threads());
     fflush(stdout);

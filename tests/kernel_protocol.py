@@ -147,6 +147,18 @@ def figures_display_inline_as_png():
     assert png_size(of(out, "execute_result")[0]["data"]["image/png"])[0] > 100
     r, out = run("xsa.plot.show({1, 4, 9, 16})")
     assert of(out, "display_data"), out
+    r, out = run("fig:show()")  # shows the figure, and returns nothing to echo
+    assert of(out, "display_data") and not of(out, "execute_result"), out
+
+
+@case
+def results_show_as_results_and_help_knows_them():
+    r, out = run("s = xsa.stats.paired_summary({4.0, 4.1, 4.2}, {3.9, 4.0, 4.1}, {resamples = 100})\ns")
+    text = of(out, "execute_result")[0]["data"]["text/plain"]
+    assert text.startswith("paired summary: XSA better by 2.44% (95% CI 2.29 to 2.59, N=3)"), text
+    r, out = run("help(s)")
+    assert r["status"] == "ok", r
+    assert "a summary of xsa.stats.paired_summary" in "".join(m["text"] for m in of(out, "stream")), out
 
 
 @case

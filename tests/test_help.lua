@@ -89,6 +89,97 @@ T.case("doc/api-index.md is what scripts/gen_api_doc.lua generates", function()
   p:close()
 end)
 
+-- The signatures written in doc/lua-api.md (a call whose arguments have an
+-- option without spaces, "lr=1e-3", or an optional part, "[, level]"),
+-- each against the help entries its name can mean (exact, xsa.NAME, or any
+-- entry of that last name: the doc's tables name methods without receiver).
+local function doc_signatures(md)
+  local out, pos = {}, 1
+  while true do
+    local _, e, name, open = md:find("([%a_][%w_.:]*)([({])", pos)
+    if not e then break end
+    pos = e + 1
+    local bs, be = md:find(open == "(" and "%b()" or "%b{}", e)
+    if bs == e then
+      local args = md:sub(bs, be):gsub("\\|", "|")
+      local value = args:find("^%(%[*[%d%-]") -- "tensor([3, 3], dtype=int32)" prints a value
+      if not value and (args:find("[%w_]=[^=]") or args:find("%[,")) then out[#out + 1] = {name = name, args = args} end
+    end
+  end
+  return out
+end
+
+local function sig_options(sig)
+  local o = {}
+  for k, v in sig:gmatch("([%w_]+)=([^,}%]]*)") do o[k] = v:match("^%s*(.-)%s*$") end
+  return o
+end
+
+-- positional arguments: names, with a table, "opts" or quoted alternatives matching anything
+local function positional(args)
+  local t = {}
+  for w in args:sub(2, -2):gsub("%b{}", "{}"):gsub("%b()", ""):gmatch("[^,%[%]]+") do
+    w = w:match("^%s*(.-)%s*$")
+    if w ~= "" then t[#t + 1] = (w == "{}" or w == "opts" or w:find('^"')) and "*" or (w:match("^([%w_]+)") or w) end
+  end
+  return t
+end
+
+-- nil when doc and entry agree, else why
+local function disagreement(args, sig)
+  local hargs = sig:match("^[^({]*(%b())") or sig:match("^[^({]*(%b{})")
+  if not hargs or hargs:sub(1, 1) ~= args:sub(1, 1) then return "not a signature of this entry (" .. sig .. ")" end
+  local a, b = positional(args), positional(hargs)
+  if #a ~= #b then return string.format("%d positional arguments, help has %d (%s)", #a, #b, sig) end
+  for i = 1, #a do
+    if a[i] ~= b[i] and a[i] ~= "*" and b[i] ~= "*" then return string.format("argument %d is %s, help says %s", i, a[i], b[i]) end
+  end
+  local ho = sig_options(sig)
+  for k, v in pairs(sig_options(args)) do
+    if ho[k] == nil then return "option " .. k .. "= is not in help's " .. sig end
+    if v ~= "" and ho[k] ~= v then return string.format("%s=%s, help says %s=%s", k, v, k, ho[k]) end
+  end
+  return nil
+end
+
+T.case("doc/lua-api.md's signatures and defaults are help's (one signature everywhere)", function()
+  local md = assert(xsa.read_file(root .. "/doc/lua-api.md"))
+  local sigs = doc_signatures(md)
+  local checked, bad = 0, {}
+  for _, d in ipairs(sigs) do
+    local cands = {}
+    for _, n in ipairs{d.name, "xsa." .. d.name} do if db[n] then cands[#cands + 1] = n end end
+    local last = d.name:match("([%w_]+)$")
+    if not d.name:find(".", 1, true) then -- "split(...)" in a table of methods, "loss:backward(...)": any entry of that name
+      for k in pairs(db) do
+        if k:sub(1, 1) ~= "_" and k:match("[.:]([%w_]+)$") == last and k ~= d.name and k ~= "xsa." .. d.name then cands[#cands + 1] = k end
+      end
+    end
+    for i = #cands, 1, -1 do if not (db[cands[i]].sig or ""):find("[({]") then table.remove(cands, i) end end -- "tensor(...)" prints a value
+    table.sort(cands)
+    local why
+    for _, c in ipairs(cands) do
+      local w = "no signature"
+      if db[c].sig and db[c].sig:find("[({]") then w = disagreement(d.args, db[c].sig) end
+      if not w then why = nil; break end
+      why = why or (c .. ": " .. w)
+    end
+    if #cands > 0 then
+      checked = checked + 1
+      if why and not why:find("not a signature of this entry", 1, true) then bad[#bad + 1] = d.name .. d.args .. "  -- " .. why end
+    elseif d.name:find("^xsa%.") then
+      bad[#bad + 1] = d.name .. ": no help entry"
+    end
+  end
+  T.ok(checked >= 25, "the doc's signatures were found: " .. checked)
+  T.eq(#bad, 0, "doc/lua-api.md and help disagree:\n  " .. table.concat(bad, "\n  "))
+  -- the checker sees a wrong default, a missing option and a wrong argument count
+  T.ok(disagreement("(xs [, {level=0.9}])", "f(xs [, {level=0.95}])"), "a default")
+  T.ok(disagreement("(xs [, {lvl=}])", "f(xs [, {level=0.95}])"), "an option")
+  T.ok(disagreement("(xs, ys [, {level=}])", "f(xs [, {level=0.95}])"), "an argument")
+  T.eq(disagreement("(xs [, opts])", "f(xs [, {level=0.95}])"), nil, "opts is the table")
+end)
+
 T.case("help of a module, a function value, a value and a name", function()
   local t = help.text(xsa.gpt)
   T.ok(t:find("xsa.gpt{vocab=50257", 1, true) and t:find("xsa.gpt.load(path)", 1, true) and t:find("Example:", 1, true), t)
@@ -119,6 +210,38 @@ local function repl(input)
   return (out:gsub("\27%[[%d;]*%a", ""):gsub("[\7\r]", ""))
 end
 
+T.case("help is the same global in scripts, -e and stdin as at the REPL", function()
+  local dir = T.tmpdir()
+  T.writefile(dir .. "/h.lua", "print(rawequal(help, xsa.help)); help(xsa.numbers.decimals)")
+  for _, cmd in ipairs{exe .. " " .. dir .. "/h.lua", exe .. " -e 'print(rawequal(help, xsa.help)); help(xsa.numbers.decimals)'",
+    exe .. " - < " .. dir .. "/h.lua"} do
+    local p = io.popen(cmd .. " 2>&1")
+    local out = p:read("a")
+    p:close()
+    T.ok(out:find("^true\nxsa.numbers.decimals%(scale, min%) %-> integer"), cmd .. ": " .. out)
+  end
+  os.execute("rm -rf '" .. dir .. "'")
+end)
+
+T.case("xsa.show: results by their fields, never running a metamethod", function()
+  local show = xsa.show
+  T.eq(show.text(1.5), "1.5")
+  T.eq(show.text("x"), "x")
+  T.ok(show.text({}):find("^table: 0x"))
+  local r = {steps = {0, 5}, sa = {final_val = 0 / 0}, xsa = {final_val = 5}}
+  T.eq(show.kind(r), nil, "a NaN final loss is not a finished result")
+  r.sa.final_val = 6
+  T.eq(show.kind(r).name, "xsa.train.pair")
+  T.ok(show.text(r):find("^xsa.train.pair result: 5 steps; final val loss SA 6.0000, XSA 5.0000"), show.text(r))
+  local runs = {runs = {{label = "A", final_val = 5}, {label = "B", final_val = 4.5}}}
+  T.ok(show.text(runs):find("^xsa.train.runs result: 2 runs; final val loss A 5.0000, B 4.5000"), show.text(runs))
+  T.eq(show.line(1, nil, "a"), "1\tnil\ta")
+  local hostile = setmetatable({verdict = "x", n = 1, d = {}}, {__index = function() error("ran") end,
+    __tostring = function() return "own" end})
+  T.eq(show.kind(hostile), nil, "a table with a metatable is its own")
+  T.eq(show.text(hostile), "own")
+end)
+
 local have_script = os.execute("command -v script >/dev/null 2>&1")
 if not have_script then
   print("skip: script (util-linux) not installed: the REPL is not driven through a pseudo-terminal")
@@ -139,6 +262,29 @@ else
     T.ok(out:find("xsa.optim.adamw(params [, {lr=1e-3", 1, true), out)
     T.ok(out:find("\ntrue\n", 1, true), "xsa.gpt.lo<Tab> completed: " .. out)
     T.ok(out:find("tensor([[2., 2.],", 1, true), "t:matm<Tab> completed: " .. out)
+  end)
+
+  T.case("the REPL: results print as results, help knows them, the banner names help(), nothing stray", function()
+    local out = repl(table.concat({
+      "s = xsa.stats.paired_summary({4.0, 4.1, 4.2}, {3.9, 4.0, 4.1}, {resamples = 100})",
+      "s",
+      "help(s)",
+      "r = {steps = {0, 10, 20}, sa = {final_val = 6.25}, xsa = {final_val = 5.88}, improvement_pct = 5.9, elapsed_s = 12}",
+      "r",
+      "help(r)",
+      "f = xsa.plot.figure{}; f:panel{}:line({1, 2}, {2, 1})",
+      "f:show({width = 40, height = 10})",
+      "print('SAVED', f:save(os.tmpname() .. '.png'))",
+      "{}",
+      "", }, "\n"))
+    T.ok(out:find("help() lists the modules, help(x) explains x", 1, true), "the banner names help(): " .. out)
+    T.ok(out:find("\npaired summary: XSA better by 2.44% (95% CI 2.29 to 2.59, N=3)", 1, true), "a summary prints its verdict: " .. out)
+    T.ok(out:find("a summary of xsa.stats.paired_summary\n", 1, true) and out:find("Fields: n, d (per seed)", 1, true), out)
+    T.ok(out:find("\nxsa.train.pair result: 20 steps; final val loss SA 6.2500, XSA 5.8800 (XSA +5.90%); 12.0 s of training", 1, true), out)
+    T.ok(out:find("a result of xsa.train.pair\n", 1, true), out)
+    T.ok(not out:find("\ntrue\n", 1, true), "fig:show() echoes nothing: " .. out)
+    T.ok(out:find("\nSAVED\t/[^\n]*%.png\n"), "fig:save returns the path alone: " .. out)
+    T.ok(out:find("\ntable: 0x", 1, true), "an unknown table still prints as Lua prints it")
   end)
 
   T.case("plot.show sizes the text figure to the terminal (COLUMNS/LINES, else the tty)", function()

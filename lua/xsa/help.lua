@@ -5,6 +5,7 @@
 --   help(xsa.gpt)          a module or table: its entry and its functions
 --   help(t.matmul)         a function value: its signature, description, example
 --   help(model)            a value of a type: the type's entry and its methods
+--   help(r)                a training result or paired summary: what returned it, its fields (xsa.show)
 --   help("adamw")          a name: exact ("xsa.optim.adamw"), last part, or words to search
 --   xsa.help.text(x)       the same text as a string
 --   xsa.help.complete("xsa.gpt.lo")  -> {"xsa.gpt.load"}  (what Tab offers)
@@ -42,7 +43,7 @@ M.RECEIVERS = {
 
 -- The pure-Lua modules of lua/xsa/ (xsa.NAME loads them on first use).
 M.MODULES = {"args", "cache", "checkpoint", "data", "endpoints", "experiment", "generate", "geometry", "help", "notebook",
-  "numbers", "options", "plot", "progress", "record", "report", "samples", "schedule", "stats", "study", "sys", "text",
+  "numbers", "options", "plot", "progress", "record", "report", "samples", "schedule", "show", "stats", "study", "sys", "text",
   "tokenizer", "train"}
 
 local function db() return require("xsa.help_db") end
@@ -264,6 +265,10 @@ function M.text(x)
   end
   local recv = receiver_of(x)
   if recv then return entry_with_members(recv) end
+  local kind = require("xsa.show").kind(x) -- a plain-table result: what returned it, its fields
+  if kind then
+    return string.format("a %s of %s\n\n  Fields: %s\n\n%s", kind.what, kind.name, kind.fields, entry_with_members(kind.name))
+  end
   return "no help for this " .. type(x) .. " (help() lists the modules)"
 end
 

@@ -16,7 +16,7 @@ end
 D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.mpi", "xsa.tokenizer",
   "xsa.data", "xsa.train", "xsa.checkpoint", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
-  "xsa.geometry", "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text", "xsa.notebook", "xsa.schedule"}
+  "xsa.geometry", "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text", "xsa.notebook", "xsa.schedule", "xsa.show"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -535,7 +535,7 @@ add("tokenizer:eot", "tokenizer:eot() -> integer", "The id of <|endoftext|>.", "
 add("tokenizer:identity", "tokenizer:identity() -> string", "A hash of the vocabulary files (token caches record it).", "print(tok:identity())")
 add("tokenizer:free", "tokenizer:free()", "Releases the tokenizer at once.", "tok:free()")
 
-add("xsa.data.tinystories", "xsa.data.tinystories{seq_len=64, max_tokens=, batch=16, val_fraction=0.1, seed=0} -> train, val, info",
+add("xsa.data.tinystories", "xsa.data.tinystories{seq_len=64, max_tokens=500000, batch=16, val_fraction=0.1, seed=0} -> train, val, info",
   "Loaders over TinyStories: stories encoded once (cached), cut into windows of seq_len+1, split 90/10.",
   "local train, val, info = xsa.data.tinystories{seq_len = 64, max_tokens = 100000, batch = 8}")
 add("xsa.data.loader", "xsa.data.loader(tokens, {seq_len=, batch=, shuffle=false, seed=0, first_window=0, num_windows=}) -> loader",
@@ -622,9 +622,9 @@ add("xsa.plot.svg_fix_amp", "xsa.plot.svg_fix_amp(svg) -> svg",
   "print(xsa.plot.svg_fix_amp(\"<text>R&D</text>\"))")
 add("figure:set_footer", "figure:set_footer(text) -> figure", "A small line under the panels, at the right; nil removes it.",
   "fig:set_footer(\"Measured with the OpenBLAS Haswell kernel, 1 thread\")")
-add("xsa.plot.show", "xsa.plot.show(fig | ys | xs, ys [, {title=, label=, width=, height=}]) -> true",
+add("xsa.plot.show", "xsa.plot.show(fig | ys | xs, ys [, {title=, xlabel=, ylabel=, label=, color=, width=, height=}]) -> nothing | nil, message",
   "Draws in the terminal with gnuplot's dumb terminal, sized to the window ($COLUMNS/$LINES, else the tty); " ..
-    "in a Jupyter notebook, the image inline.",
+    "in a Jupyter notebook, the image inline. Returns nothing (so nothing echoes at the REPL); nil and a message without gnuplot.",
   "xsa.plot.show({1, 4, 9, 16, 25})")
 add("xsa.plot.animate", "xsa.plot.animate(figs, path [, {delay=10, loop=0}]) -> path", "An animated GIF, one figure per frame.",
   "xsa.plot.animate({fig1, fig2}, \"plots/sweep.gif\")")
@@ -638,9 +638,14 @@ add("xsa.plot.terminal_size", "xsa.plot.terminal_size() -> columns, lines", "The
   "print(xsa.plot.terminal_size())")
 add("figure:panel", "figure:panel{title=, xlabel=, ylabel=, xrange=, yrange=, xtics=, key=, grid=, equal=, zero=, logy=, headroom=} -> panel",
   "Adds the next panel of the grid. headroom: without yrange, room above the data for the key, a share of the data's span.", "local p = fig:panel{xlabel = \"step\", ylabel = \"loss\"}")
-add("figure:save", "figure:save(path [, {format=}]) -> path, warnings", "Writes NAME.dat and NAME.gp next to path and renders PNG, SVG or GIF.",
+add("figure:save", "figure:save(path [, {format=, quiet=}]) -> path [, warnings] | nil, message",
+  "Writes NAME.dat and NAME.gp next to path and renders PNG, SVG or GIF (format: from the extension, else png). " ..
+  "Returns the image's path, and gnuplot's warnings when it printed any; without gnuplot nil and how to render later. " ..
+  "quiet = true: not shown in a notebook even with xsa.plot.show_saved.",
   "fig:save(\"plots/loss.png\")")
-add("figure:show", "figure:show([{width=, height=}]) -> true", "Draws the figure in the terminal (gnuplot dumb), sized to the window; works over ssh.",
+add("figure:show", "figure:show([{width=, height=}]) -> nothing | nil, message",
+  "Draws the figure in the terminal (gnuplot dumb), sized to the window; works over ssh; in a notebook, inline. " ..
+  "Returns nothing (nil and a message without gnuplot).",
   "fig:show()")
 add("figure:render", "figure:render(name, dir) -> script, data", "The gnuplot script and data text of the figure.", "local gp, dat = fig:render(\"f\", \"/tmp\")")
 add("figure:body", "figure:body(S, data, datafile, block) -> next_block", "Appends the figure's multiplot to a script (used by render and animate).",
@@ -669,7 +674,7 @@ add("xsa.stats.paired_t_p", "xsa.stats.paired_t_p(xs) -> p, t", "Two-sided p of 
 add("xsa.stats.wilcoxon_p", "xsa.stats.wilcoxon_p(xs) -> p, W+", "Exact two-sided signed-rank p.", "print(xsa.stats.wilcoxon_p({0.5, 0.7, 0.2, -0.1}))")
 add("xsa.stats.bootstrap_interval", "xsa.stats.bootstrap_interval(xs [, {resamples=10000, level=0.95, seed=0}]) -> lo, hi",
   "Percentile bootstrap of the mean, seeded.", "print(xsa.stats.bootstrap_interval({0.5, 0.7, 0.2}))")
-add("xsa.stats.paired_summary", "xsa.stats.paired_summary(sa, xsa [, {diff=, better=, unit=, words=, half_widths=, level=, resamples=, seed=}]) -> summary",
+add("xsa.stats.paired_summary", "xsa.stats.paired_summary(sa, xsa [, {diff=\"relative\"|\"absolute\", relative=true, better=\"lower\"|\"higher\", unit=, words=, half_widths=, level=0.95, resamples=10000, seed=0}]) -> summary",
   "Per-seed improvements (relative %, or absolute differences such as steps; lower or higher better) with t and " ..
   "bootstrap intervals, both tests, the seeds a narrower interval needs and a verdict.",
   "print(xsa.stats.paired_summary({3.1, 3.05}, {3.07, 3.03}).verdict)")
@@ -883,6 +888,10 @@ add("xsa.sys.abspath", "xsa.sys.abspath(p) -> path", "p made absolute against th
 add("xsa.sys.shell_quote", "xsa.sys.shell_quote(s) -> string", "s as one single-quoted word for sh.", "print(xsa.sys.shell_quote(\"it's\"))")
 add("xsa.sys.mkdtemp", "xsa.sys.mkdtemp(prefix) -> path", "A new private folder under $TMPDIR or /tmp (mktemp -d: mkdtemp, mode 0700).", "local d = xsa.sys.mkdtemp(\"mine\")")
 add("xsa.sys.mkdir", "xsa.sys.mkdir(dir) -> dir", "mkdir -p; raises on failure.", "xsa.sys.mkdir(\"/tmp/a/b\")")
+add("xsa.sys.library_file", "xsa.sys.library_file()",
+  "At the top of a Lua file that scripts load but that sits among them: run itself, it prints its leading comment " ..
+  "and exits (0 with --help, else 2) instead of silently doing nothing; loaded by another file, it returns.",
+  "xsa.sys.library_file()")
 add("xsa.sys.exists", "xsa.sys.exists(path) -> boolean", "Whether path is a readable regular file.", "print(xsa.sys.exists(\"README.md\"))")
 add("xsa.sys.interrupted", "xsa.sys.interrupted(err) -> boolean", "Whether err is Ctrl-C's \"interrupted!\".", "print(xsa.sys.interrupted(\"x: interrupted!\"))")
 add("xsa.sys.traceback_unless_interrupted", "xsa.sys.traceback_unless_interrupted(err) -> err",
@@ -891,6 +900,18 @@ add("xsa.numbers.finite", "xsa.numbers.finite(x) -> boolean", "x is a number, no
 add("xsa.numbers.text", "xsa.numbers.text(format, x) -> string",
   "string.format(format, x) without the sign of a value that rounds to zero (\"0.0000\", never \"-0.0000\" or \"+0.00%\"): every number of a table.",
   "print(xsa.numbers.text(\"%+.2f%%\", -1e-9))")
+add("xsa.numbers.decimals", "xsa.numbers.decimals(scale, min) -> integer",
+  "The decimals that show scale (an interval's half-width, an sd) to two significant digits, at least min, at most 12.",
+  "print(xsa.numbers.decimals(0.043, 1))")
+group("xsa.show", "what the REPL prints", "A training result or a paired summary (plain tables) as a short summary at " ..
+  "the REPL and in the notebook; help(r) names what returned it and its fields.", "print(xsa.show.text(r))")
+add("xsa.show.text", "xsa.show.text(value) -> string", "A training result or a paired summary as one line; any other value as tostring gives it.",
+  "print(xsa.show.text(xsa.stats.paired_summary({3.1, 3.0, 3.2}, {3.0, 3.0, 3.1})))")
+add("xsa.show.line", "xsa.show.line(...) -> string", "The texts of the values, tab-separated: what the REPL prints for a line.",
+  "print(xsa.show.line(1, \"a\"))")
+add("xsa.show.kind", "xsa.show.kind(value) -> {name=, what=, fields=} | nil",
+  "Which function returned a plain-table result (by its fields, read with rawget), and its fields; nil when not recognised.",
+  "print(xsa.show.kind({}))")
 add("xsa.numbers.all_finite", "xsa.numbers.all_finite(t [, path]) -> true | false, where",
   "Whether every number in a nested table is finite; else the path to the first that is not.", "print(xsa.numbers.all_finite({a = {1, 0 / 0}}))")
 

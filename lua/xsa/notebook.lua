@@ -181,7 +181,6 @@ end
 
 local function show_figure(fig)
   send("display_data", {data = figure_data(fig), metadata = {}})
-  return true
 end
 
 -- one display per bar, updated in place, at most twice a second
@@ -238,9 +237,7 @@ local function show_values(n, count, ...)
   if n == 1 and getmetatable(first) == require("xsa.plot").Figure then
     data = figure_data(first)
   else
-    local parts = {}
-    for i = 1, n do parts[i] = tostring((select(i, ...))) end
-    data = {["text/plain"] = table.concat(parts, "\t")}
+    data = {["text/plain"] = require("xsa.show").line(...)} -- a result table as its summary
   end
   send("execute_result", {execution_count = count, data = data, metadata = {}})
 end

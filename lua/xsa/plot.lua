@@ -768,7 +768,8 @@ function Figure:save(path, opts)
   if fmt == "svg" then fix_svg_file(out) end
   -- a notebook that asked for it shows every saved figure too (scripts/study.ipynb)
   if M.inline and M.show_saved and not opts.quiet then M.inline(self) end
-  return out, (err ~= "" and err or nil)
+  if err ~= "" then return out, err end
+  return out -- one value: at the REPL, the path alone
 end
 
 -- An animated GIF with one figure per frame (all the size of the first):
@@ -857,7 +858,7 @@ function M.show(fig, ys, o)
     o = options.check("fig:show", ys, {"width", "height"}, 3)
   end
   if #fig.panels == 0 then error("plot.show: the figure has no panels", 2) end
-  if M.inline then return M.inline(fig, o) end -- a notebook shows the image (xsa.notebook)
+  if M.inline then M.inline(fig, o); return end -- a notebook shows the image (xsa.notebook)
   local cols, lines = M.terminal_size()
   cols, lines = math.tointeger(o.width) or cols, math.tointeger(o.height) or math.max(10, lines - 1)
   local tmp = os.tmpname()
@@ -873,7 +874,6 @@ function M.show(fig, ys, o)
   os.remove(tmp)
   if not ok then error(out, 0) end
   if not out then return nil, err end
-  return true
 end
 
 -- fig:show([{width=, height=}]): plot.show of this figure.
