@@ -535,9 +535,14 @@ add("tokenizer:eot", "tokenizer:eot() -> integer", "The id of <|endoftext|>.", "
 add("tokenizer:identity", "tokenizer:identity() -> string", "A hash of the vocabulary files (token caches record it).", "print(tok:identity())")
 add("tokenizer:free", "tokenizer:free()", "Releases the tokenizer at once.", "tok:free()")
 
-add("xsa.data.tinystories", "xsa.data.tinystories{seq_len=64, max_tokens=500000, batch=16, val_fraction=0.1, seed=0} -> train, val, info",
+add("xsa.data.tinystories", "xsa.data.tinystories{seq_len=64, max_tokens=500000, batch=16, val_fraction=0.1, val_tokens=, seed=0} -> train, val, info",
   "Loaders over TinyStories: stories encoded once (cached), cut into windows of seq_len+1, split 90/10.",
   "local train, val, info = xsa.data.tinystories{seq_len = 64, max_tokens = 100000, batch = 8}")
+add("xsa.data.held_out", "xsa.data.held_out(tokens, n, seq_len, batch, seed, val_tokens, path, cache, st) -> train, val, info",
+  "tinystories's val_tokens split: the tail [n - val_tokens, n) of the first n tokens is the validation text, cut into " ..
+  "windows from its own first token; the training windows tile the rest. info adds val_first (0-based offset). " ..
+  "Called by xsa.data.tinystories{val_tokens=}.",
+  "local train, val, info = xsa.data.tinystories{seq_len = 64, max_tokens = 100000, val_tokens = 10000}")
 add("xsa.data.loader", "xsa.data.loader(tokens, {seq_len=, batch=, shuffle=false, seed=0, first_window=0, num_windows=}) -> loader",
   "A loader over windows of an int32 token tensor.", "local l = xsa.data.loader(xsa.arange(1000), {seq_len = 8, batch = 4})")
 add("xsa.data.search_dirs", "xsa.data.search_dirs() -> {dirs}", "Where data files are looked for: $XSA_DATA, the checkout's data/, ./data.",
@@ -678,6 +683,17 @@ add("xsa.stats.paired_summary", "xsa.stats.paired_summary(sa, xsa [, {diff=\"rel
   "Per-seed improvements (relative %, or absolute differences such as steps; lower or higher better) with t and " ..
   "bootstrap intervals, both tests, the seeds a narrower interval needs and a verdict.",
   "print(xsa.stats.paired_summary({3.1, 3.05}, {3.07, 3.03}).verdict)")
+add("xsa.stats.chi2_cdf", "xsa.stats.chi2_cdf(x, df) -> number",
+  "The chi-square distribution function P(X <= x): the regularized lower incomplete gamma P(df/2, x/2).",
+  "print(xsa.stats.chi2_cdf(3.84, 1))")
+add("xsa.stats.chi2_quantile", "xsa.stats.chi2_quantile(p, df) -> number",
+  "The x with chi2_cdf(x, df) = p, p in (0, 1), by bisection to a relative 1e-12.", "print(xsa.stats.chi2_quantile(0.95, 1))")
+add("xsa.stats.sd_upper", "xsa.stats.sd_upper(s, df [, level=0.95]) -> number",
+  "The one-sided upper confidence limit of a normal sigma from a sample sd s with df degrees of freedom: " ..
+  "s sqrt(df / chi2_quantile(1 - level, df)).", "print(xsa.stats.sd_upper(4.1, 9))")
+add("xsa.stats.holm", "xsa.stats.holm(ps) -> adjusted",
+  "Holm's step-down adjusted p-values, in the order given (each at most 1, never below a smaller p's).",
+  "print(table.unpack(xsa.stats.holm({0.01, 0.04, 0.03})))")
 add("xsa.stats.seeds_needed", "xsa.stats.seeds_needed(sd, half_width [, level=0.95]) -> n | nil, why",
   "The smallest n >= 2 with t((1+level)/2, n-1) sd / sqrt(n) <= half_width: the seeds an interval that narrow needs.",
   "print(xsa.stats.seeds_needed(4.69, 1))")
