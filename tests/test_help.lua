@@ -118,6 +118,7 @@ end
 -- positional arguments: names, with a table, "opts" or quoted alternatives matching anything
 local function positional(args)
   local t = {}
+  if args:sub(1, 1) == "{" then return t end -- f{a=, b=}: options only, compared as options
   for w in args:sub(2, -2):gsub("%b{}", "{}"):gsub("%b()", ""):gmatch("[^,%[%]]+") do
     w = w:match("^%s*(.-)%s*$")
     if w ~= "" then t[#t + 1] = (w == "{}" or w == "opts" or w:find('^"')) and "*" or (w:match("^([%w_]+)") or w) end
