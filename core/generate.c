@@ -99,6 +99,10 @@ int xsa_gpt_generate(xsa_gpt *m, int B, const int32_t *const *prompts, const int
     gen_state g = {.B = B, .S = cfg->seq_len, .V = cfg->vocab, .maxn = o->max_new_tokens};
     int rc = -1;
     xsa_kv_cache *cache = NULL;
+    /* the reference path's forwards run on a copy of the model: a loss
+     * computed before generate keeps its activations for its backward, as
+     * with the cache */
+    xsa_gpt *ref = NULL;
     g.hist = calloc((size_t)B, sizeof *g.hist);
     g.hlen = calloc((size_t)B, sizeof *g.hlen);
     g.ids = malloc((size_t)B * g.S * sizeof *g.ids);
@@ -123,7 +127,7 @@ int xsa_gpt_generate(xsa_gpt *m, int B, const int32_t *const *prompts, const int
         if (!cache) goto done;
         int T = pack_window(&g);
         if (xsa_kv_cache_append(cache, g.ids, T, g.lens, g.logits, 0) != 0) goto done;
-    } else if (full_forward_logits(m, &g) != 0) {
+    } else if (!(ref = xsa_gpt_clone(m, cfg->attention, cfg->lambda)) || full_forward_logits(ref, &g) != 0) {
         goto done;
     }
     for (int step = 0;; step++) {
@@ -147,7 +151,7 @@ int xsa_gpt_generate(xsa_gpt *m, int B, const int32_t *const *prompts, const int
         }
         if (!any || step + 1 == g.maxn) break;
         if (!o->use_cache) {
-            if (full_forward_logits(m, &g) != 0) goto done;
+            if (full_forward_logits(ref, &g) != 0) goto done;
         } else if (xsa_kv_cache_len(cache) < g.S) {
             /* one new token per row; finished rows repeat their last one
              * (their logits are no longer read) */
@@ -165,6 +169,7 @@ int xsa_gpt_generate(xsa_gpt *m, int B, const int32_t *const *prompts, const int
 oom:
     xsa_error("generate: out of memory");
 done:
+    xsa_gpt_free(ref);
     xsa_kv_cache_free(cache);
     gen_free(&g);
     return rc;

@@ -111,7 +111,8 @@ typedef struct xsa_generate_opts {
     xsa_sampling sampling;
     uint64_t seed;         /* row b (0-based) draws from an xsa_rng seeded with seed + b */
     int32_t eot;           /* a row stops when it samples this id (not included); -1: never */
-    int use_cache;         /* 1; 0: a full forward of the model per token (the reference) */
+    int use_cache;         /* 1; 0: a full forward per token (the reference), on a copy of the
+                            * model, so a loss computed before keeps its backward */
 } xsa_generate_opts;
 
 void xsa_generate_opts_default(xsa_generate_opts *o);

@@ -240,4 +240,66 @@ T.case("samples.wrap and side_by_side", function()
   T.eq(sbs, "A          | B\n-----------+-----------\none two    | four\nthree")
 end)
 
+-- Vocabularies padded past the tokenizer's 50257 (50304 is the usual size):
+-- the model is made to draw, with probability 1/2 each, id 464 ("The") or the
+-- last id, which no tokenizer has. Every form of prompt gives back all ids and
+-- the text of the ids the tokenizer has, never an error after decoding.
+T.case("a vocabulary larger than the tokenizer's: all ids back, the text of those it has", function()
+  local tok = xsa.tokenizer.gpt2()
+  local function tokenizer_has(ids)
+    local out = {}
+    for i = 1, ids:numel() do if ids[i] < 50257 then out[#out + 1] = ids[i] end end
+    return out
+  end
+  for _, V in ipairs{50258, 50304, 50400} do
+    local m = xsa.gpt{vocab = V, d_model = 16, n_head = 2, seq_len = 8, n_layer = 1, seed = 2}
+    local ps = m:parameters()
+    xsa.no_grad(function()
+      ps["ln_f.weight"]:zero_(); ps["ln_f.bias"]:fill_(1)
+      ps["wte.weight"][465]:fill_(1); ps["wte.weight"][V]:fill_(1) -- rows of ids 464 and V - 1: logits 16, the rest ~0
+    end)
+    for _, prompt in ipairs{"Once upon", {15496, 995}, xsa.tensor({15496, 995}, "int32"), {"A", "B c"}} do
+      for _, cache in ipairs{true, false} do
+        local ok, text, ids = pcall(m.generate, m, prompt, {max_new_tokens = 24, seed = V, use_cache = cache})
+        T.ok(ok, V .. ": " .. tostring(text))
+        local texts, rows = text, ids
+        if type(prompt) == "table" and type(prompt[1]) == "string" then T.eq(#rows, 2) else texts, rows = {text}, {ids} end
+        for i, r in ipairs(rows) do
+          T.eq(r:numel(), 24, "every id back")
+          local have, lacks = tokenizer_has(r), 0
+          for k = 1, r:numel() do if r[k] == V - 1 then lacks = lacks + 1 end end
+          T.ok(lacks > 0 and #have > 0, string.format("V %d: both kinds drawn (%d lacking, %d known)", V, lacks, #have))
+          T.eq(texts[i], tok:decode(have), "the text of the ids the tokenizer has")
+        end
+      end
+    end
+  end
+end)
+
+-- The documentation promises that generating between a loss and its backward
+-- leaves that backward working; with the cache and without it (the
+-- reference path), and the gradients are those of a backward with nothing between.
+T.case("generate between model:loss and its backward leaves the backward working, gradients unchanged", function()
+  local x = xsa.tensor({{1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12}}, "int32")
+  local y = xsa.tensor({{2, 3, 4, 5, 6, 7}, {8, 9, 10, 11, 12, 13}}, "int32")
+  local function grads(between)
+    local m = small:clone()
+    local ps = m:parameters()
+    xsa.optim.adamw(ps, {lr = 0}):zero_grad()
+    local loss = m:loss(x, y)
+    if between then between(m) end
+    loss:backward()
+    local out = {}
+    for name, p in pairs(ps) do if type(name) == "string" then out[name] = p.grad:clone() end end
+    return out
+  end
+  local want = grads(nil)
+  for _, cache in ipairs{true, false} do
+    local got = grads(function(m) m:generate("The dog", {max_new_tokens = 20, seed = 1, use_cache = cache}) end)
+    for name, g in pairs(want) do
+      T.ok(got[name]:equal(g), string.format("use_cache %s: %s's gradient", tostring(cache), name))
+    end
+  end
+end)
+
 T.done()

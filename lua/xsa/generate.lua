@@ -15,7 +15,9 @@
 -- not returned), use_cache (true; false = a full forward per token, the slow
 -- reference), quiet (false; true: no note on stderr when a prompt is cropped).
 -- Returns the continuation (text without the prompt, nil when the model's
--- vocabulary is not GPT-2's and the prompt was ids), its new ids as an int32
+-- vocabulary is smaller than GPT-2's and the prompt was ids; a vocabulary
+-- padded past GPT-2's, as 50304, decodes what the tokenizer has and leaves
+-- out the ids it lacks, which stay in the ids), its new ids as an int32
 -- tensor, and info = {prompt_tokens, new_tokens, stopped ("eot" or "length"),
 -- cropped (tokens dropped from the left), seconds, tokens_per_s, seed}. A batch
 -- gives lists of each (info's fields are lists, except seconds, tokens_per_s, seed).
@@ -96,6 +98,15 @@ local function prompt_rows(prompt, tokenizer)
   return rows, true, text
 end
 
+-- the ids GPT-2's tokenizer has (a padded vocabulary's others cannot be text)
+local function known(ids)
+  local out = {}
+  for _, id in ipairs(ids) do
+    if id <= EOT then out[#out + 1] = id end
+  end
+  return out
+end
+
 function M.generate(model, prompt, opts)
   opts = check_opts(opts)
   local cfg = model:config()
@@ -105,7 +116,7 @@ function M.generate(model, prompt, opts)
     return tok
   end
   local rows, batch, text = prompt_rows(prompt, tokenizer)
-  local gpt2_vocab = cfg.vocab == EOT + 1
+  local gpt2_vocab = cfg.vocab >= EOT + 1 -- GPT-2's, or padded past it
   local info = {prompt_tokens = {}, new_tokens = {}, stopped = {}, cropped = {}}
   for i, r in ipairs(rows) do
     if #r == 0 then
@@ -141,7 +152,7 @@ function M.generate(model, prompt, opts)
     info.stopped[i] = #r < max_new and "eot" or "length"
     total = total + #r
     ids[i] = #r > 0 and core.tensor(r, "int32") or core.zeros(0, {dtype = "int32"})
-    if text or gpt2_vocab then texts[i] = tokenizer():decode(r) end
+    if text or gpt2_vocab then texts[i] = tokenizer():decode(known(r)) end
   end
   info.seconds, info.seed = dt, seed
   info.tokens_per_s = dt > 0 and total / dt or nil
