@@ -43,30 +43,35 @@ static int imin(int a, int b) { return a < b ? a : b; }
  * c[m,n] = (acc ? c : 0) + a[m,k] b[k,n]: a(r,k) at a[r*ar + k*ak] (so a
  * transposed operand needs no copy), b and c row-major. Each element is one
  * chain of multiply-adds over k in increasing order, whichever tile
- * computes it. Tiles of 4 rows by 2 vectors keep their 8 sums in registers
- * (written out by hand: GCC kept an array of them in memory); the last
- * rows and columns go one row by one vector, masked at the end. */
-static void tile4x2(float *c, int ldc, const float *a, int ar, int ak, const float *b, int ldb,
-                    int k, int acc)
+ * computes it, so the tiles' shapes change no bit. Tiles of R <= 6 rows by
+ * 2 vectors keep their sums in registers (6 x 2 on AVX2: 12 of the 16,
+ * enough chains to fill both FMA pipes); R is a constant at each call
+ * (inlined), so the compiler keeps s[][] in registers and drops the rows
+ * a tile does not have. The last columns go one row by one vector, masked
+ * at the end. */
+XSA_ALWAYS_INLINE void tile_x2(float *c, int ldc, const float *a, int ar, int ak, const float *b,
+                               int ldb, int k, int acc, int R)
 {
-    float *c1 = c + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
-    vf s00 = vf_zero(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00;
-    if (acc) {
-        s00 = vf_load(c), s01 = vf_load(c + VF_W), s10 = vf_load(c1), s11 = vf_load(c1 + VF_W);
-        s20 = vf_load(c2), s21 = vf_load(c2 + VF_W), s30 = vf_load(c3), s31 = vf_load(c3 + VF_W);
+    vf s0[6], s1[6];
+    for (int r = 0; r < 6; r++) {
+        s0[r] = r < R && acc ? vf_load(c + (size_t)r * ldc) : vf_zero();
+        s1[r] = r < R && acc ? vf_load(c + (size_t)r * ldc + VF_W) : vf_zero();
     }
-    const float *a0 = a, *a1 = a + ar, *a2 = a1 + ar, *a3 = a2 + ar;
     for (int kk = 0; kk < k; kk++) {
-        const float *bk = b + (size_t)kk * ldb;
-        size_t o = (size_t)kk * ak;
-        vf b0 = vf_load(bk), b1 = vf_load(bk + VF_W), x;
-        x = vf_set1(a0[o]), s00 = vf_fmadd(x, b0, s00), s01 = vf_fmadd(x, b1, s01);
-        x = vf_set1(a1[o]), s10 = vf_fmadd(x, b0, s10), s11 = vf_fmadd(x, b1, s11);
-        x = vf_set1(a2[o]), s20 = vf_fmadd(x, b0, s20), s21 = vf_fmadd(x, b1, s21);
-        x = vf_set1(a3[o]), s30 = vf_fmadd(x, b0, s30), s31 = vf_fmadd(x, b1, s31);
+        const float *bk = b + (size_t)kk * ldb, *ak0 = a + (size_t)kk * ak;
+        vf b0 = vf_load(bk), b1 = vf_load(bk + VF_W);
+#define ROW(r)                                                                                      \
+    if (r < R) {                                                                                    \
+        vf x = vf_set1(ak0[(size_t)(r) * ar]);                                                      \
+        s0[r] = vf_fmadd(x, b0, s0[r]), s1[r] = vf_fmadd(x, b1, s1[r]);                             \
     }
-    vf_store(c, s00), vf_store(c + VF_W, s01), vf_store(c1, s10), vf_store(c1 + VF_W, s11);
-    vf_store(c2, s20), vf_store(c2 + VF_W, s21), vf_store(c3, s30), vf_store(c3 + VF_W, s31);
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
+    }
+    for (int r = 0; r < R; r++) {
+        vf_store(c + (size_t)r * ldc, s0[r]);
+        vf_store(c + (size_t)r * ldc + VF_W, s1[r]);
+    }
 }
 
 /* one row by one vector, its first n <= VF_W lanes */
@@ -82,13 +87,19 @@ static void tile1(float *c, const float *a, int ak, const float *b, int ldb, int
 static void mm(float *c, int ldc, const float *a, int ar, int ak, const float *b, int ldb, int m,
                int n, int k, int acc)
 {
-    int m4 = m / 4 * 4, n2 = n / (2 * VF_W) * (2 * VF_W);
-    for (int r = 0; r < m4; r += 4)
+    int n2 = n / (2 * VF_W) * (2 * VF_W), r = 0;
+    for (; r + 6 <= m; r += 6)
         for (int j = 0; j < n2; j += 2 * VF_W)
-            tile4x2(c + (size_t)r * ldc + j, ldc, a + (size_t)r * ar, ar, ak, b + j, ldb, k, acc);
-    for (int r = 0; r < m; r++)
-        for (int j = r < m4 ? n2 : 0; j < n; j += VF_W)
-            tile1(c + (size_t)r * ldc + j, a + (size_t)r * ar, ak, b + j, ldb, k, imin(VF_W, n - j), acc);
+            tile_x2(c + (size_t)r * ldc + j, ldc, a + (size_t)r * ar, ar, ak, b + j, ldb, k, acc, 6);
+    for (; r + 4 <= m; r += 4)
+        for (int j = 0; j < n2; j += 2 * VF_W)
+            tile_x2(c + (size_t)r * ldc + j, ldc, a + (size_t)r * ar, ar, ak, b + j, ldb, k, acc, 4);
+    for (; r < m; r++)
+        for (int j = 0; j < n2; j += 2 * VF_W)
+            tile_x2(c + (size_t)r * ldc + j, ldc, a + (size_t)r * ar, ar, ak, b + j, ldb, k, acc, 1);
+    for (int i = 0; i < m; i++)
+        for (int j = n2; j < n; j += VF_W)
+            tile1(c + (size_t)i * ldc + j, a + (size_t)i * ar, ak, b + j, ldb, k, imin(VF_W, n - j), acc);
 }
 
 /* dst[d*n + c] = src[c*ld + d]: n rows of HS floats, transposed */
@@ -263,6 +274,17 @@ typedef struct {
     float scale;
 } blk_pair;
 
+/* dS = P (dP - D) scale over one row's n keys, in place of dP; each lane
+ * the scalar expression (a subtract and two multiplies, none fused) */
+static void ds_row(float *d, const float *p, int n, float D, float scale)
+{
+    vf vD = vf_set1(D), vs = vf_set1(scale);
+    int c = 0;
+    for (; c + VF_W <= n; c += VF_W)
+        vf_store(d + c, vf_mul(vf_mul(vf_load(p + c), vf_sub(vf_load(d + c), vD)), vs));
+    for (; c < n; c++) d[c] = p[c] * (d[c] - D) * scale;
+}
+
 static void backward_pair(const blk_pair *q, int i0, int br, int c0, int bc)
 {
     int C = q->C, C3 = 3 * C, HS = q->HS;
@@ -274,8 +296,7 @@ static void backward_pair(const blk_pair *q, int i0, int br, int c0, int bc)
         int n = seen(i0 + r, c0, bc);
         scale_max(pr, n, q->scale);
         exp_row(pr, n, q->lse[i0 + r]);
-        float D = q->D[i0 + r];
-        for (int c = 0; c < n; c++) dr[c] = pr[c] * (dr[c] - D) * q->scale;
+        ds_row(dr, pr, n, q->D[i0 + r], q->scale);
         for (int c = n; c < bc; c++) pr[c] = dr[c] = 0.0f;
     }
     /* dV += P^T dY, dK += dS^T Q, dQ += dS K */

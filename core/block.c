@@ -69,8 +69,13 @@ void xsa_gpt_block_backward(const xsa_gpt_layer *w, const xsa_gpt_layer *g, cons
     xsa_nn_linear_backward(dfchg, g->fpw, g->fpb, dres, dfch, w->fpw, N, 4 * C, C);
     memset(dfch, 0, NC * 4 * sizeof(float));
     xsa_nn_gelu_backward(dfch, a->fch, dfchg, NC * 4);
+    /* ln_2(res2) again, in dfchg's space (free from here): the forward's
+     * buffer for it is shared by every layer; the same kernel on the same
+     * input gives the forward's bits (its mean and rstd rewritten alike) */
+    float *ln = dfchg;
+    xsa_nn_layernorm_forward(ln, a->ln2m, a->ln2r, a->res2, w->ln2w, w->ln2b, N, C);
     memset(dA, 0, NC * sizeof(float));
-    xsa_nn_linear_backward(dA, g->fcw, g->fcb, dfch, a->ln2, w->fcw, N, C, 4 * C);
+    xsa_nn_linear_backward(dA, g->fcw, g->fcb, dfch, ln, w->fcw, N, C, 4 * C);
     xsa_nn_layernorm_backward(dres, g->ln2w, g->ln2b, dA, a->res2, w->ln2w, a->ln2m, a->ln2r, N, C);
     /* res2 = x + c_proj(attn(c_attn(ln_1(x)))) */
     memset(dA, 0, NC * sizeof(float));
@@ -78,8 +83,9 @@ void xsa_gpt_block_backward(const xsa_gpt_layer *w, const xsa_gpt_layer *g, cons
     memset(dqkv, 0, NC * 3 * sizeof(float));
     xsa_nn_attention_backward_v(at->var, at->lambda, dqkv, s->ascratch, dA, a->qkv, a->att, a->y, at->B,
                                 at->T, C, at->NH);
+    xsa_nn_layernorm_forward(ln, a->ln1m, a->ln1r, x, w->ln1w, w->ln1b, N, C); /* ln_1(x) again */
     memset(dA, 0, NC * sizeof(float));
-    xsa_nn_linear_backward(dA, g->qkvw, NULL, dqkv, a->ln1, w->qkvw, N, C, 3 * C);
+    xsa_nn_linear_backward(dA, g->qkvw, NULL, dqkv, ln, w->qkvw, N, C, 3 * C);
     qkv_bias_backward(g->qkvb, dqkv, N, C);
     xsa_nn_layernorm_backward(dres, g->ln1w, g->ln1b, dA, x, w->ln1w, a->ln1m, a->ln1r, N, C);
 }

@@ -433,13 +433,14 @@ static int ensure_acts(xsa_gpt *m, int B, int T)
     size_t NC = mulz(N, C, &bad), att = mulz(mulz(mulz((size_t)B, NH, &bad), (size_t)T, &bad),
                                              (size_t)T, &bad); /* an upper bound past the full kernel */
     if (!bad) att = xsa_nn_attention_saved_floats(B, T, (int)C, (int)NH);
-    /* per layer: 16 N*C (ln1, qkv 3, y, z, res2, ln2, fch 4, res3), 4 N, the weights.
-     * gelu(fch) is not kept (the backward recomputes it); no [N,V] buffer: the
+    /* per layer: 11 N*C (qkv 3, y, z, res2, fch 4, res3), 4 N, the attention's
+     * saved floats. ln1 and ln2 share one N*C buffer over every layer (the
+     * backward recomputes them, as it does gelu(fch)); no [N,V] buffer: the
      * loss runs over chunks of rows (xsa_nn_lmhead_ce). The block comes from
      * the pool (pool.h) and goes back after the backward, as does the
      * backward's scratch */
-    size_t per_layer = addz(addz(mulz(NC, 16, &bad), mulz(N, 4, &bad), &bad), att, &bad);
-    size_t total = NC;                                            /* encoded */
+    size_t per_layer = addz(addz(mulz(NC, 11, &bad), mulz(N, 4, &bad), &bad), att, &bad);
+    size_t total = mulz(NC, 2, &bad);                             /* encoded, ln */
     total = addz(total, mulz(L, per_layer, &bad), &bad);
     total = addz(total, addz(NC, mulz(N, 2, &bad), &bad), &bad);  /* lnf */
     total = addz(total, NC, &bad);                                /* dlnf */
@@ -472,9 +473,11 @@ static int ensure_acts(xsa_gpt *m, int B, int T)
     float *p = m->acts;
 #define TAKE(ptr, n) (ptr = p, p += (n))
     TAKE(m->encoded, N * C);
+    float *ln = p;
+    p += N * C;
     for (size_t l = 0; l < L; l++) {
         xsa_gpt_acts *a = &m->la[l];
-        TAKE(a->ln1, N * C);
+        a->ln1 = a->ln2 = ln;
         TAKE(a->ln1m, N);
         TAKE(a->ln1r, N);
         TAKE(a->qkv, N * 3 * C);
@@ -482,7 +485,6 @@ static int ensure_acts(xsa_gpt *m, int B, int T)
         TAKE(a->att, att);
         TAKE(a->z, N * C);
         TAKE(a->res2, N * C);
-        TAKE(a->ln2, N * C);
         TAKE(a->ln2m, N);
         TAKE(a->ln2r, N);
         TAKE(a->fch, N * 4 * C);

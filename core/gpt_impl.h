@@ -122,7 +122,9 @@ void xsa_gpt_block_forward(const xsa_gpt_layer *w, const float *x, const xsa_gpt
 
 /* The backward of one block with the full attention, from the activations
  * a->... its forward saved (fchg unused: gelu(fch) is recomputed into
- * dfch). dres [N,C]: in, d(loss)/d(res3); out, d(loss)/d(x). g: the
+ * dfch; ln1 and ln2 unread: they are recomputed into dfchg from x and res2
+ * with the saved means and rstds, so every layer's forward may share one
+ * buffer for them). dres [N,C]: in, d(loss)/d(res3); out, d(loss)/d(x). g: the
  * block's gradients (added to). Scratch: dA [N,C], dqkv [N,3C], dfch and
  * dfchg [N,4C], ascratch (xsa_nn_attention_scratch_floats). */
 typedef struct xsa_gpt_block_scratch {

@@ -13,6 +13,10 @@
 # build has oneDNN and the CPU avx512_bf16), each a process of its own so its
 # peak RSS is its own, with the PyTorch reference interleaved in the same run
 # when /usr/bin/python3 has torch.
+# bench_grid: issue 38's grid of shapes (16 x 64 to 1 x 4096, 2 x 128 to
+# 6 x 384), one process per shape, each step against its limit and its
+# peak RSS, the goals marked met or not; bench_attention: attention's
+# forward + backward alone from 64 to 4096 positions.
 # bench_blocking (the lm_head's chunks and blocks: the rule against the
 # blocking before it and two others, alternated in one process) runs at the
 # same shapes and precisions.
@@ -92,6 +96,16 @@ benches() {
                 echo "== OPENBLAS_CORETYPE=$best bench_gemm (the kernel this CPU supports; $core is in use)"
                 OPENBLAS_CORETYPE=$best "$b" || status=1
             fi
+            ;;
+        bench_grid)
+            # issue 38's grid: batch x seq_len, layers x width (heads of 64)
+            echo "== bench_grid $PEAK_STEP (one process per shape)"
+            for shape in "16 64 2 128" "4 256 2 128" "1 1024 2 128" "1 4096 2 128" "4 256 4 256" \
+                "4 256 6 384" "1 1024 6 384" "1 2048 6 384" "1 4096 6 384"; do
+                set -- $shape
+                # shellcheck disable=SC2086
+                "$b" --batch "$1" --seq "$2" --layers "$3" --width "$4" $PEAK_STEP || status=1
+            done
             ;;
         bench_attention)
             echo "== bench_attention $PEAK_STEP"

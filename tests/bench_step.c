@@ -333,14 +333,6 @@ static double gemm_ms(int N, int C, int V, int L, int reps, int bf16, double *lm
     return r;
 }
 
-/* Multiply-adds x 2 of a training step (forward + backward = 3 x forward)
- * and of an evaluation step; attention counted causal (half the T x T). */
-static double step_flops(int B, int T, int C, int V, int L, int train)
-{
-    double N = (double)B * T;
-    double fwd = 2.0 * N * C * V + L * (2.0 * N * C * 12.0 * C + 2.0 * B * (double)T * T * C);
-    return train ? 3.0 * fwd : fwd;
-}
 
 /* the lm_head's three products of a training step (one in an eval step) */
 static double lmhead_flops(int B, int T, int C, int V, int train)
@@ -479,8 +471,8 @@ int main(int argc, char **argv)
     long rss = peak_rss_kb();
     double lm, gm = gemm_ms(N, c.d_model, c.vocab, c.n_layer, steps * 2, bf16, &lm);
 
-    double ftrain = step_flops(B, T, c.d_model, c.vocab, c.n_layer, 1);
-    double feval = step_flops(B, T, c.d_model, c.vocab, c.n_layer, 0);
+    double ftrain = peak_step_flops(B, T, c.d_model, c.vocab, c.n_layer, 1);
+    double feval = peak_step_flops(B, T, c.d_model, c.vocab, c.n_layer, 0);
     for (int k = 0; k < 2; k++) {
         runner *r = &rn[k];
         double st = bench_median(r->train.v, r->train.n), ev = bench_median(r->eval.v, r->eval.n);

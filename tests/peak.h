@@ -486,6 +486,17 @@ static inline const char *peak_cpu_model(void)
     return name;
 }
 
+/* The limit's FLOPs: multiply-adds x 2 of a GPT's training step (forward
+ * + backward = 3 x forward) or evaluation step at batch B x T, width C,
+ * vocabulary V, L layers: every matrix product, attention counted causal
+ * (half the T x T). */
+static inline double peak_step_flops(int B, int T, int C, int V, int L, int train)
+{
+    double N = (double)B * T;
+    double fwd = 2.0 * N * C * V + L * (2.0 * N * C * 12.0 * C + 2.0 * B * (double)T * T * C);
+    return train ? 3.0 * fwd : fwd;
+}
+
 /* "9.29 7.08 5.63" (1, 5, 15 minutes), or "unknown". */
 static inline const char *peak_load(void)
 {
