@@ -307,7 +307,7 @@ install: all
 	install -m 644 $(filter-out core/attention.h core/attention_impl.h core/tensor_impl.h core/autograd_impl.h core/gpt_impl.h core/generate_impl.h core/vec.h core/simd.h,$(wildcard core/*.h)) $(DESTDIR)$(PREFIX)/include/xsa/
 	install -m 755 $(LUA_SO) $(DESTDIR)$(LUA_CMOD)/xsa.so
 	install -m 644 lua/xsa/*.lua $(DESTDIR)$(LUA_LMOD)/xsa/
-	install -m 644 data/encoder.json data/vocab.bpe $(DESTDIR)$(LUA_LMOD)/xsa/data/
+	install -m 644 data/encoder.json data/vocab.bpe data/tinystories.txt.xz $(DESTDIR)$(LUA_LMOD)/xsa/data/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*XSA_VERSION "\(.*\)".*/\1/p' core/xsa.h)|g' \
 	    -e 's|@DNNL_LIBS@|$(DNNL_LIBS)|g' -e 's|@MPI_LIBS@|$(strip $(MPI_LIBS))|g' mk/xsa.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/xsa.pc
 

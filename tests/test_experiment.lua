@@ -154,7 +154,7 @@ T.case("a figure names the OpenBLAS kernel and threads its numbers were measured
   T.eq(footer_of(ex), string.format("Measured with the OpenBLAS %s kernel, %d thread%s", blas.core, blas.threads,
     blas.threads == 1 and "" or "s"))
   -- runs from records: the records' provenance, whatever this machine is
-  local prov = {engine = "xsa 0", commit = "abc", blas = "Kernel9", threads = 3, cpu = "elsewhere", date = "2026-01-01T00:00:00Z"}
+  local prov = {engine = "xsa 0", commit = "abc", blas = "Kernel9", threads = 3, cpu = "elsewhere", date = "2026-12-02T00:00:00Z"}
   xsa.record.write(ex.opts.results, "mine", "mine", {k = 12}, {value = 2}, prov)
   ex = new(nil, {config = {k = 12}})
   local _, status = ex:cached(function() error("a run with a record is not computed") end)

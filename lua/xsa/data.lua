@@ -64,9 +64,11 @@ function M.search_dirs()
   add(sys.env("XSA_DATA"))
   add(sys.root() .. "/data")
   add("data")
-  -- an installed rock keeps the tokenizer files next to the modules (LUADIR/xsa/data)
-  local here = package.searchpath("xsa.data", package.path)
-  local beside = here and here:match("^(.*)/[^/]*$")
+  -- an install (make install, a rock) keeps its data files next to the
+  -- modules (LUADIR/xsa/data): found from this file's own place, whatever
+  -- found it (the executable's searcher, package.path, a stock lua5.4)
+  local here = debug.getinfo(1, "S").source:match("^@(.*)$")
+  local beside = here and (here:match("^(.*)/[^/]*$") or ".")
   if beside and is_dir(beside .. "/data") then add(beside .. "/data") end
   -- the xsa.so of a stock lua5.4 (LUA_CPATH only): PREFIX/lib/lua/5.4/xsa.so
   -- beside PREFIX/share/lua/5.4/xsa/data (make install)
@@ -80,6 +82,12 @@ local function not_found(what)
   local looked = {}
   if not sys.env("XSA_DATA") then looked[1] = "$XSA_DATA (unset)" end
   for _, d in ipairs(M.search_dirs()) do looked[#looked + 1] = d end
+  if sys.installed() then
+    return string.format("xsa.data: cannot find %s; looked in: %s (make install puts the data files beside "
+      .. "the modules). To read them from elsewhere, set XSA_DATA to a folder that holds them: the data/ folder "
+      .. "of the xsa sources has the tokenizer files and the TinyStories corpus tinystories.txt.xz, and its "
+      .. "data/fetch.sh downloads the official files.", what, table.concat(looked, ", "))
+  end
   return string.format("xsa.data: cannot find %s; looked in: %s. The repository ships these "
     .. "files in data/ (check that your checkout is complete), or set XSA_DATA to a folder "
     .. "that holds them.", what, table.concat(looked, ", "))
@@ -122,9 +130,17 @@ function M.tinystories_file()
   return p
 end
 
--- Where token caches go: $XSA_CACHE, else <root>/data (never next to a read-only source).
+-- Where token caches go: $XSA_CACHE, else <root>/data in a checkout (never
+-- next to a read-only source); an installed xsa: $XDG_CACHE_HOME/xsa, else
+-- ~/.cache/xsa (never the install's folders or the user's working directory).
 function M.cache_dir()
-  return sys.env("XSA_CACHE") or (sys.root() .. "/data")
+  local e = sys.env("XSA_CACHE")
+  if e then return e end
+  if not sys.installed() then return sys.root() .. "/data" end
+  local base = sys.env("XDG_CACHE_HOME") or (sys.env("HOME") and (sys.env("HOME") .. "/.cache"))
+  if not base then return sys.root() .. "/data" end
+  pcall(sys.mkdir, base .. "/xsa") -- a folder of the user's own; without it, no cache
+  return base .. "/xsa"
 end
 
 local Loader = {}

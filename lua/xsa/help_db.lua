@@ -545,7 +545,7 @@ add("xsa.data.held_out", "xsa.data.held_out(tokens, n, seq_len, batch, seed, val
   "local train, val, info = xsa.data.tinystories{seq_len = 64, max_tokens = 100000, val_tokens = 10000}")
 add("xsa.data.loader", "xsa.data.loader(tokens, {seq_len=, batch=, shuffle=false, seed=0, first_window=0, num_windows=}) -> loader",
   "A loader over windows of an int32 token tensor.", "local l = xsa.data.loader(xsa.arange(1000), {seq_len = 8, batch = 4})")
-add("xsa.data.search_dirs", "xsa.data.search_dirs() -> {dirs}", "Where data files are looked for: $XSA_DATA, the checkout's data/, ./data.",
+add("xsa.data.search_dirs", "xsa.data.search_dirs() -> {dirs}", "Where data files are looked for: $XSA_DATA, the checkout's data/, ./data, then an install's data/ beside its modules.",
   "print(table.concat(xsa.data.search_dirs(), \", \"))")
 add("xsa.data.read_text", "xsa.data.read_text(path) -> string | nil, message", "A text file's bytes, decompressed when it is xz.",
   "local s = xsa.data.read_text(\"data/tinystories.txt.xz\")")
@@ -789,6 +789,7 @@ add("xsa.study.pair_options", "xsa.study.pair_options(train, extra) -> table", "
 add("xsa.study.check_pair", "xsa.study.check_pair(result) -> ok, why", "The cache check of a pair result.", "print(xsa.study.check_pair({}))")
 add("xsa.study.pct", "xsa.study.pct(x) -> string", "\"+1.80%\" or \"n/a\".", "print(xsa.study.pct(1.8))")
 add("xsa.study.compare_words", "xsa.study.compare_words(sa, xsa [, what]) -> string", "The sentence comparing two losses.", "print(xsa.study.compare_words(4.2, 4.1))")
+add("xsa.study.default_base", "xsa.study.default_base(root) -> dir", "Where a run's default cache/, plots/ and results/ go: root for a script inside the checkout, else the running script's folder, else the working directory.", "print(xsa.study.default_base(xsa.sys.root()))")
 add("xsa.study.md_text", "xsa.study.md_text(s) -> string", "s as plain text in Markdown: pipes, tags, links, images, emphasis, code and autolinks backslash-escaped, line breaks as spaces (record text on its way to a published file).", "print(xsa.study.md_text(\"a|b <i>\"))")
 add("xsa.study.md_table", "xsa.study.md_table(headers, rows [, text_cols]) -> string", "A markdown table; the first text_cols columns (default 1) align left, the others right.", "print(xsa.study.md_table({\"a\", \"b\"}, {{1, 2}}))")
 add("xsa.study.save_figure", "xsa.study.save_figure(fig, opts, name [, caption]) -> entry", "Saves a figure into the plots folder and says where; caption is what the report writes under it.",
@@ -902,6 +903,7 @@ add("xsa.sys.env", "xsa.sys.env(name) -> string | nil", "An environment variable
 add("xsa.sys.root", "xsa.sys.root() -> path", "The repository root ($XSA_ROOT, else found from the modules).", "print(xsa.sys.root())")
 add("xsa.sys.abspath", "xsa.sys.abspath(p) -> path", "p made absolute against the working directory.", "print(xsa.sys.abspath(\"plots\"))")
 add("xsa.sys.shell_quote", "xsa.sys.shell_quote(s) -> string", "s as one single-quoted word for sh.", "print(xsa.sys.shell_quote(\"it's\"))")
+add("xsa.sys.installed", "xsa.sys.installed() -> boolean", "Whether this xsa runs from an install (make install, a rock) rather than a checkout.", "print(xsa.sys.installed())")
 add("xsa.sys.mkdtemp", "xsa.sys.mkdtemp(prefix) -> path", "A new private folder under $TMPDIR or /tmp (mktemp -d: mkdtemp, mode 0700).", "local d = xsa.sys.mkdtemp(\"mine\")")
 add("xsa.sys.mkdir", "xsa.sys.mkdir(dir) -> dir", "mkdir -p; raises on failure.", "xsa.sys.mkdir(\"/tmp/a/b\")")
 add("xsa.sys.library_file", "xsa.sys.library_file()",

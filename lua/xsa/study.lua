@@ -118,7 +118,21 @@ function M.seeds_of(opts, s)
   return opts.data_seed or s, opts.init_seed or s
 end
 
--- Settings after parsing: threads, absolute folders relative to the root
+-- Where a run's default folders (cache, plots, results) go: the checkout for
+-- a script inside it (the study's own), else the folder of the script that
+-- runs (a user's experiment writes under its own folder, never into the
+-- engine's tree), else (-e, stdin, the REPL) the working directory.
+function M.default_base(root)
+  local script = arg and arg[0]
+  local cwd = sys.abspath(".")
+  if type(script) ~= "string" or not script:find("%.lua$") or not sys.exists(script) then return cwd end
+  local dir = sys.abspath(script):match("^(.*)/[^/]*$")
+  if not dir or dir == "" then return cwd end
+  if not sys.installed() and (dir == root or dir:sub(1, #root + 1) == root .. "/") then return root end
+  return dir
+end
+
+-- Settings after parsing: threads, absolute folders relative to default_base
 -- for the defaults and to the working directory for user-given paths, the
 -- seed list (opts.seed_list).
 function M.setup(opts)
@@ -137,9 +151,10 @@ function M.setup(opts)
     core.set_threads(core.mpi.threads_per_rank())
   end
   local root = sys.abspath(sys.root())
+  local base = M.default_base(root)
   local function place(key, default)
     if opts.given and opts.given[key] then return sys.abspath(opts[key]) end
-    return root .. "/" .. default
+    return base .. "/" .. default
   end
   opts.out = place("out", "cache")
   opts.plots = place("plots", "plots")
@@ -147,7 +162,7 @@ function M.setup(opts)
     -- the study's record is the checkout's results/; a --quick run's records
     -- are scratch (OUT/records), and $XSA_RESULTS moves the default (tests)
     opts.results = (opts.given and opts.given.results) and sys.abspath(opts.results) or sys.env("XSA_RESULTS") or
-      (opts.quick and (opts.out .. "/records")) or (root .. "/results")
+      (opts.quick and (opts.out .. "/records")) or (base .. "/results")
   end
   if opts.format ~= "png" and opts.format ~= "svg" then
     io.stderr:write("--format must be png or svg\n")

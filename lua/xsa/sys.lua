@@ -44,6 +44,14 @@ function M.root()
   return "."
 end
 
+-- Whether this xsa runs from an install (make install, a rock) rather than
+-- a checkout: the root holds no lua/xsa/ of the engine's modules.
+function M.installed()
+  local f = io.open(M.root() .. "/lua/xsa/sys.lua", "rb")
+  if f then f:close() end
+  return f == nil
+end
+
 -- The working directory as the kernel knows it (xsa.cwd: getcwd), never
 -- $PWD, which a parent that changed folder without updating it leaves
 -- stale; without the engine (a bare Lua), what `pwd -P` prints.
