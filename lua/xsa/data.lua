@@ -191,6 +191,7 @@ function M.loader(tokens, opts)
 end
 
 local warned = false
+local held_out -- below
 
 -- Train and val loaders over the first max_tokens tokens of TinyStories (see the header).
 -- Extra options: path (the text file), tokenizer, cache (a path, or false for none),
@@ -235,7 +236,7 @@ function M.tinystories(opts)
   end
   local total = tokens:numel()
   local n = math.min(total, max_tokens)
-  if opts.val_tokens ~= nil then return M.held_out(tokens, n, T, B, seed, opts.val_tokens, path, cache, st) end
+  if opts.val_tokens ~= nil then return held_out(tokens, n, T, B, seed, opts.val_tokens, path, cache, st) end
   local nw, ntrain = C.split(n, T, vf)
   local nval = nw - ntrain
   if ntrain < B then
@@ -256,7 +257,7 @@ end
 -- is the validation text, cut into windows from its own first token; the
 -- training windows tile [0, n - val_tokens). The returned info adds
 -- val_first (0-based token offset of the validation text).
-function M.held_out(tokens, n, T, B, seed, val_tokens, path, cache, st)
+held_out = function(tokens, n, T, B, seed, val_tokens, path, cache, st)
   if not (math.tointeger(val_tokens) and val_tokens >= T + 1 and val_tokens < n) then
     error(string.format("xsa.data.tinystories: val_tokens must be an integer from seq_len + 1 (%d) to below the %d "
       .. "tokens used, got %s", T + 1, n, tostring(val_tokens)), 3)

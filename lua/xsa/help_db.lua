@@ -538,11 +538,6 @@ add("tokenizer:free", "tokenizer:free()", "Releases the tokenizer at once.", "to
 add("xsa.data.tinystories", "xsa.data.tinystories{seq_len=64, max_tokens=500000, batch=16, val_fraction=0.1, val_tokens=, seed=0} -> train, val, info",
   "Loaders over TinyStories: stories encoded once (cached), cut into windows of seq_len+1, split 90/10.",
   "local train, val, info = xsa.data.tinystories{seq_len = 64, max_tokens = 100000, batch = 8}")
-add("xsa.data.held_out", "xsa.data.held_out(tokens, n, seq_len, batch, seed, val_tokens, path, cache, st) -> train, val, info",
-  "tinystories's val_tokens split: the tail [n - val_tokens, n) of the first n tokens is the validation text, cut into " ..
-  "windows from its own first token; the training windows tile the rest. info adds val_first (0-based offset). " ..
-  "Called by xsa.data.tinystories{val_tokens=}.",
-  "local train, val, info = xsa.data.tinystories{seq_len = 64, max_tokens = 100000, val_tokens = 10000}")
 add("xsa.data.loader", "xsa.data.loader(tokens, {seq_len=, batch=, shuffle=false, seed=0, first_window=0, num_windows=}) -> loader",
   "A loader over windows of an int32 token tensor.", "local l = xsa.data.loader(xsa.arange(1000), {seq_len = 8, batch = 4})")
 add("xsa.data.search_dirs", "xsa.data.search_dirs() -> {dirs}", "Where data files are looked for: $XSA_DATA, the checkout's data/, ./data, then an install's data/ beside its modules.",
