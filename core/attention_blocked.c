@@ -171,11 +171,11 @@ typedef struct {
 } blk_job;
 
 /* The online softmax over one block of scores s[br,bc] (scaled here): the
- * running max mx and sum of each row move to the block's, acc's rows are
- * rescaled, s becomes the block's exponentials (0 where the row does not
- * see the key). */
+ * running max mx and sum of each row move to the block's, acc's rows
+ * (lda apart) are rescaled, s becomes the block's exponentials (0 where
+ * the row does not see the key). */
 static void online_block(float *s, int br, int bc, int i0, int c0, float scale, float *mx,
-                         float *sum, float *acc, int HS)
+                         float *sum, float *acc, int lda, int HS)
 {
     for (int r = 0; r < br; r++) {
         float *row = s + (size_t)r * bc;
@@ -185,36 +185,44 @@ static void online_block(float *s, int br, int bc, int i0, int c0, float scale, 
         for (int c = n; c < bc; c++) row[c] = 0.0f;
         if (n == 0) continue;
         float alpha = expf(mx[r] - nm); /* 0 on the first block: mx = -inf */
-        if (alpha != 1.0f) row_scale(acc + (size_t)r * HS, alpha, acc + (size_t)r * HS, HS);
+        if (alpha != 1.0f) row_scale(acc + (size_t)r * lda, alpha, acc + (size_t)r * lda, HS);
         sum[r] = sum[r] * alpha + t;
         mx[r] = nm;
     }
 }
 
-/* Query rows [i0, i0 + br) of unit (b, h): Y, the log-sum-exp, out */
-static void forward_rows(const blk_job *j, int b, int h, int i0, int br, float *ws)
+/* Unit (b, h): Y, the log-sum-exp, out. Key blocks outside, so that each
+ * is packed once; the query blocks that see it inside, each with its
+ * running max (kept in lse until the end), sum and Y rows. A query block
+ * still meets the key blocks in increasing order, so the order of its
+ * rescalings is the blocks' alone. */
+static void forward_unit(const blk_job *j, int b, int h, float *ws)
 {
     int T = j->T, C = j->C, NH = j->NH, HS = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
     const float *Q = j->qkv + (size_t)b * T * C3 + h * HS, *K = Q + C, *V = Q + 2 * C;
-    float *kt = ws, *s = kt + (size_t)HS * BC, *acc = s + BR * BC, *mx = acc + (size_t)BR * HS;
-    float *sum = mx + BR, *lse = j->lse + ((size_t)b * NH + h) * T;
-    for (int r = 0; r < br; r++) mx[r] = -INFINITY, sum[r] = 0.0f;
-    memset(acc, 0, (size_t)br * HS * sizeof(float));
-    for (int c0 = 0; c0 < i0 + br; c0 += BC) {
-        int bc = imin(BC, i0 + br - c0);
-        pack_t(kt, K + (size_t)c0 * C3, C3, bc, HS);
-        mm(s, bc, Q + (size_t)i0 * C3, C3, 1, kt, bc, br, bc, HS, 0);
-        online_block(s, br, bc, i0, c0, scale, mx, sum, acc, HS);
-        mm(acc, HS, s, bc, 1, V + (size_t)c0 * C3, C3, br, HS, bc, 1);
+    float *kt = ws, *s = kt + (size_t)HS * BC, *sum = s + BR * BC;
+    float *mx = j->lse + ((size_t)b * NH + h) * T, *Y = j->y + (size_t)b * T * C + h * HS;
+    for (int t = 0; t < T; t++) {
+        mx[t] = -INFINITY, sum[t] = 0.0f;
+        memset(Y + (size_t)t * C, 0, (size_t)HS * sizeof(float));
     }
-    for (int r = 0; r < br; r++) {
-        size_t row = (size_t)b * T + i0 + r;
-        float *yo = j->y + row * C + h * HS, *zo = j->out + row * C + h * HS;
-        row_scale(yo, 1.0f / sum[r], acc + (size_t)r * HS, HS);
-        lse[i0 + r] = mx[r] + logf(sum[r]);
+    for (int c0 = 0; c0 < T; c0 += BC) {
+        int bc = imin(BC, T - c0);
+        pack_t(kt, K + (size_t)c0 * C3, C3, bc, HS);
+        for (int i0 = c0 / BR * BR; i0 < T; i0 += BR) {
+            int br = imin(BR, T - i0);
+            mm(s, bc, Q + (size_t)i0 * C3, C3, 1, kt, bc, br, bc, HS, 0);
+            online_block(s, br, bc, i0, c0, scale, mx + i0, sum + i0, Y + (size_t)i0 * C, C, HS);
+            mm(Y + (size_t)i0 * C, C, s, bc, 1, V + (size_t)c0 * C3, C3, br, HS, bc, 1);
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        float *yo = Y + (size_t)t * C, *zo = j->out + ((size_t)b * T + t) * C + h * HS;
+        row_scale(yo, 1.0f / sum[t], yo, HS);
+        mx[t] = mx[t] + logf(sum[t]); /* the log-sum-exp */
         if (j->var->forward)
-            j->var->forward(zo, yo, V + (size_t)(i0 + r) * C3, HS, j->lambda);
+            j->var->forward(zo, yo, V + (size_t)t * C3, HS, j->lambda);
         else
             memcpy(zo, yo, (size_t)HS * sizeof(float));
     }
@@ -223,19 +231,17 @@ static void forward_rows(const blk_job *j, int b, int h, int i0, int br, float *
 static void *forward_units(void *arg)
 {
     const blk_job *j = arg;
-    for (int u = j->u0; u < j->u1; u++)
-        for (int i0 = 0; i0 < j->T; i0 += BR)
-            forward_rows(j, u / j->NH, u % j->NH, i0, imin(BR, j->T - i0), j->ws);
+    for (int u = j->u0; u < j->u1; u++) forward_unit(j, u / j->NH, u % j->NH, j->ws);
     return NULL;
 }
 
 /* floats of one half's working blocks: forward, backward */
-static size_t fwd_ws(int HS) { return (size_t)HS * BC + BR * BC + (size_t)BR * HS + 2 * BR; }
+static size_t fwd_ws(int T, int HS) { return (size_t)HS * BC + BR * BC + (size_t)T; }
 static size_t bwd_ws(int T, int HS) { return 2 * (size_t)HS * BC + 2 * BR * BC + (size_t)T; }
 
 size_t xsa_nn_attention_blocked_saved_floats(int B, int T, int C, int NH)
 {
-    return (size_t)B * NH * T + 2 * fwd_ws(C / NH);
+    return (size_t)B * NH * T + 2 * fwd_ws(T, C / NH);
 }
 
 size_t xsa_nn_attention_blocked_scratch_floats(int B, int T, int C, int NH)
@@ -259,7 +265,7 @@ void xsa_nn_attention_blocked_forward(const xsa_attention_variant *v, float lamb
 {
     blk_job j = {.out = out, .y = y, .lse = saved, .qkv = qkv, .var = v, .T = T, .C = C, .NH = NH,
                  .lambda = lambda};
-    run_units(&j, B, saved + (size_t)B * NH * T, fwd_ws(C / NH), forward_units);
+    run_units(&j, B, saved + (size_t)B * NH * T, fwd_ws(T, C / NH), forward_units);
 }
 
 /* ---- backward ----------------------------------------------------------- */
