@@ -196,11 +196,14 @@ ISA_OPT_build-isa-avx2 := -O2 -march=native -mno-avx512f
 ISA_OPT_build-isa-c    := -O2
 
 # Every C test binary and every Lua test; ends with "N passed, M failed".
+# T=tensor (or T="tensor stats", T=test_tensor.lua) runs only those: the C
+# test and the Lua test of each name, without the narrower SIMD builds.
+T ?=
 test: deps
 	@$(MAKE) --no-print-directory all
-	@$(foreach b,$(ISA_BUILDS),$(MAKE) --no-print-directory -s BUILD=$(b) MPI=0 OPT="$(ISA_OPT_$(b))" \
-	    $(addprefix $(b)/tests/,$(ISA_TESTS)) &&) true
-	@XSA_EXE=$(EXE) XSA_BUILD=$(BUILD) XSA_ISA_BUILDS="$(ISA_BUILDS)" XSA_ISA_TESTS="$(ISA_TESTS)" sh tests/run.sh
+	@$(if $(strip $(T)),,$(foreach b,$(ISA_BUILDS),$(MAKE) --no-print-directory -s BUILD=$(b) MPI=0 OPT="$(ISA_OPT_$(b))" \
+	    $(addprefix $(b)/tests/,$(ISA_TESTS)) &&) true)
+	@XSA_EXE=$(EXE) XSA_BUILD=$(BUILD) XSA_ISA_BUILDS="$(if $(strip $(T)),,$(ISA_BUILDS))" XSA_ISA_TESTS="$(ISA_TESTS)" sh tests/run.sh $(T)
 
 check: test
 

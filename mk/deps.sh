@@ -18,8 +18,10 @@
 #   libdnnl-dev              bf16 matrix products through oneDNN (--bf16)
 #   libopenmpi-dev openmpi-bin   runs under mpirun (--mpi)
 #   libzmq3-dev libssl-dev   the Jupyter kernel (xsa --kernel): ZeroMQ, OpenSSL's HMAC
-#   jupyter-nbconvert python3-jupyter-client python3-zmq
-#                            running notebooks and the kernel's tests (--jupyter)
+#   jupyter-nbconvert python3-jupyter-client python3-zmq jupyter-client
+#                            running notebooks and the kernel's tests (--jupyter);
+#                            jupyter-client has the `jupyter kernelspec` command
+#                            (python3-jupyter-client is only its library)
 #   python3-torch            the PyTorch reference scripts in tests/reference
 #   libdnnl-dev              oneDNN: the opt-in bf16 matrix products (precision "bf16");
 #                            the Makefile finds its header, and builds without it
@@ -28,7 +30,7 @@ PACKAGES="gcc make pkg-config liblua5.4-dev lua5.4 libopenblas-dev libutf8proc-d
 FUZZ_PACKAGES="clang libfuzzer-14-dev libclang-rt-14-dev"
 BF16_PACKAGES="libdnnl-dev"
 MPI_PACKAGES="libopenmpi-dev openmpi-bin"
-JUPYTER_PACKAGES="libzmq3-dev libssl-dev jupyter-nbconvert python3-jupyter-client python3-zmq"
+JUPYTER_PACKAGES="libzmq3-dev libssl-dev jupyter-nbconvert python3-jupyter-client python3-zmq jupyter-client"
 while [ $# -gt 0 ]; do
     case "$1" in
         --fuzz) PACKAGES="$PACKAGES $FUZZ_PACKAGES" ;;

@@ -7,6 +7,7 @@
 -- --max-tokens, --val-tokens, --quick) writes to results/explore/ and says
 -- "exploratory" wherever it prints.
 local xsa = xsa or require "xsa"
+xsa.sys.library_file() -- run alone, it says what it is
 local study, plot, stats, fmt = xsa.study, xsa.plot, xsa.stats or require "xsa.stats", string.format
 local DIR = (debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./")
 local plan, grid, V = dofile(DIR .. "plan.lua"), dofile(DIR .. "grid.lua"), dofile(DIR .. "verdicts.lua")

@@ -12,12 +12,18 @@
 local xsa = require "xsa"
 
 local function usage(msg)
-  io.stderr:write((msg and (msg .. "\n") or ""), "usage: xsa scripts/dump_grads.lua CKPT BATCH OUT\n")
+  local text = "usage: xsa " .. (arg and arg[0] or "scripts/dump_grads.lua") .. " CKPT BATCH OUT\n\n" ..
+    "One forward and backward of checkpoint CKPT on the batch in BATCH (safetensors, int32 inputs and targets [B,T]).\n" ..
+    "Writes OUT (safetensors, atomically): loss, logits and grad.<name> of every parameter, for comparison\n" ..
+    "with a reference implementation.\n"
+  if not msg then io.stdout:write(text); os.exit(0) end
+  io.stderr:write(msg, "\n", text)
   os.exit(2)
 end
 
+if arg[1] == "--help" or arg[1] == "-h" then usage() end
 local ckpt, batch, out = arg[1], arg[2], arg[3]
-if not (ckpt and batch and out) or arg[4] then usage() end
+if not (ckpt and batch and out) or arg[4] then usage("expected three arguments") end
 
 local model = xsa.gpt.load(ckpt)
 local b = xsa.safetensors.load(batch)

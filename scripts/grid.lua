@@ -11,6 +11,7 @@
 --   local r = grid.group(ex, cfg)        -- r.runs = {SA's record, XSA's record}, r.cpu_s, r.tokens_seen
 -- Not here: statistics and verdicts (verdicts.lua), figures (the parts).
 local xsa = xsa or require "xsa"
+xsa.sys.library_file() -- run alone, it says what it is
 local study, train = xsa.study, xsa.train
 
 local M = {}

@@ -8,6 +8,7 @@
 --   local plan = dofile("scripts/plan.lua")
 --   for _, c in ipairs(plan.cells) do print(c.key, c.n_layer, c.d_model, c.seq_len, c.batch) end
 
+if xsa then xsa.sys.library_file() end -- run alone, it says what it is
 local P = {}
 
 -- Equal tokens, each seen once: every run takes STEPS optimizer steps of

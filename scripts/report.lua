@@ -11,15 +11,14 @@ local parts = dofile(arg[0]:match("^(.-)[^/]*$") .. "parts.lua") -- the study's 
 
 local spec = {
   name = "report.lua",
-  summary = "Writes plots/report.html from the results of the part scripts.",
+  summary = "One HTML page of the parts' results: their figures (inline SVG), tables and sentences.",
+  writes = "PLOTS/report.html (plots/report.html; --output elsewhere) from the summaries in OUT/summary/\n" ..
+    "(cache/summary/) and the figures the parts wrote in PLOTS. Trains nothing. For a run in runs/LABEL/\n" ..
+    "(--quick and the like): --out runs/LABEL/cache --plots runs/LABEL/plots.",
   options = {
     {"out", "string", "cache", "results folder the part scripts wrote to"},
     {"plots", "string", "plots", "figures folder"},
     {"output", "string", "", "the HTML file (default: PLOTS/report.html)"},
-    {"threads", "int", 0, "unused (accepted for uniformity)", min = 0},
-    {"quick", "bool", false, "unused (accepted for uniformity)"},
-    {"no-cache", "bool", false, "unused (accepted for uniformity)"},
-    {"format", "string", "png", "unused (accepted for uniformity)", one_of = {"png", "svg"}},
   },
 }
 

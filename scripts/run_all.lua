@@ -38,6 +38,9 @@ end
 local spec = {
   name = "run_all.lua",
   summary = "Runs the study's parts (scripts/parts.lua) in order, then report.lua.",
+  writes = "what each part writes (their --help), into --out and --plots (cache/ and plots/; for --quick or\n" ..
+    "a flag that changes what is computed, runs/LABEL/cache and runs/LABEL/plots for every part), then\n" ..
+    "PLOTS/report.html. Prints each part's output and a table of wall times.",
   options = {
     {"quick", "bool", false, "pass --quick to every part (a fast small run)"},
     {"out", "string", "cache", "results folder"},
@@ -65,13 +68,14 @@ local spec = {
 local shq = xsa.sys.shell_quote
 local exe = xsa.experiment.exe -- $XSA_EXE, else the xsa running us (arg[-1])
 
--- The flags of this run a part takes, as an argv list: the folders and
--- output flags always; the seed selection, records and training flags when
+-- The flags of this run a part takes, as an argv list: the shared ones
+-- (folders, format, --quick, --no-cache, --threads) it has; the seed selection, records and training flags when
 -- its options have them (a part with --seeds but no --seed gets --seed S as
 -- the one-seed list "S,"); then the part's own run_all arguments.
 local function part_argv(p, opts, common)
-  local argv, has = {table.unpack(common)}, function(name) return registry.has(p, name) end
+  local argv, has = {}, function(name) return registry.has(p, name) end
   local function add(...) for _, a in ipairs{...} do argv[#argv + 1] = a end end
+  for _, c in ipairs(common) do if has(c[1]:sub(3)) then add(table.unpack(c)) end end -- the shared flags it has
   if opts.seeds and has("seeds") then add("--seeds", opts.seeds)
   elseif has("seed") then add("--seed", tostring(opts.seed))
   elseif has("seeds") then add("--seeds", tostring(opts.seed) .. ",") end
@@ -119,17 +123,14 @@ study.main(function()
     for p in opts.only:gmatch("[^,%s]+") do keep[p] = true end
     for _, p in ipairs(NAMES) do skip[p] = not keep[p] end
   end
-  local common = {"--out", opts.out, "--plots", opts.plots, "--format", opts.format}
-  if opts.quick then common[#common + 1] = "--quick" end
-  if opts.no_cache then common[#common + 1] = "--no-cache" end
-  if opts.threads > 0 then
-    common[#common + 1] = "--threads"
-    common[#common + 1] = tostring(opts.threads)
-  end
+  local common = {{"--out", opts.out}, {"--plots", opts.plots}, {"--format", opts.format}}
+  if opts.quick then common[#common + 1] = {"--quick"} end
+  if opts.no_cache then common[#common + 1] = {"--no-cache"} end
+  if opts.threads > 0 then common[#common + 1] = {"--threads", tostring(opts.threads)} end
   local size, rank = xsa.mpi.size(), xsa.mpi.rank()
   local steps = {}
   for i, p in ipairs(PARTS) do steps[i] = {p.name, p.path, part_argv(p, opts, common)} end
-  steps[#steps + 1] = {"report", registry.dir .. "report.lua", common}
+  steps[#steps + 1] = {"report", registry.dir .. "report.lua", {"--out", opts.out, "--plots", opts.plots}}
   local times, failed = {}, {}
   for _, s in ipairs(steps) do
     if skip[s[1]] then

@@ -12,6 +12,7 @@ local xsa = xsa or require "xsa"
 local spec = {
   name = "sample.lua CHECKPOINT [CHECKPOINT2]",
   summary = "Continues a prompt with one checkpoint, or with two side by side.",
+  writes = "no file: prints the continuations (two checkpoints: side by side) to stdout.",
   options = {
     {"prompt", "string", "Once upon a time", "the text to continue"},
     {"tokens", "int", 100, "new tokens per sample (at most)", min = 1},

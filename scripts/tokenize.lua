@@ -12,8 +12,12 @@
 local xsa = require "xsa"
 
 local function usage(msg)
-  io.stderr:write((msg and ("tokenize.lua: " .. msg .. "\n") or ""),
-    "usage: tokenize.lua FILE [--special]\n       tokenize.lua --decode FILE\n")
+  local me = "xsa " .. (arg and arg[0] or "scripts/tokenize.lua")
+  local text = "usage: " .. me .. " FILE [--special]\n       " .. me .. " --decode FILE\n\n" ..
+    "Writes to stdout the GPT-2 token ids of FILE (- for stdin), one per line, as tiktoken's \"gpt2\" gives them;\n" ..
+    "with --special, \"<|endoftext|>\" in the text is the special token 50256. With --decode, reads ids (any\n" ..
+    "white space between them) from FILE and writes the exact bytes they stand for. Writes no file.\n"
+  if msg then io.stderr:write("tokenize.lua: ", msg, "\n", text) else io.stdout:write(text) end
   os.exit(msg and 2 or 0)
 end
 

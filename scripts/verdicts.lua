@@ -9,6 +9,7 @@
 --   local fam = V.family("results")                  -- fam.rows[i].verdict, .p_holm, .lo, .hi
 -- Not here: training (grid.lua), figures and tables (the parts).
 local xsa = xsa or require "xsa"
+xsa.sys.library_file() -- run alone, it says what it is
 local stats, record = xsa.stats or require "xsa.stats", require "xsa.record"
 local DIR = (debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./")
 local plan, grid = dofile(DIR .. "plan.lua"), dofile(DIR .. "grid.lua")

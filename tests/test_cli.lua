@@ -229,4 +229,20 @@ T.case("SIGTERM is an error a script can catch, like Ctrl-C", function()
 end)
 
 os.remove(tmp)
+T.case("one test alone: tests/run.sh NAME (make test T=NAME) runs that test and nothing else", function()
+  local root = os.getenv("XSA_ROOT") or "."
+  local p = io.popen("cd '" .. root .. "' && sh tests/run.sh json 2>&1")
+  local out = p:read("a")
+  T.ok(p:close(), out)
+  local files = {}
+  for name in out:gmatch("\n   %(([^:]+): %d+s%)") do files[#files + 1] = name end
+  T.ok(out:find("^[^\n]*test_json") or #files > 0, out)
+  for _, f in ipairs(files) do T.ok(f == "test_json.lua" or f == "test_json", "only json's tests ran: " .. f) end
+  T.ok(#files >= 1, out)
+  T.ok(out:find("\n%d+ passed, 0 failed\n$"), out)
+  p = io.popen("cd '" .. root .. "' && sh tests/run.sh no_such_test 2>&1")
+  out = p:read("a")
+  T.ok(not p:close() and out:find("no test named 'no_such_test'", 1, true), out)
+end)
+
 T.done()

@@ -314,7 +314,7 @@ ex:main(function() print("steps", ex.opts.steps) error("interrupted!") end)]])
   local p = io.popen(shq(exe) .. " " .. shq(script) .. " --help 2>&1")
   local out = p:read("a")
   p:close()
-  T.ok(out:find("usage: xsa scripts/mine.lua", 1, true) and out:find("mine!", 1, true), out)
+  T.ok(out:find("usage: xsa " .. script .. " [options]", 1, true) and out:find("mine!", 1, true), "the path it was run as: " .. out)
   p = io.popen(shq(exe) .. " " .. shq(script) .. " --out " .. shq(TMP .. "/o") .. " --plots " .. shq(TMP .. "/o") ..
     " --steps 9 2>&1; echo status=$?")
   out = p:read("a")

@@ -3,7 +3,8 @@
 -- PNG, errors, interrupts by SIGINT and by interrupt_request, completion,
 -- inspection, is_complete, a badly signed message, restart, shutdown); then
 -- `jupyter nbconvert --execute` runs scripts/study.ipynb with the kernel and
--- every figure cell must have produced an image. Without python3-jupyter-client,
+-- every figure cell must have produced an image, after which plots/,
+-- results/ and cache/summary/ must be byte for byte what they were. Without python3-jupyter-client,
 -- jupyter-nbconvert or a kernel in this build, a line says what is skipped.
 local exe = assert(os.getenv("XSA_EXE"), "XSA_EXE must name the xsa executable")
 local root = os.getenv("XSA_ROOT") or "."
@@ -37,12 +38,53 @@ io.write(out)
 local passed, failed = out:match("kernel_protocol: (%d+) passed, (%d+) failed")
 passed, failed = tonumber(passed) or 0, tonumber(failed) or 1
 
+-- what `sh mk/deps.sh --jupyter` installs is enough for `jupyter kernelspec
+-- list` to list the installed kernel (jupyter-client has that command;
+-- python3-jupyter-client, its library, does not)
+local lm = io.popen("sh " .. root .. "/mk/deps.sh --jupyter --list-missing 2>/dev/null")
+local missing = lm:read("a")
+lm:close()
+if missing:match("^%s*$") then
+  local kdir = os.tmpname()
+  os.remove(kdir)
+  local kp = io.popen(string.format("'%s' --install-kernel --prefix %s >/dev/null 2>&1 && JUPYTER_PATH=%s/share/jupyter " ..
+    "jupyter kernelspec list 2>&1", exe, kdir, kdir))
+  local listing = kp:read("a")
+  local kok = kp:close()
+  os.execute("rm -rf " .. kdir)
+  if kok and listing:find(kdir .. "/share/jupyter/kernels/", 1, true) then passed = passed + 1
+  else failed = failed + 1; print("FAIL jupyter kernelspec list after mk/deps.sh --jupyter: " .. listing) end
+else
+  print("skip: mk/deps.sh --jupyter would install" .. missing .. ": jupyter kernelspec list not checked")
+end
+
 -- scripts/study.ipynb executed by nbconvert with this kernel: every cell
 -- that runs a part or draws has an image/png output, and no cell failed
 if not sh("command -v jupyter && jupyter nbconvert --version") then
   print("skip: jupyter-nbconvert is not installed: scripts/study.ipynb not executed (sh mk/deps.sh --jupyter)")
   finish(passed, failed)
 end
+-- after `make run`, running the notebook leaves every file of plots/,
+-- results/ and cache/summary/ as it was (its runs write to runs/notebook-quick/)
+local function snapshot()
+  local p = io.popen("cd " .. root .. " && find plots results cache/summary -type f 2>/dev/null | LC_ALL=C sort | " ..
+    "xargs -r sha256sum")
+  local t = p:read("a")
+  p:close()
+  return t
+end
+local function run_quiet(c)
+  local p = io.popen(c .. " 2>&1")
+  local o = p:read("a")
+  return p:close(), o
+end
+if not xsa.sys.exists(root .. "/plots/part3_loss.png") then -- what make run writes, from part 3's record
+  local ok, o = run_quiet(string.format("cd %s && '%s' scripts/part3_train.lua --results %s/results", root, exe, root))
+  if not ok then failed = failed + 1; print("FAIL make run's part 3 from its record: " .. o) end
+end
+local had_runs = xsa.sys.abspath(root .. "/runs/notebook-quick")
+had_runs = os.execute("test -e '" .. had_runs .. "'")
+local before = snapshot()
 local dir = os.tmpname()
 os.remove(dir)
 local cmd = string.format("mkdir -p %s && cd %s && env JUPYTER_PATH=%s/share/jupyter timeout -k 10 1200 sh -c \"'%s' --install-kernel --prefix %s " ..
@@ -68,6 +110,13 @@ print('cells without their figure or with an error:', bad)
 local verdict = check:read("a")
 check:close()
 os.execute("rm -rf " .. dir)
+local after = snapshot()
+if before ~= "" and before == after and before:find("plots/part3_loss.png", 1, true) then passed = passed + 1
+else
+  failed = failed + 1
+  print("FAIL the notebook changed plots/, results/ or cache/summary/:\n" .. before .. "\n---\n" .. after)
+end
+if not had_runs then os.execute("rm -rf '" .. root .. "/runs/notebook-quick'; rmdir '" .. root .. "/runs' 2>/dev/null") end
 if ok and verdict:find("error: []", 1, true) then
   passed = passed + 1
 else

@@ -89,12 +89,65 @@ local function figure_ok(name, ext)
   end
 end
 
+T.case("every file in scripts/ runs or says what it is; --help says what it writes (issue 39)", function()
+  local p = io.popen("cd " .. shq(ROOT) .. " && find scripts -name '*.lua' | LC_ALL=C sort")
+  local files = {}
+  for f in p:lines() do files[#files + 1] = f end
+  p:close()
+  T.ok(#files >= 20, "the scripts: " .. #files)
+  for _, f in ipairs(files) do
+    local code, out, err = run(f:sub(#"scripts/" + 1), "--help")
+    T.eq(code, 0, f .. " --help: " .. err)
+    if out:find("^usage: ") then
+      T.ok(out:find("^usage: xsa " .. ROOT:gsub("%p", "%%%0") .. "/" .. f:gsub("%p", "%%%0")), f .. ": the path it was run as: " .. out)
+      T.ok(out:find("Writes") or out:find("writes"), f .. " --help says what it writes: " .. out)
+      T.ok(not out:find("unused"), f .. " lists a flag it does not use: " .. out)
+    else -- a library kept among the scripts: its leading comment, and that it does nothing alone
+      T.ok(out:find("is loaded by other scripts; run alone it does nothing", 1, true), f .. ": " .. out)
+      T.ok(#out > 200, f .. " says what it is: " .. out)
+      code = run(f:sub(#"scripts/" + 1), "")
+      T.eq(code, 2, f .. " run alone: nothing ran, status 2")
+    end
+  end
+  -- a user's own experiment, elsewhere under another name: its usage names it as run
+  local mine = TMP .. "/elsewhere/my_lambda.lua"
+  os.execute("mkdir -p " .. shq(TMP .. "/elsewhere") .. " && cp " .. shq(ROOT .. "/scripts/part1_bias.lua") .. " " .. shq(mine))
+  local o = io.popen(string.format("cd %s && %s elsewhere/my_lambda.lua --help 2>&1", shq(TMP), shq(EXE)))
+  local out = o:read("a")
+  o:close()
+  T.ok(out:find("^usage: xsa elsewhere/my_lambda.lua %[options%]"), out)
+end)
+
+T.case("quick and non-default runs write apart, in runs/LABEL/, never over the default run's figures", function()
+  local root = TMP .. "/root" -- a checkout of its own (XSA_ROOT) with the real data
+  local env = "XSA_ROOT=" .. shq(root) .. " XSA_DATA=" .. shq(ROOT .. "/data")
+  os.execute("mkdir -p " .. shq(root))
+  local code, _, err = run("part2_geometry.lua", "", env)
+  T.eq(code, 0, err)
+  local png = read(root .. "/plots/part2_geometry.png")
+  T.ok(png and #png > 1000, "the default run's figure in plots/")
+  code, _, err = run("part2_geometry.lua", "--quick", env)
+  T.eq(code, 0, err)
+  code, _, err = run("part2_geometry.lua", "--lambda 0.5 --format png", env)
+  T.eq(code, 0, err)
+  T.eq(read(root .. "/plots/part2_geometry.png"), png, "plots/ untouched by the other runs")
+  T.ok(read(root .. "/runs/quick/plots/part2_geometry.png"), "--quick: runs/quick/plots")
+  T.ok(read(root .. "/runs/lambda-0.5/plots/part2_geometry.png"), "--lambda 0.5 (--format is housekeeping): runs/lambda-0.5/plots")
+  T.ok(read(root .. "/runs/lambda-0.5/cache/summary/part2.json"), "and its summary in runs/lambda-0.5/cache")
+  T.eq(xsa.study.run_label({given = {quick = true, seeds = true, threads = true, out = true}, quick = true, seeds = "2"}),
+    "quick_seeds-2")
+  T.eq(xsa.study.run_label({given = {threads = true, no_cache = true, format = true}, threads = 2}), nil, "housekeeping only")
+  T.eq(xsa.study.run_label({given = {seq_lens = true, lr = true}, seq_lens = {64, 128}, lr = 0.003}), "lr-0.003_seq-lens-64,128")
+  local long = xsa.study.run_label({given = {v = true}, v = string.rep("x/y ", 40)})
+  T.ok(#long <= 80 and not long:find("[/ ]"), long)
+end)
+
 T.case("--help of every script", function()
   for _, s in ipairs{"part1_bias.lua", "part2_geometry.lua", "part3_train.lua", "part4_seqlen.lua",
     "part5_bias_trained.lua", "part6_lambda_sweep.lua", "part7_recipe.lua", "run_all.lua", "report.lua"} do
     local code, out = run(s, "--help")
     T.eq(code, 0, s .. " --help status")
-    T.ok(out:find("usage: xsa scripts/" .. s, 1, true), s .. ": " .. out)
+    T.ok(out:find("usage: xsa " .. ROOT .. "/scripts/" .. s .. " ", 1, true), "the path it was run as: " .. s .. ": " .. out)
     if s:match("^part[134567]") then
       for _, flag in ipairs{"--steps", "--batch", "--lr", "--max-tokens", "--eval-every", "--seed", "--threads",
         "--out", "--no-cache", "--quick"} do

@@ -26,6 +26,9 @@
 -- (string), check = function(v) -> ok, why, and after = function(opts) ->
 -- ok, why for a rule between flags (run once all are parsed). An unknown
 -- flag is an error with the nearest known name (xsa.options).
+-- --help: "usage: xsa PATH [options]" with PATH as the script was run
+-- (arg[0], when its file name is spec.name), the summary, "Writes: " and
+-- spec.writes (what files the script writes), the flags, the epilog.
 -- Non-goals: short options, positional arguments, sub-commands.
 local finite = require("xsa.numbers").finite
 local options = require "xsa.options"
@@ -97,8 +100,13 @@ end
 -- The help text of a spec (what --help prints).
 function M.help(spec)
   local lines = {}
-  lines[#lines + 1] = string.format("usage: xsa scripts/%s [options]", spec.name or "script.lua")
+  -- the path as it was run (a user's own experiment lives anywhere), else scripts/NAME
+  local file, rest = (spec.name or "script.lua"):match("^(%S*)(.*)$") -- "sample.lua CHECKPOINT": the file, its arguments
+  local main = type(arg) == "table" and type(arg[0]) == "string" and arg[0]
+  local path = main and main:match("[^/]*$") == file and main or ("scripts/" .. file)
+  lines[#lines + 1] = string.format("usage: xsa %s%s [options]", path, rest)
   if spec.summary then lines[#lines + 1] = "\n" .. spec.summary end
+  if spec.writes then lines[#lines + 1] = "\nWrites: " .. spec.writes end
   if spec.description then lines[#lines + 1] = "\n" .. spec.description end
   lines[#lines + 1] = "\noptions:"
   local width = 0

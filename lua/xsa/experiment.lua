@@ -231,16 +231,17 @@ end
 -- A new experiment: parses the flags (spec.argv, default the global arg).
 -- spec: name (required: cache names, summary/NAME.json), title (the
 -- report's heading), script (the usage line; default arg[0]'s file name),
--- summary / description / epilog (--help), options, quick (xsa.args),
+-- summary / description / epilog / writes (--help; writes defaults to
+-- M.writes(name)), options, quick (xsa.args),
 -- config (a table, or function(opts, ex) -> table).
 function M.new(spec)
   assert(type(spec) == "table" and type(spec.name) == "string", "xsa.experiment: a spec with a name is needed")
   options.check("xsa.experiment", spec, {"name", "script", "title", "summary", "description", "epilog", "options",
-    "quick", "argv", "ranks", "config"})
+    "quick", "argv", "ranks", "config", "writes"})
   local script = spec.script or ((arg and arg[0] or spec.name):match("([^/]+)$"))
   local self = setmetatable({name = spec.name, title = spec.title or spec.name, figures = {}, t0 = os.time(),
     spec = {name = script, summary = spec.summary, description = spec.description, epilog = spec.epilog,
-      options = spec.options or study.options({}), quick = spec.quick}}, Ex)
+      options = spec.options or study.options({}), quick = spec.quick, writes = spec.writes or M.writes(spec.name)}}, Ex)
   self.opts = study.setup(args.parse(spec.argv or arg or {}, self.spec))
   self.seeds = self.opts.seed_list or {self.opts.seed or 0}
   self.spread_ranks = spec.ranks == true
@@ -257,6 +258,15 @@ function M.new(spec)
   return self
 end
 
+-- What an experiment writes, for its --help.
+function M.writes(name)
+  return string.format("its figures (%s*.png or .svg, each with its .dat and .gp) in --plots (plots/), its\n" ..
+    "summary (summary/%s.json), cache entries and checkpoints in --out (cache/), and one record per finished\n" ..
+    "training run in --results (results/; a --quick run's go to OUT/records). A --quick run, or one given a flag\n" ..
+    "that changes what it computes, writes to runs/LABEL/cache and runs/LABEL/plots instead (LABEL names those\n" ..
+    "flags: runs/quick/, runs/steps-100/), never over the default run's. Prints its table and statistics.", name, name)
+end
+
 setmetatable(M, {__call = function(_, spec) return M.new(spec) end})
 
 -- A part of a study, declared in one table and run by the study's tools.
@@ -270,7 +280,8 @@ setmetatable(M, {__call = function(_, spec) return M.new(spec) end})
 -- run as a script, the part runs; loaded by M.declaration, it only
 -- returns decl.
 local DECLARE = setmetatable({}, {__tostring = function() return "xsa.experiment.declaration" end})
-local SPEC = {"name", "script", "title", "summary", "description", "epilog", "options", "quick", "argv", "ranks", "config"}
+local SPEC = {"name", "script", "title", "summary", "description", "epilog", "options", "quick", "argv", "ranks", "config",
+  "writes"}
 
 function M.part(decl, ...)
   if select("#", ...) > 0 and (...) == DECLARE then return decl end

@@ -132,6 +132,44 @@ function M.default_base(root)
   return dir
 end
 
+-- Flags that say where or how a run is done, not what it computes: a run
+-- given only these is the default run.
+local HOUSEKEEPING = {out = true, plots = true, format = true, threads = true, jobs = true, worker = true, unit = true,
+  no_cache = true, resume = true, save_every = true, results = true, from_records = true, data_parallel = true,
+  skip = true, only = true, output = true, help = true}
+
+-- The label of a run that is not the default one, from the flags it was
+-- given (opts.given), else nil: "quick", "quick_seeds-2", "steps-100_lr-0.003".
+-- Its figures, summaries and cache go to runs/LABEL/ (M.setup).
+function M.run_label(opts)
+  local keys = {}
+  for k in pairs(opts.given or {}) do
+    if not HOUSEKEEPING[k] and opts[k] ~= nil then keys[#keys + 1] = k end
+  end
+  if #keys == 0 then return nil end
+  table.sort(keys, function(a, b) if (a == "quick") ~= (b == "quick") then return a == "quick" end return a < b end)
+  local parts = {}
+  for i, k in ipairs(keys) do
+    local v, name = opts[k], k:gsub("_", "-")
+    if type(v) == "table" then
+      local t = {}
+      for j, x in ipairs(v) do t[j] = tostring(x) end
+      v = table.concat(t, ",")
+    end
+    parts[i] = v == true and name or v == false and ("no-" .. name) or (name .. "-" .. tostring(v))
+  end
+  local label = table.concat(parts, "_"):gsub("[^%w.,=+-]", "_")
+  if #label > 80 then label = label:sub(1, 64) .. "-" .. string.format("%08x", M.text_hash(label)) end
+  return label
+end
+
+-- A 32-bit FNV-1a hash of a string (labels cut short stay apart).
+function M.text_hash(s)
+  local h = 2166136261
+  for i = 1, #s do h = ((h ~ s:byte(i)) * 16777619) & 0xffffffff end
+  return h
+end
+
 -- Settings after parsing: threads, absolute folders relative to default_base
 -- for the defaults and to the working directory for user-given paths, the
 -- seed list (opts.seed_list).
@@ -152,8 +190,17 @@ function M.setup(opts)
   end
   local root = sys.abspath(sys.root())
   local base = M.default_base(root)
+  -- a quick or non-default run writes apart, in runs/LABEL/ (M.run_label),
+  -- never over the default run's cache/ summaries and plots/ figures; the
+  -- folders it gets are then given (children of --jobs get the same)
+  local label = M.run_label(opts)
+  opts.run_label = label
   local function place(key, default)
     if opts.given and opts.given[key] then return sys.abspath(opts[key]) end
+    if label and opts.given then
+      opts.given[key] = true
+      return base .. "/runs/" .. label .. "/" .. default
+    end
     return base .. "/" .. default
   end
   opts.out = place("out", "cache")
