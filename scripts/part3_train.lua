@@ -39,9 +39,9 @@ function P.main(ex, runs)
       xlabel = "step", ylabel = "cross-entropy loss", key = "top right"}
     study.loss_curves(p, results, kind) -- one seed: the gap shaded; several: the mean and its 95% band
     if kind == "val" then
-      p:text(0.97, 0.45, N == 1 and fmt("final val loss (all %d batches):\nSA %.4f   XSA %.4f\n" ..
+      p:text(0.97, 0.6, N == 1 and fmt("final val loss\n(all %d batches):\nSA %.4f   XSA %.4f\n" ..
         "improvement %s", c.val_batches, r1.sa.final_val, r1.xsa.final_val, study.pct(r1.improvement_pct))
-        or fmt("mean final val loss (all %d batches):\nSA %.4f   XSA %.4f", c.val_batches,
+        or fmt("mean final val loss\n(all %d batches):\nSA %.4f   XSA %.4f", c.val_batches,
         xsa.stats.mean(sa_final), xsa.stats.mean(xsa_final)), {graph = true, align = "right", fontsize = 10})
     end
   end

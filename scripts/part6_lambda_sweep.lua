@@ -59,13 +59,13 @@ function P.main(ex, runs)
       opts.steps, opts.batch, opts.seq_len, opts.max_tokens, study.seeds_text(ex.seeds))}
   local p = fig:panel{title = "paired improvement of XSA(λ) over its SA baseline, %", xlabel = "λ",
     ylabel = "improvement % (positive: XSA lower)", xtics = tics, xrange = {lo - pad - bw, hi + pad + bw},
-    key = "top left", zero = true, headroom = 0.8}
+    key = "top left", zero = true}
   study.improvement_bars_ci(p, lams, sts, bw)
   local q = fig:panel{title = plot.markup(string.format("post-projection mean cos(z_i, v_i): layers, positions ≥ 1, %d batches",
       opts.probe_batches)), xlabel = "λ", ylabel = plot.markup "mean cos(z_i, v_i)", xtics = tics, xrange = {lo - pad, hi + pad},
     zero = true, key = "top right"}
   study.points_ci(q, lams, bias_s, {color = plot.colors.sa, label = "SA baseline (z = y)", line = true, dash = 2})
-  study.points_ci(q, lams, bias_x, {color = plot.colors.xsa, label = "XSA(λ)", line = true, values = "%.3f"})
+  study.points_ci(q, lams, bias_x, {color = plot.colors.xsa, label = "XSA(λ)", line = true}) -- no values: lines cross them
   ex:save_figure(fig, "part6_lambda_sweep", "cos(z_i, v_i) is over positions ≥ 1 (at position 0 a token sees only itself; " ..
     "the JSON keeps all positions)." .. (N > 1 and " Means, 95% t intervals as error bars, each seed as a dot." or ""))
   local tbl = ex:table({"lambda", "SA val loss", "XSA val loss", "improvement", "95% t interval", "verdict",

@@ -52,7 +52,7 @@ function P.main(ex, per)
     study.loss_curves(p, by[k], "val")
     p:line({0, opts.steps}, {esc, esc}, {color = "#777777", width = 1, dash = 2, label = "escape level " .. esc})
   end
-  local sdp = fig:panel{title = "spread between seeds: sd of the val loss", xlabel = "step", ylabel = "sd over seeds", key = "top left", headroom = 0.7}
+  local sdp = fig:panel{title = "spread between seeds: sd of the val loss", xlabel = "step", ylabel = "sd over seeds", key = "top left"}
   local headers, rows, lines, rec = nil, {}, {}, {}
   for k, rc in ipairs(RECIPES) do
     for _, m in ipairs{"sa", "xsa"} do

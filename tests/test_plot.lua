@@ -34,8 +34,9 @@ T.case("render: one data block per series, script reads them", function()
   T.ok(script:find('with boxes lc rgb "#2471A3"', 1, true))
   T.ok(script:find('set xtics ("a" 1, "b" 2)', 1, true))
   T.ok(script:find('set loadpath "/some/dir"', 1, true))
-  -- bar panels keep zero and the labels in view
-  T.ok(script:find("set yrange [-0.34:0.605]", 1, true), script)
+  -- bar panels keep zero and the labels in view: bars from -0.25 to 0.5 (span 0.75), with value
+  -- labels 0.22 of the span above (0.665; 0.14 without labels), 0.12 below (-0.34)
+  T.ok(script:find("set yrange [-0.34:0.665]", 1, true), script)
   -- headroom on a line panel: the range ends that share of the span above the data
   local h = plot.figure{}
   h:panel{headroom = 0.5}:line({1, 2, 3}, {0.2, 0.6, 1.0})

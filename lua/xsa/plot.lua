@@ -439,17 +439,19 @@ function Figure:set_footer(text)
 end
 
 -- fig:panel{title=, xlabel=, ylabel=, xrange={a,b}, yrange={a,b},
---   xtics={ {"label", x}, ... } or a step, key="top right"|false, grid=true,
---   equal=true (same unit on both axes), zero=true (draw y = 0),
---   headroom=share (no yrange: the y range ends that share of the data's
---   span above the data, room for the key; bars 0.14 unless given)}
+--   xtics={ {"label", x}, ... } or a step, key=true|false (any position word
+--   is accepted; the key is always drawn above the panel, outside its frame,
+--   where it covers no data), grid=true, equal=true (same unit on both axes),
+--   zero=true (draw y = 0), headroom=share (no yrange: the y range ends that
+--   share of the data's span above the data; bars 0.14 unless given, 0.22
+--   with value labels, which then stay clear of the frame)}
 local PANEL_OPTIONS = {"title", "xlabel", "ylabel", "xrange", "yrange", "xtics", "key", "grid", "equal", "zero",
   "logy", "headroom"}
 
 function Figure:panel(o)
   o = options.check("fig:panel", o, PANEL_OPTIONS, 3)
   for _, k in ipairs{"title", "xlabel", "ylabel"} do if o[k] ~= nil then gtext(o[k]) end end
-  if o.key ~= nil and o.key ~= false then gp_word("panel", "key", o.key) end
+  if o.key ~= nil and o.key ~= false and o.key ~= true then gp_word("panel", "key", o.key) end
   opt_num("panel", "headroom", o.headroom)
   if o.xtics ~= nil and type(o.xtics) ~= "table" then opt_num("panel", "xtics", o.xtics) end
   for _, pair in ipairs(type(o.xtics) == "table" and o.xtics or {}) do
@@ -546,11 +548,14 @@ local function panel_axes(S, p)
   S("set xrange %s", range(o.xrange))
   if not o.yrange and p.ymin and (p.has_bars or o.headroom) then
     -- bars start at zero: keep it in view, with room for the value labels;
-    -- o.headroom (any panel): room above the data for the key, a share of the span
+    -- o.headroom (any panel): room above the data, a share of the span
     local lo, hi = p.ymin, p.ymax
     if p.has_bars then lo, hi = math.min(0, lo), math.max(0, hi) end
     local span = (hi - lo > 0) and (hi - lo) or 1
-    local top = hi + span * (o.headroom or 0.14)
+    -- bars with value labels: room for a label above the tallest, clear of the frame
+    local labelled = false
+    for _, s in ipairs(p.series) do if s.texts then labelled = true end end
+    local top = hi + span * (o.headroom or (labelled and 0.22 or 0.14))
     local bottom = lo < 0 and (lo - span * 0.12) or lo
     S("set yrange [%s:%s]", num(bottom), num(top))
   else
@@ -580,7 +585,9 @@ local function panel_style(S, p)
   if o.key == false then
     S("unset key")
   else
-    S("set key %s Left reverse width 1 box opaque samplen 2 spacing 1.1 %s", o.key or "top right", font(10, p.fs))
+    -- above the panel, in its own margin: inside the frame a key covers data, or touches the
+    -- frame; every entry shows its series' line (dash included) and marker (samplen 3)
+    S("set key outside top center horizontal Left reverse width 1 samplen 3 spacing 1.1 %s", font(10, p.fs))
   end
   -- room above and below bars for their value labels
   local has_labels = false

@@ -211,7 +211,7 @@ function M.setup(opts)
     opts.results = (opts.given and opts.given.results) and sys.abspath(opts.results) or sys.env("XSA_RESULTS") or
       (opts.quick and (opts.out .. "/records")) or (base .. "/results")
   end
-  if opts.format ~= "png" and opts.format ~= "svg" then
+  if opts.format ~= nil and opts.format ~= "png" and opts.format ~= "svg" then
     io.stderr:write("--format must be png or svg\n")
     os.exit(2)
   end
@@ -717,13 +717,14 @@ function M.points_ci(panel, xs, per_x, o)
     texts[i] = o.values and numbers.finite(mean[i]) and numbers.text(o.values, mean[i]) or ""
   end
   if o.values then panel:labels(px, top, texts, {offset = {0, 0.7}, fontsize = o.fontsize or 8}) end
-  if o.line then panel:line(px, mean, {color = o.color, width = 1.5, dash = o.dash}) end
+  -- the legend entry goes to the line when there is one (it shows the dash), else to the error bars
+  local label = o.label and (#per_x[1] > 1 and (o.label .. " (mean, 95% t interval)") or o.label)
+  if o.line then panel:line(px, mean, {color = o.color, width = 1.5, dash = o.dash, label = label}) end
   if #per_x[1] > 1 then
     panel:points(dx, dy, {color = o.color, pointsize = 0.45, pointtype = 6})
-    panel:errorbars(px, mean, lo, hi, {color = o.color, label = o.label and (o.label .. " (mean, 95% t interval)"),
-      pointsize = 1, width = 2})
+    panel:errorbars(px, mean, lo, hi, {color = o.color, label = not o.line and label or nil, pointsize = 1, width = 2})
   else
-    panel:points(px, mean, {color = o.color, label = o.label, pointsize = 1.2})
+    panel:points(px, mean, {color = o.color, label = not o.line and o.label or nil, pointsize = 1.2})
   end
   return mean, lo, hi
 end
