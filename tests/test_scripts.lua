@@ -119,9 +119,16 @@ T.case("every file in scripts/ runs or says what it is; --help says what it writ
 end)
 
 T.case("quick and non-default runs write apart, in runs/LABEL/, never over the default run's figures", function()
-  local root = TMP .. "/root" -- a checkout of its own (XSA_ROOT) with the real data
+  -- a checkout of its own (XSA_ROOT, its script inside it: the study's defaults are under the checkout)
+  local root = TMP .. "/root"
   local env = "XSA_ROOT=" .. shq(root) .. " XSA_DATA=" .. shq(ROOT .. "/data")
-  os.execute("mkdir -p " .. shq(root))
+  os.execute("mkdir -p " .. shq(root .. "/scripts") .. " && cp " .. shq(ROOT .. "/scripts/part2_geometry.lua") .. " " ..
+    shq(root .. "/scripts/") .. " && ln -s " .. shq(ROOT .. "/lua") .. " " .. shq(root .. "/lua")) -- a checkout, not an install
+  local function run(_, flags, e)
+    local p = io.popen(string.format("cd %s && %s %s %s %s 2>&1", shq(TMP), e, shq(EXE), shq(root .. "/scripts/part2_geometry.lua"), flags))
+    local out = p:read("a")
+    return select(3, p:close()), out, out
+  end
   local code, _, err = run("part2_geometry.lua", "", env)
   T.eq(code, 0, err)
   local png = read(root .. "/plots/part2_geometry.png")

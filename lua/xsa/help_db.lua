@@ -173,6 +173,9 @@ add("xsa.read_file", "xsa.read_file(path) -> string | nil, message", "The whole 
   "local s, err = xsa.read_file(\"/etc/hostname\")")
 add("xsa.cwd", "xsa.cwd() -> path | nil, message", "The working directory as the kernel knows it (getcwd), not $PWD.",
   "print(xsa.cwd())")
+add("xsa.experiment.writes", "xsa.experiment.writes(name) -> string",
+  "What an experiment named name writes (its figures, summary, cache entries, records, and runs/LABEL/ for a quick " ..
+  "or non-default run): the Writes: paragraph of its --help unless its spec gives writes=.", "print(xsa.experiment.writes(\"mine\"))")
 add("xsa.experiment.cache_config", "xsa.experiment.cache_config(config) -> table",
   "What a cache entry, its checkpoints and saved state are keyed by: the configuration and the data files by content.",
   "print(xsa.cache.path(\"cache\", \"part3-300steps-seed0\", xsa.experiment.cache_config(config)))")
@@ -779,6 +782,10 @@ add("xsa.study.model_config", "xsa.study.model_config(opts [, seq_len [, seed]])
 add("xsa.study.new_model", "xsa.study.new_model(mc) -> model", "A fresh SA model.", "local m = xsa.study.new_model(mc)")
 add("xsa.study.new_pair", "xsa.study.new_pair(mc, lambda) -> sa, xsa", "An SA model and an XSA clone with identical weights.", "local sa, xm = xsa.study.new_pair(mc, 1)")
 add("xsa.study.adam_config", "xsa.study.adam_config(opts) -> table", "The training part of a configuration.", "local tc = xsa.study.adam_config(opts)")
+add("xsa.study.run_label", "xsa.study.run_label(opts) -> label | nil",
+  "The label of a run given flags that change what it computes (--quick, --steps 100, ...; not the folders, --format, " ..
+  "--threads, --jobs and the like): \"quick_seeds-2\"; nil for the default run. study.setup puts such a run's " ..
+  "default folders under runs/LABEL/.", "print(xsa.study.run_label({given = {quick = true}, quick = true}))")
 add("xsa.study.pair_options", "xsa.study.pair_options(train, extra) -> table", "xsa.train.pair's options from a training configuration.",
   "local po = xsa.study.pair_options(tc, {label = \"x\"})")
 add("xsa.study.check_pair", "xsa.study.check_pair(result) -> ok, why", "The cache check of a pair result.", "print(xsa.study.check_pair({}))")

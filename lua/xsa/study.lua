@@ -138,6 +138,13 @@ local HOUSEKEEPING = {out = true, plots = true, format = true, threads = true, j
   no_cache = true, resume = true, save_every = true, results = true, from_records = true, data_parallel = true,
   skip = true, only = true, output = true, help = true}
 
+-- A 32-bit FNV-1a hash of a string (labels cut short stay apart).
+local function text_hash(s)
+  local h = 2166136261
+  for i = 1, #s do h = ((h ~ s:byte(i)) * 16777619) & 0xffffffff end
+  return h
+end
+
 -- The label of a run that is not the default one, from the flags it was
 -- given (opts.given), else nil: "quick", "quick_seeds-2", "steps-100_lr-0.003".
 -- Its figures, summaries and cache go to runs/LABEL/ (M.setup).
@@ -159,15 +166,8 @@ function M.run_label(opts)
     parts[i] = v == true and name or v == false and ("no-" .. name) or (name .. "-" .. tostring(v))
   end
   local label = table.concat(parts, "_"):gsub("[^%w.,=+-]", "_")
-  if #label > 80 then label = label:sub(1, 64) .. "-" .. string.format("%08x", M.text_hash(label)) end
+  if #label > 80 then label = label:sub(1, 64) .. "-" .. string.format("%08x", text_hash(label)) end
   return label
-end
-
--- A 32-bit FNV-1a hash of a string (labels cut short stay apart).
-function M.text_hash(s)
-  local h = 2166136261
-  for i = 1, #s do h = ((h ~ s:byte(i)) * 16777619) & 0xffffffff end
-  return h
 end
 
 -- Settings after parsing: threads, absolute folders relative to default_base
