@@ -44,24 +44,23 @@ T.case("the answers first: the claims open doc/results.md and the report", funct
   T.ok(body:find('<table class="claims">', 1, true) < body:find('<h2 id="part1">', 1, true), "before the parts")
 end)
 
+-- How many places `pattern` (a per-seed table's start) matches in text; each must be inside <details>.
+local function collapsed_tables(text, pattern, name)
+  local n = 0
+  for pre in text:gmatch(pattern) do
+    n = n + 1
+    local open = text:sub(1, pre):match(".*()<details>")
+    T.ok(open and not text:sub(open, pre):find("</details>", 1, true), name .. ": a per-seed table outside <details>")
+  end
+  return n
+end
+
 T.case("per-seed tables are collapsed and never repeated as prose", function()
   local md = assert(xsa.read_file(ROOT .. "/doc/results.md"))
-  local n = 0
-  for pre in md:gmatch("()\n| seed |") do
-    n = n + 1
-    local open = md:sub(1, pre):match(".*()<details>")
-    T.ok(open and not md:sub(open, pre):find("</details>", 1, true), "doc/results.md: a per-seed table outside <details>")
-  end
-  T.ok(n >= 1, "part 3's per-seed table is there")
+  T.ok(collapsed_tables(md, "()\n| seed |", "doc/results.md") >= 1, "part 3's per-seed table is there")
   T.ok(not md:find("\nSeeds: %d+, %d+, %d+"), "seeds listed one by one")
   local html = assert(xsa.read_file(ROOT .. "/results/report.html"))
-  local m = 0
-  for pre in html:gmatch("()<tr><th>seed</th>") do
-    m = m + 1
-    local open = html:sub(1, pre):match(".*()<details>")
-    T.ok(open and not html:sub(open, pre):find("</details>", 1, true), "report.html: a per-seed table outside <details>")
-  end
-  T.ok(m >= 1, "part 3's per-seed table is in the report")
+  T.ok(collapsed_tables(html, "()<tr><th>seed</th>", "report.html") >= 1, "part 3's per-seed table is in the report")
   T.ok(not html:find("<li>Seed %d+:"), "the report lists seeds as prose")
 end)
 

@@ -20,9 +20,7 @@ local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 -- The blocks of a .dat file: blocks[i] (index i - 1) = list of rows of numbers.
 local function read_blocks(path)
-  local f = assert(io.open(path, "r"))
-  local text = f:read("a")
-  f:close()
+  local text = assert(xsa.read_file(path))
   local blocks = {}
   for chunk in (text .. "\n\n\n"):gmatch("(.-)\n\n\n") do
     local rows = {}
@@ -199,9 +197,7 @@ end
 -- The problems of the figure whose script is gp_path (its .dat beside it):
 -- a list of sentences, and the panels' geometry.
 function M.check(gp_path)
-  local f = assert(io.open(gp_path, "r"))
-  local text = f:read("a")
-  f:close()
+  local text = assert(xsa.read_file(gp_path))
   local panels, arrays, lines = parse_gp(text)
   local dat = text:match('plot "([^"]+%.dat)"')
   local dir = gp_path:match("^(.*)/[^/]*$") or "."
