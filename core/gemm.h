@@ -21,7 +21,10 @@
  * Threads: each call runs on the calling thread alone, as OpenBLAS does
  * here (system.c): oneDNN (OpenMP) is held to one thread for the call, so
  * a product's bits never depend on the thread count, and the engine's own
- * threads (lmhead.c, nn.c) never oversubscribe the cores. Asynchronous
+ * threads (lmhead.c, nn.c) never oversubscribe the cores. Neither library
+ * gives a row the same bits at every row count (oneDNN's AVX2 kernels
+ * included), so callers split a product the same way at every thread
+ * count (nn.c's linear forward). Asynchronous
  * signals wait until a dnnl_sgemm call is done (oneDNN 2.6's kernels move
  * the stack pointer into the heap: gemm.c).
  *

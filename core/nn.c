@@ -117,10 +117,13 @@ static void *linear_rows(void *arg)
  * own call: dinp's and dw's products side by side in the backward, and in
  * the forward the two halves of the rows. Each product stays one call on
  * one thread (OpenBLAS's own threads would change its bits, see system.c).
- * The row halves only with oneDNN: dnnl_sgemm gives each row the same bits
- * whatever the row count (test_nn checks it); OpenBLAS does not (measured:
- * a split changed the bits of every shape of the study's blocks), so it
- * keeps one call. */
+ * The row halves only with oneDNN, and then at every thread count (one
+ * after the other on one thread), so the calls, and with them the bits,
+ * never depend on the thread count: neither library gives a row the same
+ * bits at every row count (OpenBLAS: a split changed the bits of every
+ * shape of the study's blocks; oneDNN's AVX2 kernels, on the Zen 3: 64
+ * rows against 2 x 32 at N 256, K 64 changed 4 rows, and most splits of
+ * under 160 rows change some), so OpenBLAS keeps one call. */
 #define LINEAR_PAIR_MIN (1L << 20)
 
 void xsa_nn_linear_forward(float *out, const float *inp, const float *w,
@@ -130,9 +133,8 @@ void xsa_nn_linear_forward(float *out, const float *inp, const float *w,
     linear_fw_job halves[2] = {{out, inp, w, b, h, C, OC},
                                {out + (size_t)h * OC, inp + (size_t)h * C, w, b, N - h, C, OC}};
     linear_fw_job whole = {out, inp, w, b, N, C, OC};
-    if (h > 0 && h < N && (long)N * C * OC >= LINEAR_PAIR_MIN && xsa_threads() > 1 &&
-        xsa_gemm_get() == XSA_GEMM_DNNL)
-        xsa_run_split(halves, sizeof halves[0], 2, linear_rows);
+    if (h > 0 && h < N && (long)N * C * OC >= LINEAR_PAIR_MIN && xsa_gemm_get() == XSA_GEMM_DNNL)
+        xsa_run_halves(halves, sizeof halves[0], 1, linear_rows);
     else
         linear_rows(&whole);
 }

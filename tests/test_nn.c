@@ -153,18 +153,18 @@ static void test_linear(void)
     free(l_x); free(l_w); free(l_b); free(l_out); free(l_r); free(dx); free(dw); free(db);
 }
 
-/* The forward at a size that runs on two threads with oneDNN (dnnl_sgemm:
- * the rows in two halves, the second not on a 16-row boundary of the
- * whole) gives the bits of one thread, with and without a bias (OpenBLAS
- * keeps one call, so there the comparison holds trivially; with the split
- * forced onto OpenBLAS it fails), and on every backend the build has each
+/* The forward at sizes that run in two halves of the rows with oneDNN
+ * (the second not on a 16-row boundary of the whole; and 2 x 32 rows,
+ * which oneDNN's AVX2 kernels give other bits than one call of 64: the
+ * halves must then run at one thread too) gives the bits of one thread,
+ * with and without a bias (OpenBLAS keeps one call, so there the
+ * comparison holds trivially), and on every backend the build has each
  * row is the product: against a double sum, within the standard bound of
  * a float sum of C + 1 terms, (C + 1) u sum |term|. */
-static void test_linear_threads(void)
+static void linear_threads_at(int N, int C, int OC)
 {
-    enum { N = 100, C = 128, OC = 160 };
-    float *x = randv(N * C, 1), *w = randv(C * OC, 1), *b = randv(OC, 1);
-    float *o1 = zerov(N * OC), *o2 = zerov(N * OC);
+    float *x = randv((size_t)N * C, 1), *w = randv((size_t)C * OC, 1), *b = randv(OC, 1);
+    float *o1 = zerov((size_t)N * OC), *o2 = zerov((size_t)N * OC);
     const char *names[] = {"openblas", "dnnl"};
     int threads = xsa_threads();
     for (int k = 0; k < 2; k++) {
@@ -176,7 +176,7 @@ static void test_linear_threads(void)
             xsa_set_threads(2);
             xsa_nn_linear_forward(o2, x, w, wb ? b : NULL, N, C, OC);
             CHECK(memcmp(o1, o2, sizeof(float) * N * OC) == 0,
-                  "%s linear forward (bias %d): 2 threads differ from 1", names[k], wb);
+                  "%s linear forward %d x %d x %d (bias %d): 2 threads differ from 1", names[k], N, C, OC, wb);
             double worst = 0.0; /* the largest error as a fraction of its bound */
             for (int n = 0; n < N; n++)
                 for (int q = 0; q < OC; q++) {
@@ -193,6 +193,12 @@ static void test_linear_threads(void)
     xsa_gemm_set("default");
     xsa_set_threads(threads);
     free(x); free(w); free(b); free(o1); free(o2);
+}
+
+static void test_linear_threads(void)
+{
+    linear_threads_at(100, 128, 160);
+    linear_threads_at(64, 64, 256);
 }
 
 /* ---- lm_head ---- */
