@@ -262,8 +262,9 @@ end
 function M.writes(name)
   return string.format("its figures (%s*.png or .svg, each with its .dat and .gp) in --plots (plots/), its\n" ..
     "summary (summary/%s.json), cache entries and checkpoints in --out (cache/), and one record per finished\n" ..
-    "training run in --results (results/; a --quick run's go to OUT/records). A --quick run, or one given a flag\n" ..
-    "that changes what it computes, writes to runs/LABEL/cache and runs/LABEL/plots instead (LABEL names those\n" ..
+    "training run in --results (results/; a --quick run's go to OUT/records); the folders are the checkout's\n" ..
+    "for the study's scripts, else beside the script. A study script's --quick run, or one given a flag that\n" ..
+    "changes what it computes, writes to runs/LABEL/cache and runs/LABEL/plots instead (LABEL names those\n" ..
     "flags: runs/quick/, runs/steps-100/), never over the default run's. Prints its table and statistics.", name, name)
 end
 

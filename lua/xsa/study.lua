@@ -190,10 +190,12 @@ function M.setup(opts)
   end
   local root = sys.abspath(sys.root())
   local base = M.default_base(root)
-  -- a quick or non-default run writes apart, in runs/LABEL/ (M.run_label),
-  -- never over the default run's cache/ summaries and plots/ figures; the
-  -- folders it gets are then given (children of --jobs get the same)
-  local label = M.run_label(opts)
+  -- a quick or non-default run of the study's own scripts writes apart, in
+  -- runs/LABEL/ (M.run_label), never over the default run's cache/
+  -- summaries and plots/ figures; the folders it gets are then given
+  -- (children of --jobs get the same). A user's experiment elsewhere has no
+  -- published figures to protect: it writes beside itself.
+  local label = base == root and M.run_label(opts) or nil
   opts.run_label = label
   local function place(key, default)
     if opts.given and opts.given[key] then return sys.abspath(opts[key]) end
