@@ -17,11 +17,14 @@
  * this process ignored is left alone. A Ctrl-C at a terminal reaches only
  * the foreground group, this process's, and so is forwarded the same way.
  *
+ * xsa._proc.mkdir(path) is mkdir -p without a shell, for the same reason.
+ *
  * Non-goals: capturing output (io.popen), other signals, Windows.
  */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -81,17 +84,22 @@ static int l_run(lua_State *L)
     sig_atomic_t forwarded = 0; /* signals passed on so far */
     if (pid > 0) {
         setpgid(pid, pid); /* also here: the group exists before any kill below */
+        /* polled, never a blocking waitpid: a signal that came between the
+         * check and the wait would wait there until the command ended */
+        struct timespec tick = {0, 20 * 1000 * 1000};
         for (;;) {
             if (n_signals > forwarded) {
                 kill(-pid, (int)got_signal);
                 forwarded = n_signals;
             }
-            if (waitpid(pid, &status, 0) == pid) break;
-            if (errno != EINTR) {
+            pid_t w = waitpid(pid, &status, WNOHANG);
+            if (w == pid) break;
+            if (w < 0 && errno != EINTR) {
                 rc = -1;
                 err = errno;
                 break;
             }
+            nanosleep(&tick, NULL);
         }
         if (forwarded) drain_group(pid);
     }
@@ -115,8 +123,35 @@ static int l_run(lua_State *L)
     return 3;
 }
 
+/* mkdir(path) -> true, or nil + why: mkdir -p without a shell (os.execute
+ * would ignore SIGINT while it ran; a Ctrl-C then is lost) */
+static int l_mkdir(lua_State *L)
+{
+    size_t n;
+    const char *path = luaL_checklstring(L, 1, &n);
+    if (n == 0 || memchr(path, '\0', n)) return luaL_argerror(L, 1, "not a folder name");
+    char *p = lua_newuserdatauv(L, n + 1, 0);
+    memcpy(p, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0') continue;
+        char c = p[i];
+        p[i] = '\0';
+        struct stat st;
+        if (mkdir(p, 0777) != 0 && !(errno == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode))) {
+            int e = errno == EEXIST ? ENOTDIR : errno;
+            lua_pushnil(L);
+            lua_pushfstring(L, "%s: %s", p, strerror(e));
+            return 2;
+        }
+        p[i] = c;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 static const luaL_Reg proc_funcs[] = {
     {"run", l_run},
+    {"mkdir", l_mkdir},
     {NULL, NULL},
 };
 

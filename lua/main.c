@@ -151,10 +151,19 @@ void xsa_message(const char *pname, const char *msg)
     fflush(stderr);
 }
 
+/* Set when the last error reported was a Ctrl-C / SIGINT ("interrupted!"
+ * ends its first line): a script that stops so exits 130, as a shell
+ * reports a process ended by SIGINT, wherever the signal caught it (loading
+ * a module, say, before the script's own handler could map it). */
+static int reported_interrupt;
+
 int xsa_report(lua_State *L, int status)
 {
     if (status != LUA_OK) {
-        xsa_message(xsa_progname, lua_tostring(L, -1));
+        const char *msg = lua_tostring(L, -1);
+        size_t n = msg ? strcspn(msg, "\n") : 0, k = strlen("interrupted!");
+        reported_interrupt = msg && n >= k && strncmp(msg + n - k, "interrupted!", k) == 0;
+        xsa_message(xsa_progname, msg);
         lua_pop(L, 1);
     }
     return status;
@@ -509,5 +518,6 @@ int main(int argc, char **argv)
         xsa_comm_abort(1);
     }
     lua_close(L);
-    return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
+    if (result && status == LUA_OK) return EXIT_SUCCESS;
+    return reported_interrupt ? 128 + SIGINT : EXIT_FAILURE;
 }

@@ -367,4 +367,22 @@ end)
   T.eq(n, 1, "the finished run stayed cached")
 end)
 
+-- A part that does not spread its runs over the ranks (part 5: no `ranks`
+-- in its declaration) under mpirun: the other ranks leave, rank 0 runs every
+-- seed itself. It waited for them in the first wave's allgather forever;
+-- and with --train, part 3 was trained for its first seed only (the
+-- --seed flag of the child had the first seed's value).
+T.case("mpirun -np 2 part5 --train: rank 0 runs every seed, no hang, each seed's part 3 trained", function()
+  local out = TMP .. "/p5"
+  local code, log = run(2, string.format("%s --quick --seeds 2 --train --steps 4 --out %s --plots %s",
+    shq(ROOT .. "/scripts/part5_bias_trained.lua"), shq(out), shq(out .. "/plots")), 900)
+  T.eq(code, 0, "status (124: the timeout, a hang):\n" .. log:sub(-3000))
+  local s = xsa.json.read_file(out .. "/summary/part5.json")
+  T.ok(s, "part 5's summary")
+  for seed = 0, 1 do
+    T.ok(log:find("cache miss: part3 paired training (seed " .. seed .. ")", 1, true), "part 3 of seed " .. seed .. ":\n" .. log)
+    T.ok(log:find("seed " .. seed .. ": ", 1, true), log)
+  end
+end)
+
 T.done()

@@ -726,14 +726,16 @@ end)
 -- --jobs: a SIGINT sent to the parent alone (kill -INT, as a Jupyter
 -- interrupt sends it) reaches the workers, which save their states, and
 -- then ends the parent. Through os.execute the parent ignored SIGINT until
--- every worker had finished its whole run.
+-- every worker had finished its whole run. The waits count log lines with
+-- `cat | grep -c`, which prints 0 before the log exists (grep -c of a
+-- missing file printed nothing, `[` failed and the kill came at once).
 long_case("--jobs 2: kill -INT of the parent stops the workers, which save, then the parent", function()
   local flags = "--quick --seeds 2 --jobs 2 --steps 3000 --eval-every 50 --save-every 100 --eval-batches 1 " ..
     "--max-tokens 8000 --seq-len 16 --batch 4 --d-model 32 --n-layer 1"
   local dir, e = TMP .. "/jobs_int", TMP .. "/jobs_int.err"
   local sh = string.format([[
 XSA_RESULTS=%s XSA_PROGRESS=log %s %s %s --out %s --plots %s >/dev/null 2>%s & pid=$!
-i=0; while [ "$(grep -c "step [0-9]*/3000" %s 2>/dev/null)" -lt 4 ]; do sleep 0.05; i=$((i+1)); [ $i -gt 2400 ] && break; done
+i=0; until [ "$(cat %s 2>/dev/null | grep -c "step [0-9]*/3000")" -ge 4 ]; do sleep 0.05; i=$((i+1)); [ $i -gt 12000 ] && break; done
 t0=$(date +%%s%%N); kill -INT $pid; { wait $pid; } 2>/dev/null; s=$?; t1=$(date +%%s%%N)
 echo "status=$s ms=$(( (t1 - t0) / 1000000 ))"]], shq(dir .. "/records"), shq(EXE), shq(ROOT .. "/scripts/part3_train.lua"),
     flags, shq(dir), shq(dir), shq(e), shq(e))
@@ -754,7 +756,7 @@ echo "status=$s ms=$(( (t1 - t0) / 1000000 ))"]], shq(dir .. "/records"), shq(EX
   -- the same command resumes both seeds from their states
   local sh2 = string.format([[
 XSA_RESULTS=%s XSA_PROGRESS=log %s %s %s --out %s --plots %s >/dev/null 2>%s & pid=$!
-i=0; while [ "$(grep -c "resume: part3" %s 2>/dev/null)" -lt 2 ]; do sleep 0.05; i=$((i+1)); [ $i -gt 2400 ] && break; done
+i=0; until [ "$(cat %s 2>/dev/null | grep -c "resume: part3")" -ge 2 ]; do sleep 0.05; i=$((i+1)); [ $i -gt 12000 ] && break; done
 kill -INT $pid; { wait $pid; } 2>/dev/null; echo "status=$?"]], shq(dir .. "/records"), shq(EXE), shq(ROOT .. "/scripts/part3_train.lua"),
     flags, shq(dir), shq(dir), shq(e), shq(e))
   p = io.popen("sh -c " .. shq(sh2))
@@ -762,6 +764,34 @@ kill -INT $pid; { wait $pid; } 2>/dev/null; echo "status=$?"]], shq(dir .. "/rec
   p:close()
   text = read(e) or ""
   T.eq(count(text, "resume: part3 paired training"), 2, "both seeds resumed: " .. text)
+end)
+
+-- An interrupt at any moment of a --jobs parent's life (starting, making its
+-- folders, starting the workers, waiting for them) stops it with status 130,
+-- never lost: the signal comes after each of a series of delays, from at
+-- once to well into training. What the run was doing then does not matter;
+-- every delay must give 130 and no worker that trained to its end. The
+-- delays are moments, not deadlines: a loaded machine moves them, and
+-- every moment must work. `env --default-signal=INT`: sh starts a background
+-- job with SIGINT ignored (no job control), which no program can see
+-- coming; a launcher that interrupts (Jupyter) does not.
+long_case("--jobs 2: kill -INT at any moment of the parent's life gives 130, never a finished run", function()
+  local flags = "--quick --seeds 2 --jobs 2 --steps 3000 --eval-every 50 --save-every 100 --eval-batches 1 " ..
+    "--max-tokens 8000 --seq-len 16 --batch 4 --d-model 32 --n-layer 1"
+  for i, delay in ipairs{"0", "0.05", "0.2", "0.5", "1", "2", "4"} do
+    local dir, e = TMP .. "/jobs_any" .. i, TMP .. "/jobs_any" .. i .. ".err"
+    local sh = string.format([[
+XSA_RESULTS=%s XSA_PROGRESS=log env --default-signal=INT %s %s %s --out %s --plots %s >/dev/null 2>%s & pid=$!
+sleep %s; kill -INT $pid; { wait $pid; } 2>/dev/null; echo "status=$?"]], shq(dir .. "/records"), shq(EXE),
+      shq(ROOT .. "/scripts/part3_train.lua"), flags, shq(dir), shq(dir), shq(e), delay)
+    local p = io.popen("sh -c " .. shq(sh))
+    local res = p:read("a")
+    p:close()
+    local text = read(e) or ""
+    T.eq(tonumber(res:match("status=(%d+)")), 130, "signal after " .. delay .. " s: " .. res .. text:sub(-1500))
+    T.ok(not text:find("3000/3000", 1, true) and not text:find("record written", 1, true),
+      "after " .. delay .. " s a worker trained to its end: " .. text:sub(-1500))
+  end
 end)
 
 os.execute("rm -rf " .. shq(TMP))

@@ -191,8 +191,9 @@ function M.results(name, opts, o)
   -- the entry (with its checkpoints) is missing: train this one seed, past
   -- any record of it (a record holds no checkpoint; the new one lands beside)
   given.no_cache, given.seeds, given.jobs, given.from_records = true, nil, nil, nil
-  if o.seed then given.seed = o.seed end
-  local argv = args.to_argv(setmetatable({given = given}, {__index = opts}), {options = study.options({})}, true)
+  local view = setmetatable({given = given}, {__index = opts})
+  if o.seed then given.seed, view.seed = true, o.seed end -- the flag and its value (not opts.seed: the first seed)
+  local argv = args.to_argv(view, {options = study.options({})}, true)
   local words = (name:gsub("^part(%d)", "part %1"))
   local by = o.by and (o.by .. ": ") or ""
   if not o.train then
@@ -314,7 +315,10 @@ end
 -- (spec.ranks), else on rank 0 alone.
 function Ex:main(fn)
   local size, rank = ranks()
-  if size > 1 and rank ~= 0 and not self.spread_ranks then return end
+  if size > 1 and not self.spread_ranks then
+    if rank ~= 0 then return end
+    self.alone = true -- the other ranks have left: Ex:run spreads nothing over them
+  end
   study.main(function() return fn(self) end)
 end
 
@@ -585,10 +589,11 @@ end
 -- Also the temporary files of an atomic write that a SIGKILL interrupted
 -- (NAME.tmp.PID, see core/fileio.h): nothing else will ever rename them.
 -- Only from another process, so this runs before training and after it,
--- never from the save hook: os.execute is C's system(), which ignores
--- SIGINT while the shell runs, and a Ctrl-C that came then would be lost.
+-- never from the save hook; through sys.execute, not os.execute (C's
+-- system(), which ignores SIGINT while the shell runs: a Ctrl-C that came
+-- then would be lost).
 local function remove_stale_temps(f)
-  os.execute("rm -f -- " .. sys.shell_quote(f.base) .. ".resume*.tmp.* 2>/dev/null")
+  sys.execute("rm -f -- " .. sys.shell_quote(f.base) .. ".resume*.tmp.* 2>/dev/null")
 end
 
 local function remove_state(f)
@@ -979,7 +984,9 @@ function Ex:run(units)
     io.stdout:flush()
     os.exit(0)
   end
-  if size > 1 and not opts.data_parallel then
+  -- when Ex:main let the other ranks go (a part without spec.ranks), rank 0
+  -- runs every unit itself, never waiting in a collective for ranks that are gone
+  if size > 1 and not self.alone and not opts.data_parallel then
     self:spread(units)
   elseif (opts.jobs or 1) > 1 and #units > 1 and not opts.from_records then
     schedule.processes(units, function(wave) self:run_workers(units, wave) end)

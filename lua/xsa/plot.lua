@@ -690,7 +690,7 @@ local function read_all(path) return require("xsa.core").read_file(path) or "" e
 -- installed.
 function M.gnuplot()
   local gp = sys.env("XSA_GNUPLOT") or "gnuplot"
-  local ok = os.execute("command -v " .. shq(gp) .. " >/dev/null 2>&1")
+  local ok = sys.execute("command -v " .. shq(gp) .. " >/dev/null 2>&1") -- a Ctrl-C meanwhile is not lost
   if not ok then return nil end
   return gp
 end

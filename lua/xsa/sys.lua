@@ -95,10 +95,25 @@ end
 
 -- Creates dir and its parents (mkdir -p); raises when that fails. Returns dir.
 function M.mkdir(dir)
-  if not os.execute("mkdir -p -- " .. M.shell_quote(dir)) then
+  local core = package.loaded["xsa.core"]
+  local mk = type(core) == "table" and core._proc and core._proc.mkdir
+  if mk then -- no shell: os.execute (C's system) would ignore a Ctrl-C meanwhile, and it would be lost
+    local ok, why = mk(dir)
+    if not ok then error("cannot create folder " .. dir .. " (" .. tostring(why) .. ")", 2) end
+  elseif not os.execute("mkdir -p -- " .. M.shell_quote(dir)) then
     error("cannot create folder " .. dir, 2)
   end
   return dir
+end
+
+-- os.execute(cmd) for a command that reads no terminal, except that a
+-- SIGINT or SIGTERM that comes while it runs is not lost (xsa._proc.run:
+-- passed to the command, then to this process); os.execute without the engine.
+function M.execute(cmd)
+  local core = package.loaded["xsa.core"]
+  local run = type(core) == "table" and core._proc and core._proc.run
+  if run then return run(cmd) end
+  return os.execute(cmd)
 end
 
 -- A new private folder under $TMPDIR (else /tmp), made by mktemp -d
