@@ -24,6 +24,8 @@ void xsa_intr_kernel_mode(void);
 /* For a C function that waits (the kernel's input): 1 when an interrupt is
  * pending for L, which is then taken (the caller raises it), else 0. */
 int xsa_intr_take(lua_State *L);
+/* The signal the last interrupt came from (SIGINT or SIGTERM; SIGINT when none). */
+int xsa_intr_last_signal(void);
 
 /* ---- main.c ---- */
 

@@ -78,9 +78,14 @@ static void arm(lua_State *T)
     lua_sethook(T, lhook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
 }
 
+static volatile sig_atomic_t last_signal = SIGINT;
+
+int xsa_intr_last_signal(void) { return (int)last_signal; }
+
 static void laction(int sig)
 {
     if (!kernel_mode) signal(sig, SIG_DFL); /* a second Ctrl-C kills, as in lua.c */
+    last_signal = sig;
     pending = 1;
     lua_State *T = running_co ? running_co : main_thread;
     if (T) arm(T);

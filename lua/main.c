@@ -151,10 +151,12 @@ void xsa_message(const char *pname, const char *msg)
     fflush(stderr);
 }
 
-/* Set when the last error reported was a Ctrl-C / SIGINT ("interrupted!"
- * ends its first line): a script that stops so exits 130, as a shell
- * reports a process ended by SIGINT, wherever the signal caught it (loading
- * a module, say, before the script's own handler could map it). */
+/* Set when the last error reported was an interrupt ("interrupted!" ends
+ * its first line): a script that stops so exits 128 + the signal (130 for
+ * SIGINT, 143 for SIGTERM), as a shell reports a process the signal ended,
+ * wherever it caught the script (loading a module, say, before the script's
+ * own handler could map it); lua.c exits 1. A --jobs parent reads a
+ * worker's 130 as "interrupted", 1 as "failed". */
 static int reported_interrupt;
 
 int xsa_report(lua_State *L, int status)
@@ -519,5 +521,5 @@ int main(int argc, char **argv)
     }
     lua_close(L);
     if (result && status == LUA_OK) return EXIT_SUCCESS;
-    return reported_interrupt ? 128 + SIGINT : EXIT_FAILURE;
+    return reported_interrupt ? 128 + xsa_intr_last_signal() : EXIT_FAILURE;
 }
