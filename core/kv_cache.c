@@ -168,7 +168,10 @@ static int ensure_scratch(xsa_kv_cache *c, size_t N, size_t C)
  * slots len..len+T-1 of block `layer`, then each new token attends to its
  * row's slots start..its own (the same sums in the same order as the full
  * attention of nn.c: vec.h's attention_row), then the variant's row
- * forward (attention.h). a->y holds Y when the variant has one. */
+ * forward (attention.h). a->y holds Y when the variant has one. Past
+ * XSA_NN_ATTN_FULL_MAX positions the full forward runs the blocked kernel
+ * instead (nn.h), whose sums are ordered by blocks: there decoding agrees
+ * with it to rounding, not to the bit. */
 typedef struct {
     xsa_kv_cache *c;
     int T, C, NH;
