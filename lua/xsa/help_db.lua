@@ -438,7 +438,7 @@ add("model:forward", "model:forward(inputs) -> tensor", "Logits [B,T,V] of int32
 add("model:clone", "model:clone([{attention=, lambda=}]) -> model", "A new model with the same weights, optionally another attention.",
   "local twin = model:clone{attention = \"xsa\", lambda = 1}")
 add("model:copy_from", "model:copy_from(other) -> model", "Copies the weights of a same-sized model.", "a:copy_from(b)")
-add("model:set_attention", "model:set_attention(\"sa\" | \"xsa\" [, lambda]) -> model", "Switches the attention in place.",
+add("model:set_attention", "model:set_attention(\"sa\" | \"xsa\" | \"vsub\" [, lambda]) -> model", "Switches the attention variant in place.",
   "model:set_attention(\"xsa\", 0.5)")
 add("model:parameters", "model:parameters() -> list of {name=, tensor=}",
   "The parameters in GPT-2 order, also indexed by name; the tensors are the model's own.",
