@@ -66,6 +66,9 @@ static void test_fd(int T)
     float loss;
     xsa_gpt_zero_grad(m);
     CHECK(xsa_gpt_forward(m, x, y, B, T, &loss) == 0 && xsa_gpt_backward(m, 1.0f) == 0, "vsub step");
+    float le;
+    CHECK(xsa_gpt_eval_loss(m, x, y, B, T, &le) == 0 && le == loss,
+          "vsub T=%d: the evaluation's loss is the training forward's to the bit (%.9g, %.9g)", T, le, loss);
     float *p = xsa_gpt_params_data(m), *g = xsa_gpt_grads_data(m);
     size_t n = xsa_gpt_num_params(m);
     double worst = 0, gmax = 0, h = 1e-2;
