@@ -20,17 +20,20 @@ local DIR = (debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./")
 
 -- The claims come from the registry (scripts/parts.lua): a part's report
 -- section may declare `claim = {text =, short =, rows = function(summary,
--- claims, text) -> rows}`; claims are numbered in the registry's order, so a
--- new part's claim joins the table by declaring one. M.CLAIMS[key] and
--- M.SHORT[key] are the numbered texts, keyed by the part's name.
+-- claims, text) -> rows}`, or several as `claims = {{key =, text =, ...}, ...}`
+-- (parts 8 and 9 share a registered family); claims are numbered in the
+-- registry's order, so a new part's claim joins the table by declaring one.
+-- M.CLAIMS[key] and M.SHORT[key] are the numbered texts, keyed by the part's
+-- name (PART.KEY for one of several).
 local function declared(sections)
   local list, long, short = {}, {}, {}
   for _, sec in ipairs(sections) do
-    if type(sec.claim) == "table" then
-      local n = #list + 1
-      list[n] = {key = sec.key, rows = sec.claim.rows}
-      long[sec.key] = string.format("%d. %s", n, sec.claim.text)
-      short[sec.key] = string.format("%d. %s", n, sec.claim.short or sec.claim.text)
+    local several = type(sec.claims) == "table" and sec.claims or {sec.claim}
+    for _, c in ipairs(type(several[1]) == "table" and several or {}) do
+      local n, key = #list + 1, sec.claims and (sec.key .. "." .. c.key) or sec.key
+      list[n] = {key = key, part = sec.key, rows = c.rows}
+      long[key] = string.format("%d. %s", n, c.text)
+      short[key] = string.format("%d. %s", n, c.short or c.text)
     end
   end
   return list, long, short
@@ -150,7 +153,7 @@ end
 function M.rows(sums)
   local out = {}
   for _, c in ipairs(LIST) do
-    for _, r in ipairs(c.rows(sums[c.key], M, M.CLAIMS[c.key]) or {}) do out[#out + 1] = r end
+    for _, r in ipairs(c.rows(sums[c.part], M, M.CLAIMS[c.key]) or {}) do out[#out + 1] = r end
   end
   return out
 end
@@ -168,12 +171,18 @@ end
 -- records); and its secondary endpoints {n =, yes =, no =}.
 function M.verdict(rows, claim)
   local all, any_no, n, sec = true, false, 0, {n = 0, yes = 0, no = 0}
+  local esc -- the step endpoints (escape, reaching 5.5, reaching 5) measure one phenomenon: one vote
   for _, r in ipairs(rows) do
     if r.claim == claim and r.n > 0 then
       if r.endpoint:find("^final val loss") then
         n = n + 1
         if r.word == "contradicted" then any_no = true end
         if r.word ~= "supported" then all = false end
+      elseif r.unit == "steps" then
+        esc = esc or {all = true, no = false, rows = {}}
+        esc.rows[#esc.rows + 1] = r
+        esc.all = esc.all and r.word == "supported"
+        esc.no = esc.no or r.word == "contradicted"
       else
         sec.n = sec.n + 1
         sec.yes = sec.yes + (r.word == "supported" and 1 or 0)
@@ -181,17 +190,31 @@ function M.verdict(rows, claim)
       end
     end
   end
+  if esc then
+    sec.n, sec.escape = sec.n + 1, esc
+    sec.yes = sec.yes + ((esc.all and not esc.no) and 1 or 0)
+    sec.no = sec.no + (esc.no and 1 or 0)
+  end
   if n == 0 then return nil, sec end
   return any_no and "contradicted" or all and "supported" or "inconclusive", sec
 end
 
--- The verdict in words.
 function M.overall(rows, claim)
   local word, sec = M.verdict(rows, claim)
   if not word then return "no records yet" end
   if sec.n == 0 then return word .. " on the final val loss" end
-  return string.format("%s on the final val loss; secondary endpoints: supported on %d of %d, contradicted on %d",
-    word, sec.yes, sec.n, sec.no)
+  local out = string.format("%s on the final val loss; secondary endpoints (the %d step endpoints counted once, as " ..
+    "one phenomenon: the plateau escape): supported on %d of %d, contradicted on %d", word,
+    sec.escape and #sec.escape.rows or 0, sec.yes, sec.n, sec.no)
+  local e = sec.escape and sec.escape.rows[1]
+  local final
+  for _, r in ipairs(rows) do if r.claim == claim and r.endpoint:find("^final val loss") then final = final or r end end
+  if word == "inconclusive" and e and sec.escape.all and final and final.lo then
+    out = out .. string.format(". What the records show: XSA leaves the loss plateau earlier (%s by %+.1f steps, " ..
+      "95%% t %+.1f to %+.1f) and ends at a final val loss equal within its interval (%+.2f to %+.2f points)",
+      e.endpoint, e.mean, e.lo, e.hi, final.lo, final.hi)
+  end
+  return out
 end
 
 local function names(list)

@@ -14,7 +14,7 @@ local P = {name = "part7", title = "Training recipe", options = options, report 
     "every endpoint of doc/study.md per recipe with its 95% interval.",
   quick = E.pair_quick({seeds = "2", warmup = 3})}
 local function recipes(opts)
-  return {{key = "constant", label = string.format("constant lr %g (notebook)", opts.lr)},
+  return {{key = "constant", label = string.format("constant lr %g (part 3's runs)", opts.lr)},
     {key = "cosine", label = string.format("warmup %d, cosine to %g", opts.warmup, opts.min_lr_frac * opts.lr)}}
 end
 

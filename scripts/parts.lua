@@ -19,6 +19,8 @@ local LIST = {
   "part5_bias_trained.lua",
   "part6_lambda_sweep.lua",
   "part7_recipe.lua",
+  "part8_length.lua",
+  "part9_size.lua",
 }
 
 local M = {}

@@ -84,7 +84,29 @@ end
 local function verdict_row(what, final, mean)
   local f, fw = endpoint_cells(final)
   local m, mw = endpoint_cells(mean)
-  return {what, tostring(final and final.n or 0), f, fw, m, mw, need(final) .. "; " .. need(mean)}
+  return {what, tostring(final and final.n or 0), f, fw, m, mw, need(final) .. "; " .. need(mean),
+    p = {final and final.p_t, mean and mean.p_t}}
+end
+
+-- Holm over every test of the table (final and mean of each comparison),
+-- applied after the fact: none of these comparisons was registered, so the
+-- table shows what survives the correction beside each word.
+local function with_holm(rows)
+  local ps, at = {}, {}
+  for i, r in ipairs(rows) do
+    for k = 1, 2 do
+      if numbers_ok(r.p[k]) then ps[#ps + 1], at[#ps + 1] = r.p[k], {i, k} end
+    end
+  end
+  if #ps == 0 then return 0 end
+  local adj = xsa.stats.holm(ps)
+  for j, a in ipairs(at) do
+    local r, col = rows[a[1]], a[2] == 1 and 4 or 6
+    local decided = r[col]:find("better", 1, true)
+    r[col] = string.format("%s%s (Holm p %s)", r[col], decided and (adj[j] < 0.05 and ", survives Holm" or
+      ", not after Holm") or "", xsa.numbers.text("%.2g", adj[j]))
+  end
+  return #ps
 end
 
 -- The verdict rows of every paired comparison in the summaries: each
@@ -98,8 +120,11 @@ local function verdicts(sums)
       for _, r in ipairs(sec.verdicts(s, verdict_row)) do rows[#rows + 1] = r end
     end
   end
+  local m = with_holm(rows)
   return study.md_table({"comparison", "seeds", "final val loss (primary): gain (95% t interval), XSA ahead in",
-    "verdict", "mean val loss: gain (95% t interval), XSA ahead in", "verdict", "seeds for ±1 point (final; mean)"}, rows)
+    "verdict", "mean val loss: gain (95% t interval), XSA ahead in", "verdict", "seeds for ±1 point (final; mean)"}, rows) ..
+    string.format("\nEach verdict with its Holm-adjusted p over the table's %d tests, applied after the fact (these " ..
+    "comparisons were not registered; parts 8 and 9 are, doc/preregistration.md).\n", m)
 end
 
 -- What the records say of each part, for the notebook (scripts/study_notebook.lua):

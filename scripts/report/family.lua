@@ -1,0 +1,43 @@
+-- family.lua: the report's view of the registered family of parts 8 and 9
+-- (scripts/verdicts.lua decides it; doc/preregistration.md states it): a
+-- claim's rows for scripts/claims.lua and the sentences of a section, from a
+-- part's summary (its `family` rows once every cell has N seeds, else why not).
+local xsa = xsa or require "xsa"
+xsa.sys.library_file()
+
+local M = {}
+local fmt = string.format
+local WHAT = {gain = {"final val loss: the mean gain over the five cells", "points"},
+  length = {"final val loss: the slope of the gain per doubling of seq_len", "points per doubling"},
+  size = {"final val loss: the slope of the gain per doubling of the non-embedding parameters", "points per doubling"}}
+
+local function row_of(s, key)
+  for _, r in ipairs(s and s.family or {}) do if r.key == key then return r end end
+end
+
+-- A claim of the family for a section's `claims` list.
+function M.claim(key, text, short)
+  return {key = key, text = text, short = short, rows = function(s, _, claim)
+    local w, r = WHAT[key], row_of(s, key)
+    if not r then
+      local why = not s and "no records yet" or (s.n and ("not yet: " .. (s.incomplete or "")) or
+        "not yet: the pilot has not fixed N")
+      return {{claim = claim, endpoint = w[1] .. " (registered)", n = 0, unit = w[2], word = why}}
+    end
+    return {{claim = claim, endpoint = fmt("%s (registered: Holm over 3, adjusted p %s)", w[1],
+      xsa.numbers.text("%.3g", r.p_holm)), n = r.n, unit = w[2], mean = r.mean, lo = r.lo, hi = r.hi,
+      word = r.verdict == "not decided" and fmt("inconclusive at %d (registered N)", r.n) or r.verdict}}
+  end}
+end
+
+-- The sentences of a section about claim `key`: the verdict, or how far the grid is.
+function M.words(key)
+  return function(s)
+    local r = row_of(s, key)
+    if not r then return {s.incomplete or "No verdict yet."} end
+    return {fmt("%s: %+.3f %s (95%% t interval %+.3f to %+.3f, %d seeds); raw p %.3g, Holm-adjusted %.3g: %s.",
+      WHAT[key][1], r.mean, WHAT[key][2], r.lo, r.hi, r.n, r.p, r.p_holm, r.verdict)}
+  end
+end
+
+return M
