@@ -130,7 +130,7 @@ end
 function M.part(axis)
   local P = {name = axis.name, title = axis.title, summary = axis.summary, report = axis.report,
     options = study.options({}, nil, SKIP),
-    quick = {steps = 3, val_tokens = 2050, seeds = "2"}}
+    quick = {steps = 2, val_tokens = 2050, seeds = "1"}}
   for _, f in ipairs(PLAN_FLAGS) do P.options[#P.options + 1] = f end
   function P.units(ex) return M.units(ex, axis.cells) end
   function P.main(ex, runs) return M.main(ex, runs, axis) end
