@@ -382,8 +382,9 @@ end)
 T.case("mpirun -np 2 part5 --train: rank 0 runs every seed, no hang, each seed's part 3 trained", function()
   local out = TMP .. "/p5"
   local code, log = run(2, string.format("%s --quick --seeds 2 --train --steps 4 --out %s --plots %s",
-    shq(ROOT .. "/scripts/part5_bias_trained.lua"), shq(out), shq(out .. "/plots")), 900)
-  T.eq(code, 0, "status (124: the timeout, a hang):\n" .. log:sub(-3000))
+    shq(ROOT .. "/scripts/part5_bias_trained.lua"), shq(out), shq(out .. "/plots")))
+  -- (it used 15 s of CPU in all, 85 s of wall time at a load average of 14)
+  T.eq(code, 0, "status (124, 152: a time bound, a hang):\n" .. log:sub(-3000))
   local s = xsa.json.read_file(out .. "/summary/part5.json")
   T.ok(s, "part 5's summary")
   for seed = 0, 1 do
