@@ -23,19 +23,25 @@ local P = {name = "pilot", title = "Pilot of parts 8 and 9",
 
 local function size_cell(size) return plan.cell[size.key .. "-T" .. plan.size_length] end
 
--- Stage 1's units: every lr the sweep has reached so far (V.lr_choice says
--- which; a rerun adds the extensions it asks for).
+-- Stage 1's units: every lr the sweep has reached so far (V.lr_list says
+-- which; a rerun adds the extensions it asks for). The registered lrs come
+-- first and the extensions after them: a --jobs worker lists the units again
+-- in its own process, after records may have landed, and must find the
+-- same unit at the same index.
 local function lr_units(ex)
-  local units = {}
+  local units, later = {}, {}
   for _, size in ipairs(plan.sizes) do
-    local c = size_cell(size)
+    local c, registered = size_cell(size), {}
+    for _, lr in ipairs(plan.lr_sweep.lrs) do registered[lr] = true end
     for _, lr in ipairs(V.lr_list(ex.opts.results, size)) do
-      units[#units + 1] = {key = fmt("%s lr %g", size.key, lr), run = function()
+      local list = registered[lr] and units or later
+      list[#list + 1] = {key = fmt("%s lr %g", size.key, lr), run = function()
         local cfg = grid.config(plan, "pilot", c, plan.lr_sweep.seed, lr, {"sa"})
         return {size = size.key, lr = lr, r = (grid.group(ex, cfg, c, true))}
       end}
     end
   end
+  for _, u in ipairs(later) do units[#units + 1] = u end
   return units
 end
 
