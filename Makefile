@@ -253,7 +253,7 @@ fuzz: deps
 fuzz-bins: $(FUZZ_BIN)
 
 # A harness links the core and the binding (fuzz_json drives xsa.json in Lua).
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(BIND_OBJ) $(CORE_OBJ)
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_lua.h $(BIND_OBJ) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BIND_OBJ) $(CORE_OBJ) $(LDFLAGS) $(LUA_LIBS) $(LIBS)
 

@@ -394,14 +394,20 @@ def nul_bytes_and_invalid_utf8_are_escaped_never_a_failed_cell():
     assert r["status"] == "error" and r["evalue"] == "bad \\0 \ufffd byte", r
 
 
-@case
-def a_late_input_reply_never_reaches_a_later_cell():
+def interrupted_read():
+    """A cell waiting in io.read, interrupted; the input_request it showed."""
     msg_id = kc.execute("return io.read()", allow_stdin=True)
-    old = kc.get_stdin_msg(timeout=30)
-    assert old["msg_type"] == "input_request", old
+    m = kc.get_stdin_msg(timeout=30)
+    assert m["msg_type"] == "input_request", m
     km.interrupt_kernel()
     r, out = collect(msg_id, timeout=30)
     assert r["status"] == "error" and r["ename"] == "Interrupted", r
+    return m
+
+
+@case
+def a_late_input_reply_never_reaches_a_later_cell():
+    old = interrupted_read()
     late = lambda v: kc.stdin_channel.send(kc.session.msg("input_reply", {"value": v}, parent=old["header"]))
     late("late, before the next cell")
     msg_id = kc.execute("return io.read()", allow_stdin=True)
@@ -455,12 +461,7 @@ def io_read_without_stdin_fails_at_once():
 
 @case
 def an_interrupt_ends_a_wait_for_input():
-    msg_id = kc.execute("return io.read()", allow_stdin=True)
-    m = kc.get_stdin_msg(timeout=30)
-    assert m["msg_type"] == "input_request", m
-    km.interrupt_kernel()
-    r, out = collect(msg_id, timeout=30)
-    assert r["status"] == "error" and r["ename"] == "Interrupted", r
+    interrupted_read()
     r, out = run("'alive'")
     assert of(out, "execute_result")[0]["data"]["text/plain"] == "alive"
 

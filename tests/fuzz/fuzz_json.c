@@ -14,15 +14,8 @@
  * sign of zero, array marks) and re-encode to the same text, and the
  * indented form must decode to the same value too.
  */
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "fuzz_lua.h"
 
-#include <lauxlib.h>
-#include <lua.h>
-#include <lualib.h>
-
-int luaopen_xsa(lua_State *L);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -66,33 +59,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    L = luaL_newstate();
-    if (!L) abort();
-    luaL_openlibs(L);
-    luaL_requiref(L, "xsa", luaopen_xsa, 1);
+    L = fuzz_lua_open(NULL);
     lua_getfield(L, -1, "json");
-    if (luaL_loadbuffer(L, CHECK_LUA, sizeof CHECK_LUA - 1, "=fuzz_json") != LUA_OK) {
-        fprintf(stderr, "fuzz_json: %s\n", lua_tostring(L, -1));
-        abort();
-    }
-    lua_insert(L, -2);
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
-        fprintf(stderr, "fuzz_json: %s\n", lua_tostring(L, -1));
-        abort();
-    }
-    check_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_settop(L, 0);
+    check_ref = fuzz_lua_driver(L, "=fuzz_json", CHECK_LUA, sizeof CHECK_LUA - 1);
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, check_ref);
-    lua_pushlstring(L, (const char *)data, size);
-    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
-        fprintf(stderr, "fuzz_json: %s\n", lua_tostring(L, -1));
-        abort();
-    }
-    lua_settop(L, 0);
+    fuzz_lua_call(L, check_ref, "fuzz_json", data, size);
     return 0;
 }

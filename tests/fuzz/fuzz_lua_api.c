@@ -35,17 +35,11 @@
  * (at most 4 per dimension, or beyond XSA_MAX_NUMEL so they are refused).
  */
 #include <limits.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include <lauxlib.h>
-#include <lua.h>
-#include <lualib.h>
+#include "fuzz_lua.h"
 
-int luaopen_xsa(lua_State *L);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -275,38 +269,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         perror("fuzz_lua_api: temporary folder");
         abort();
     }
-    L = luaL_newstate();
-    if (!L) abort();
-    luaL_openlibs(L);
-    lua_getglobal(L, "package");
-    lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua;", getenv("XSA_ROOT"), getenv("XSA_ROOT"));
-    lua_getfield(L, -2, "path");
-    lua_concat(L, 2);
-    lua_setfield(L, -2, "path");
-    lua_pop(L, 1);
-    luaL_requiref(L, "xsa", luaopen_xsa, 1);
-    if (luaL_loadbuffer(L, DRIVER, sizeof DRIVER - 1, "=fuzz_lua_api") != LUA_OK) {
-        fprintf(stderr, "fuzz_lua_api: %s\n", lua_tostring(L, -1));
-        abort();
-    }
-    lua_insert(L, -2);
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
-        fprintf(stderr, "fuzz_lua_api: %s\n", lua_tostring(L, -1));
-        abort();
-    }
-    run_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_settop(L, 0);
+    L = fuzz_lua_open(getenv("XSA_ROOT"));
+    run_ref = fuzz_lua_driver(L, "=fuzz_lua_api", DRIVER, sizeof DRIVER - 1);
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, run_ref);
-    lua_pushlstring(L, (const char *)data, size);
-    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
-        fprintf(stderr, "fuzz_lua_api: %s\n", lua_tostring(L, -1));
-        abort();
-    }
-    lua_settop(L, 0);
+    fuzz_lua_call(L, run_ref, "fuzz_lua_api", data, size);
     return 0;
 }

@@ -12,16 +12,10 @@
  * leaves without unescaped markup. Seeds: records whose key text is "k".
  */
 #include <limits.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <unistd.h>
 
-#include <lauxlib.h>
-#include <lua.h>
-#include <lualib.h>
+#include "fuzz_lua.h"
 
-int luaopen_xsa(lua_State *L);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -55,38 +49,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     char root[PATH_MAX];
     if (!getcwd(root, sizeof root)) abort();
     setenv("XSA_ROOT", root, 0);
-    L = luaL_newstate();
-    if (!L) abort();
-    luaL_openlibs(L);
-    lua_getglobal(L, "package");
-    lua_pushfstring(L, "%s/lua/?.lua;%s/lua/?/init.lua;", getenv("XSA_ROOT"), getenv("XSA_ROOT"));
-    lua_getfield(L, -2, "path");
-    lua_concat(L, 2);
-    lua_setfield(L, -2, "path");
-    lua_pop(L, 1);
-    luaL_requiref(L, "xsa", luaopen_xsa, 1);
-    if (luaL_loadbuffer(L, CHECK_LUA, sizeof CHECK_LUA - 1, "=fuzz_record") != LUA_OK) {
-        fprintf(stderr, "fuzz_record: %s\n", lua_tostring(L, -1));
-        abort();
-    }
-    lua_insert(L, -2);
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
-        fprintf(stderr, "fuzz_record: %s\n", lua_tostring(L, -1));
-        abort();
-    }
-    check_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_settop(L, 0);
+    L = fuzz_lua_open(getenv("XSA_ROOT"));
+    check_ref = fuzz_lua_driver(L, "=fuzz_record", CHECK_LUA, sizeof CHECK_LUA - 1);
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, check_ref);
-    lua_pushlstring(L, (const char *)data, size);
-    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
-        fprintf(stderr, "fuzz_record: %s\n", lua_tostring(L, -1));
-        abort();
-    }
-    lua_settop(L, 0);
+    fuzz_lua_call(L, check_ref, "fuzz_record", data, size);
     return 0;
 }
