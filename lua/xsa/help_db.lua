@@ -905,6 +905,7 @@ add("xsa.sys.env", "xsa.sys.env(name) -> string | nil", "An environment variable
 add("xsa.sys.root", "xsa.sys.root() -> path", "The repository root ($XSA_ROOT, else found from the modules).", "print(xsa.sys.root())")
 add("xsa.sys.abspath", "xsa.sys.abspath(p) -> path", "p made absolute against the working directory.", "print(xsa.sys.abspath(\"plots\"))")
 add("xsa.sys.shell_quote", "xsa.sys.shell_quote(s) -> string", "s as one single-quoted word for sh.", "print(xsa.sys.shell_quote(\"it's\"))")
+add("xsa.sys.execute", "xsa.sys.execute(cmd) -> ok, how, code", "os.execute for a command that reads no terminal, but a SIGINT or SIGTERM meanwhile is passed to it and then to this process, never lost (xsa._proc.run).", "xsa.sys.execute(\"true\")")
 add("xsa.sys.installed", "xsa.sys.installed() -> boolean", "Whether this xsa runs from an install (make install, a rock) rather than a checkout.", "print(xsa.sys.installed())")
 add("xsa.sys.mkdtemp", "xsa.sys.mkdtemp(prefix) -> path", "A new private folder under $TMPDIR or /tmp (mktemp -d: mkdtemp, mode 0700).", "local d = xsa.sys.mkdtemp(\"mine\")")
 add("xsa.sys.mkdir", "xsa.sys.mkdir(dir) -> dir", "mkdir -p; raises on failure.", "xsa.sys.mkdir(\"/tmp/a/b\")")
