@@ -17,10 +17,10 @@
 
 /* The Lua half of the module (lua/xsa/NAME.lua; tests/test_reliability.lua
  * checks this list against the folder). */
-static const char *const lua_modules[] = {"args", "cache", "checkpoint", "data", "endpoints", "experiment", "generate",
-                                          "geometry", "help", "help_db", "notebook", "numbers", "options", "plot",
-                                          "progress", "record", "report", "samples", "schedule", "show", "stats", "study", "sys",
-                                          "text", "tokenizer", "train", NULL};
+static const char *const lua_modules[] = {"args", "cache", "checkpoint", "data", "endpoints", "executor", "experiment",
+                                          "generate", "help", "help_db", "notebook", "numbers", "options",
+                                          "pair", "plot", "progress", "record", "report", "samples", "schedule", "show",
+                                          "stats", "store", "study", "sys", "text", "tokenizer", "train", NULL};
 
 static int is_lua_module(const char *name)
 {

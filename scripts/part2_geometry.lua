@@ -4,14 +4,15 @@
 --   Vn = V / |V|,  alpha = Y . Vn            (Y's component along V)
 --   Z  = Y - lambda * alpha * Vn             (lambda = 0: SA, Z = Y)
 -- At lambda = 1, Z is orthogonal to V (the right angle is marked). The
--- numbers and the drawing of one panel are xsa.geometry's.
+-- numbers and the drawing of one panel are geometry.lua's.
 --
 --   xsa scripts/part2_geometry.lua                  # SA next to XSA at lambda 1
 --   xsa scripts/part2_geometry.lua --lambda 0.5
 --   xsa scripts/part2_geometry.lua --animate        # + GIF sweeping lambda 0 -> 1
 -- Needs no model and no data: only gnuplot.
 local xsa = xsa or require "xsa"
-local plot, geometry = xsa.plot, xsa.geometry
+local plot = xsa.plot
+local geometry = dofile((debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./") .. "geometry.lua")
 
 local P = {report = "report/part2.lua", run_all = {"--animate"},
   name = "part2", title = "Geometry of the projection",

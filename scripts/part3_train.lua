@@ -9,7 +9,7 @@ local P = {name = "part3", title = "Paired training", report = "report/part3.lua
   summary = "Paired training: SA and XSA from identical initial weights, the same batch to both at every step,\n" ..
     "AdamW each; train/val loss curves, final val loss table, checkpoints and results; --seeds N replicates\n" ..
     "the pair over seeds and gives the verdict with a 95% interval.",
-  options = study.options({}), quick = xsa.experiment.pair_quick(), ranks = true,
+  options = study.options({}), quick = xsa.experiment.pair_quick(),
   config = function(opts) return xsa.experiment.pair_config(opts, "part3") end}
 
 function P.units(ex) -- one paired run per seed

@@ -9,7 +9,7 @@
 local xsa = xsa or require "xsa"
 local study, plot = xsa.study, xsa.plot
 
-local P = {name = "part4", title = "Sequence length", report = "report/part4.lua", publish = {seeds = 15}, ranks = true,
+local P = {name = "part4", title = "Sequence length", report = "report/part4.lua", publish = {seeds = 15},
   summary = "SA vs XSA at several sequence lengths (a fresh pair for each): final val loss per length\n" ..
     "and the improvement % (over --seeds with a 95% interval); each (seed, length) cached.",
   options = study.options({steps = 500, batch = 8, max_tokens = 150000}, {{"seq-lens", "numbers", {64, 128, 256},

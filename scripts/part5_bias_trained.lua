@@ -5,6 +5,7 @@
 --   xsa scripts/part5_bias_trained.lua --seeds 5 [--train: part 3 first if needed] [--quick]
 local xsa = xsa or require "xsa"
 local study, numbers, plot = xsa.study, xsa.numbers, xsa.plot
+local bias = dofile((debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./") .. "bias_table.lua")
 
 local P = {name = "part5", title = "Bias probe after training", report = "report/part5.lua", publish = {seeds = 10},
   summary = "Bias probe of trained SA, trained XSA (part 3's checkpoints, every seed) and the untrained initial\n" ..
@@ -64,7 +65,7 @@ function P.main(ex, per_seed)
   ex:save_figure(fig, "part5_bias_trained", "cos(y_i, v_i) and cos(z_i, v_i) are over positions ≥ 1: at position 0 a " ..
     "token attends only to itself (y_0 = v_0, cos 1) and z_0 is rounding residue; the JSON keeps the all-positions values." ..
     (N > 1 and string.format(" Bars: means over %d seeds; error bars: 95%% t intervals; dots: each seed.", N) or ""))
-  local rows, means = study.bias_rows(per_seed, models, L)
+  local rows, means = bias.rows(per_seed, models, L)
   local tbl = ex:table({"model", "layer", "pre cos(y_i,v_i), pos ≥ 1", "post cos(z_i,v_i), pos ≥ 1", "bias removed %"}, rows)
   print("cos: mean over heads, tokens at positions >= 1 and batches" .. (N > 1 and string.format("; mean over %d seeds (95%% t interval)", N) or ""))
   for _, x in ipairs(per_seed) do print(string.format("seed %d: %s", x.seed, x.entry)) end

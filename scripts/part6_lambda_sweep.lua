@@ -1,11 +1,11 @@
 -- part6_lambda_sweep.lua: how much projection? Per seed, each XSA(lambda) trains against one SA baseline (part 3's
--- when recorded: then XSA(1) and XSA(0) = SA are part 3's runs, probed by part 5; else trained with the first lambda),
--- and is probed: mean post-projection cos(z_i, v_i), layers, positions >= 1.
+-- when recorded, see lambda.lua; else trained with the first lambda) and is probed: mean cos(z_i, v_i), positions >= 1.
 --   xsa scripts/part6_lambda_sweep.lua [--lambdas 0,1] [--seeds 3] [--quick]
 local xsa = xsa or require "xsa"
 local study, plot = xsa.study, xsa.plot
+local L = dofile((debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./") .. "lambda.lua")
 
-local P = {name = "part6", title = "Lambda sweep", report = "report/part6.lua", publish = {seeds = 10}, ranks = true,
+local P = {name = "part6", title = "Lambda sweep", report = "report/part6.lua", publish = {seeds = 10},
   summary = "Lambda sweep from one init per seed, each XSA(lambda) against its seed's SA baseline: paired\n" ..
     "improvement % and mean post-projection bias vs lambda (95% intervals over --seeds); checkpoints kept.",
   options = study.options({}, {{"lambdas", "numbers", {0, 0.25, 0.5, 0.75, 1.0}, "the lambda values"},
@@ -19,13 +19,13 @@ local function train(ex, seed, lam, base, probe_data) -- XSA(lam), against base 
   return ex:pair{name = string.format("part6-lambda%g-%s", lam, xsa.experiment.seed_tag(config)), config = config,
     label = string.format("part6 λ=%g seed %d", lam, seed), what = string.format("part6 lambda %g seed %d", lam, seed),
     baseline = baseline and baseline.sa, checkpoints = baseline and {"xsa"} or {"sa", "xsa"}, optimizer = false,
-    after = study.probe_after(probe_data, ex.opts.probe_batches, baseline),
+    after = L.probe_after(probe_data, ex.opts.probe_batches, baseline),
     check = function(res) return #((res.probe or {}).xsa or {}) > 0, "no probe" end}
 end
 
 local function run(ex, seed, lam, first, reuse) -- one (seed, lambda); first: the first lambda's run (its SA baseline)
   local probe_data, base, r, status, entry = study.probe_data_config(ex.opts, ex.opts.seq_len), first and first.r
-  if reuse then r, base = study.lambda_from_part3(reuse, lam) end
+  if reuse then r, base = L.from_part3(reuse, lam) end
   if not r then r, status, entry = train(ex, seed, lam, base, probe_data) end
   local cos = function(m, key) return study.layer_mean(r.probe[m], key or "post_cos_pos1") end
   return {r = r, x = {seed = seed, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
@@ -36,7 +36,7 @@ end
 
 function P.units(ex) -- per seed and lambda; part 3's records (probed by part 5) or the first lambda's SA baseline
   local o = ex.opts
-  return ex:lambda_units(o.lambdas, o.probe_batches, study.probe_data_config(o, o.seq_len), function(...) return run(ex, ...) end)
+  return L.units(ex, o.lambdas, o.probe_batches, study.probe_data_config(o, o.seq_len), function(...) return run(ex, ...) end)
 end
 
 function P.main(ex, runs)

@@ -10,7 +10,7 @@ local options = study.options({}, {{"warmup", "int", 30, "linear warmup steps of
 options[#options + 1] = {"seeds", "string", "10", "seeds 0..N-1, or a list (3,7,11; one seed: 3,)",
   check = function(v) return study.parse_seeds(v) ~= nil, select(2, study.parse_seeds(v)) end}
 local P = {name = "part7", title = "Training recipe", options = options, report = "report/part7.lua", publish = {seeds = 10},
-  ranks = true, summary = "Part 3's pair under the notebook's constant lr and under warmup + cosine decay, over --seeds;\n" ..
+  summary = "Part 3's pair under the notebook's constant lr and under warmup + cosine decay, over --seeds;\n" ..
     "every endpoint of doc/study.md per recipe with its 95% interval.",
   quick = E.pair_quick({seeds = "2", warmup = 3})}
 local function recipes(opts)

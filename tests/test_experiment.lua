@@ -176,8 +176,8 @@ T.case("results of another experiment: missing, with the command to run", functi
   local ex = new({"--out", TMP .. "/empty", "--plots", TMP .. "/plots", "--quick", "--seed", "3"})
   local r, msg = experiment.results("part3", ex.opts, {by = "mine", script = "scripts/part3_train.lua"})
   T.eq(r, nil)
-  T.ok(msg:find("mine: no finished part-3 run for this configuration (part3-10steps-seed3: missing)", 1, true), msg)
-  T.ok(msg:find("Run part 3 first with the same flags:\n  xsa scripts/part3_train.lua --seed 3 --out " ..
+  T.ok(msg:find("mine: no finished part3 run for this configuration (part3-10steps-seed3: missing)", 1, true), msg)
+  T.ok(msg:find("Run scripts/part3_train.lua first with the same flags:\n  xsa scripts/part3_train.lua --seed 3 --out " ..
     TMP .. "/empty --plots " .. TMP .. "/plots --quick\n", 1, true), msg)
   -- a finished entry (checkpoints present) is loaded, not recomputed
   local config = experiment.pair_config(ex.opts, "part3")

@@ -302,6 +302,57 @@ T.case("mpirun -np 2: a part 6 sweep equals one process's, bit for bit", functio
     "every run read from its record:\n" .. l5)
 end)
 
+-- Every part of the study's registry, in its order, in one process and
+-- under mpirun -np 2, each into its own folders (a later part reads an
+-- earlier one's runs there): the cache entries and the summary's numbers
+-- are the same, bit for bit. Small settings (--quick, a 1-layer model of
+-- width 32, 4 steps: part 7's --quick warms up over 3) with 2 seeds where a part has seeds, so that both
+-- ranks get runs. A summary's cache status ("miss" here, "hit" or "record"
+-- where rank 0 read back another rank's run; also in its table), the entry
+-- it names (the cache's or the record's) and the checkpoints (a record
+-- holds none), its records and times differ.
+local SMALL = {quick = true, ["n-layer"] = 1, ["d-model"] = 32, ["n-head"] = 2, steps = 4, ["eval-every"] = 2,
+  ["eval-batches"] = 1, ["probe-batches"] = 1, seeds = 2, threads = 1}
+local NOT_NUMBERS = {cache = true, records = true, wall_s = true, figures = true, reused = true, finished_at = true,
+  entry = true, table = true, checkpoints = true, timing = true}
+local function summary(dir, name)
+  local j = xsa.json.read_file(dir .. "/cache/summary/" .. name .. ".json")
+  local function drop(v)
+    if type(v) ~= "table" then return v end
+    local o = {}
+    for k, x in pairs(v) do if not NOT_NUMBERS[k] then o[k] = drop(x) end end
+    return o
+  end
+  return j and drop(strip(j, dir))
+end
+local PARTS = dofile(ROOT .. "/scripts/parts.lua")
+for _, d in ipairs(PARTS.load()) do
+  T.case("mpirun -np 2: " .. d.name .. " gives what one process gives", function()
+    local function flags(dir)
+      local f = {}
+      local small = setmetatable({out = dir .. "/cache", results = dir .. "/records", plots = dir .. "/plots"}, {__index = SMALL})
+      for _, k in ipairs{"quick", "n-layer", "d-model", "n-head", "steps", "eval-every", "eval-batches", "probe-batches",
+        "seeds", "threads", "out", "results", "plots"} do
+        local v = small[k]
+        if PARTS.has(d, k) then f[#f + 1] = "--" .. k .. (v == true and "" or " " .. shq(tostring(v))) end
+      end
+      return table.concat(f, " ")
+    end
+    for _, np in ipairs{false, 2} do
+      local code, log = run(np or nil, shq(d.path) .. " " .. flags(TMP .. (np and "/parts2" or "/parts1")), 300)
+      T.eq(code, 0, log)
+    end
+    local one, two = TMP .. "/parts1", TMP .. "/parts2"
+    local e1, n1 = entries(one .. "/cache")
+    local e2, n2 = entries(two .. "/cache")
+    T.eq(n2, n1, "as many cache entries")
+    for f, e in pairs(e1) do same(strip(e2[f] or {}, two), strip(e, one), f) end
+    local s1, s2 = summary(one, d.name), summary(two, d.name)
+    T.ok(s1 ~= nil, "one process wrote the summary")
+    same(s2, s1, d.name .. "'s summary")
+  end)
+end
+
 T.case("data-parallel: 20 step losses within 1e-5 of one process (batch 7 over 2 ranks, 2 over 3)", function()
   local script = TMP .. "/dp.lua"
   T.writefile(script, [[
@@ -349,7 +400,7 @@ end)
 T.case("a failing rank ends the job, naming the rank, the run and the error", function()
   local script = TMP .. "/fail.lua"
   T.writefile(script, [[
-local ex = xsa.experiment{name = "failing", script = "fail.lua", ranks = true,
+local ex = xsa.experiment{name = "failing", script = "fail.lua",
   options = xsa.study.options({}), argv = {"--out", arg[1], "--plots", arg[1] .. "/plots"}}
 ex:main(function()
   local res = ex:run({{key = "fine", run = function()

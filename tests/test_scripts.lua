@@ -150,8 +150,9 @@ T.case("quick and non-default runs write apart, in runs/LABEL/, never over the d
 end)
 
 T.case("--help of every script", function()
-  for _, s in ipairs{"part1_bias.lua", "part2_geometry.lua", "part3_train.lua", "part4_seqlen.lua",
-    "part5_bias_trained.lua", "part6_lambda_sweep.lua", "part7_recipe.lua", "run_all.lua", "report.lua"} do
+  local scripts = {"run_all.lua", "report.lua"}
+  for i, d in ipairs(dofile(ROOT .. "/scripts/parts.lua").load()) do table.insert(scripts, i, d.script) end
+  for _, s in ipairs(scripts) do
     local code, out = run(s, "--help")
     T.eq(code, 0, s .. " --help status")
     T.ok(out:find("usage: xsa " .. ROOT .. "/scripts/" .. s .. " ", 1, true), "the path it was run as: " .. s .. ": " .. out)
@@ -197,7 +198,7 @@ T.case("part2: geometry figure and animation", function()
     -- gave every frame the first one's palette: the removed part and Z black)
     local pal = require("images").gif_palettes(gif)
     for i = 2, 5 do
-      T.ok(pal[i][xsa.geometry.colors.removed] and pal[i][xsa.plot.colors.xsa], "frame " .. i .. ": removed and Z in colour")
+      T.ok(pal[i][dofile(ROOT .. "/scripts/geometry.lua").colors.removed] and pal[i][xsa.plot.colors.xsa], "frame " .. i .. ": removed and Z in colour")
     end
   end
   local s = summary("part2")
@@ -469,7 +470,7 @@ end)
 T.case("part5: needs part 3, then probes trained and untrained models", function()
   local code, _, err = run("part5_bias_trained.lua", "--quick --out " .. shq(TMP .. "/empty") .. " --plots " .. shq(PLOTS))
   T.eq(code, 1)
-  T.ok(err:find("Run part 3 first", 1, true) and err:find("part3_train.lua", 1, true), err)
+  T.ok(err:find("Run scripts/part3_train.lua first", 1, true), err)
   code, _, err = run("part5_bias_trained.lua", q())
   T.eq(code, 0, err)
   figure_ok("part5_bias_trained")

@@ -6,7 +6,7 @@
 -- --quick to every flag the user did not give explicitly.
 --
 --   local opts = xsa.args.parse(arg, {
---     name = "part3_train.lua", summary = "paired SA vs XSA training",
+--     name = "mine.lua", summary = "paired SA vs XSA training",
 --     options = {
 --       {"steps", "int", 300, "training steps per model"},
 --       {"lr", "number", 1e-3, "AdamW learning rate"},

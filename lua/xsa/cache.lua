@@ -10,7 +10,7 @@
 -- (xsa.write_file_atomic). An entry that does not parse, has another key or
 -- fails the caller's check is reported as corrupt and recomputed.
 --
---   local res, status = xsa.cache.fetch("cache", "part4", config, function()
+--   local res, status = xsa.cache.fetch("cache", "mine", config, function()
 --     return train_something(config)
 --   end, {no_cache = opts.no_cache})
 --   -- status: "hit", "miss", "refresh" (--no-cache) or "corrupt"

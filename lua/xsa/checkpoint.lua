@@ -21,9 +21,14 @@
 -- result.xsa, a result of xsa.train.runs in the list result.runs. This module
 -- is the one place that knows both.
 --
--- Non-goals: writing files (the caller's save hook does, e.g.
--- xsa.experiment's atomic slots), data-parallel runs (they do not resume).
+-- On disk (M.write_files, M.load_files): the state of a run beside its
+-- cache entry, in two slots written in turn, so that a process killed at
+-- any moment leaves a complete state (see "the state on disk" below).
+--
+-- Non-goals: data-parallel runs (they do not resume).
 local finite = require("xsa.numbers").finite
+local sys = require "xsa.sys"
+local cache = require "xsa.cache"
 
 local M = {}
 
@@ -227,6 +232,117 @@ function M.restore(state, loader)
     for _ = 1, taken do loader:next() end
   end
   if state.rng and core.set_rng_state then core.set_rng_state(state.rng) end
+end
+
+----------------------------------------------------------------------------
+-- the state on disk
+--
+-- `f` names the files of one run (xsa.experiment.files): f.state, the JSON
+-- NAME-HASH.resume.json next to the cache entry, holds the key and the
+-- configuration (as the entry does), the state xsa.train hands to its save
+-- hook (M.state) and the names of the model files, f.state_model(kind,
+-- slot) = NAME-HASH.resume-KIND-SLOT.safetensors (weights with AdamW moments
+-- and step counts), one per kind of model ("sa", "xsa"). A save writes every
+-- model into the slot the JSON does not name, then replaces the JSON
+-- (atomically), then removes the other slot's files, so a process killed at
+-- any moment leaves a complete state: the previous one or the new one.
+
+M.KINDS = {"sa", "xsa"}
+
+-- Removes the temporary files of an atomic write that a SIGKILL interrupted
+-- (NAME.tmp.PID, see core/fileio.h): nothing else will ever rename them.
+-- Only from another process, so this runs before training and after it,
+-- never from the save hook; through sys.execute, not os.execute (C's
+-- system(), which ignores SIGINT while the shell runs: a Ctrl-C that came
+-- then would be lost).
+function M.remove_stale_temps(f)
+  sys.execute("rm -f -- " .. sys.shell_quote(f.base) .. ".resume*.tmp.* 2>/dev/null")
+end
+
+-- Removes the saved state of f (the JSON, both slots' models, stale temporaries).
+function M.remove_files(f)
+  for _, p in ipairs(f.state_files) do os.remove(p) end
+  M.remove_stale_temps(f)
+end
+
+-- The slot the state on disk names (nil when there is none).
+local function slot_on_disk(f)
+  local j = core.json.read_file(f.state)
+  return type(j) == "table" and (j.slot == "a" or j.slot == "b") and j.slot or nil
+end
+
+-- Writes ctx.state (a save hook's ctx: ctx[kind] the models, ctx[kind ..
+-- "_opt"] their AdamW) for config (the run's cache key). Returns what was
+-- written, as words, or nil when the run has no state yet.
+function M.write_files(f, config, ctx)
+  local st = ctx.state
+  if not st then return nil end
+  local slot = slot_on_disk(f) == "a" and "b" or "a"
+  local models = {}
+  for _, k in ipairs(M.KINDS) do
+    models[k] = f.state_model(k, slot)
+    ctx[k]:save(models[k], {optimizer = ctx[k .. "_opt"]})
+  end
+  core.json.write_file(f.state, {key = cache.key(config), config = config, slot = slot, models = models,
+    state = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng},
+    result = st.result, saved_at = os.date("!%Y-%m-%dT%H:%M:%SZ")})
+  local other = slot == "a" and "b" or "a" -- the previous state's models, no longer named
+  for _, k in ipairs(M.KINDS) do os.remove(f.state_model(k, other)) end
+  return string.format("%s, %s, %s (the same command resumes from step %d; --no-resume starts over)",
+    models.sa, models.xsa, f.state, st.completed_steps)
+end
+
+-- The saved state for config (the run's cache key: another corpus is
+-- another state) of a run of `steps` steps: {resume = <xsa.train's
+-- opts.resume>, sa, xsa (models), sa_opt, xsa_opt}, or nil and "none", or
+-- nil and why it is unusable (said through say(fmt, ...) and removed: the
+-- run starts over).
+function M.load_files(f, config, steps, say)
+  local text = core.read_file(f.state)
+  if not text then return nil, "none" end
+  local function unusable(why)
+    say("warning: saved state %s %s; starting over", f.state, why)
+    M.remove_files(f)
+    return nil, why
+  end
+  local ok, j = pcall(core.json.decode, text)
+  if not ok or type(j) ~= "table" then return unusable("is not valid JSON") end
+  if j.key ~= cache.key(config) then return unusable("is for another configuration") end
+  local st = j.state
+  if type(st) ~= "table" or type(j.result) ~= "table" or type(j.models) ~= "table" or type(st.model_steps) ~= "table" then
+    return unusable("is incomplete")
+  end
+  local out = {}
+  for _, k in ipairs(M.KINDS) do
+    local good, m, opt = pcall(core.gpt.load, tostring(j.models[k]))
+    if not good then return unusable("names a model that cannot be loaded (" .. tostring(m) .. ")") end
+    if not opt or opt.step_count ~= st.model_steps[k] then return unusable("does not match its " .. k .. " model") end
+    out[k], out[k .. "_opt"] = m, opt
+  end
+  out.resume = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng,
+    result = j.result}
+  local good, why = M.check(out.resume, steps)
+  if not good then return unusable("is damaged (" .. why .. ")") end
+  return out
+end
+
+-- What an unfinished run leaves for inspection: every model (with AdamW)
+-- and the result so far, as -atN files (f.checkpoint(kind, "-atN"), f.base
+-- .. "-atN.json"). Returns the paths as text.
+function M.write_partial(f, config, res, ctx)
+  local at = string.format("-at%d", res.completed_steps)
+  local files = {}
+  if res.completed_steps > 0 then
+    for _, k in ipairs(M.KINDS) do
+      local p = f.checkpoint(k, at)
+      ctx[k]:save(p, {optimizer = ctx[k .. "_opt"]})
+      files[#files + 1] = p
+    end
+  end
+  local rp = f.base .. at .. ".json"
+  core.json.write_file(rp, {config = config, result = res}, {indent = true})
+  files[#files + 1] = rp
+  return table.concat(files, ", ")
 end
 
 return M

@@ -16,7 +16,8 @@ end
 D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.json", "xsa.mpi", "xsa.tokenizer",
   "xsa.data", "xsa.train", "xsa.checkpoint", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
-  "xsa.geometry", "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text", "xsa.notebook", "xsa.schedule", "xsa.show"}
+  "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text", "xsa.notebook", "xsa.schedule", "xsa.show",
+  "xsa.store", "xsa.pair", "xsa.executor"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -95,7 +96,7 @@ group("xsa.record", "the study's record: one JSON file per finished run",
   "Finished runs kept in the repository (results/), keyed by the whole configuration, the data's content and the " ..
   "precision, with their provenance. A run with a record is not trained again; records of one key from several " ..
   "machines sit side by side (the oldest counts); a damaged record is refused naming its file. doc/records.md.",
-  "local recs = xsa.record.find(\"results\", \"part3\", \"part3-300steps-seed0\", config)")
+  "local recs = xsa.record.find(\"results\", \"mine\", \"mine-300steps-seed0\", config)")
 group("xsa.study", "what the part scripts share",
   "Common flags, folders, loaders and model pairs of the study's configuration, markdown tables and the " ..
   "summaries the report reads.",
@@ -178,7 +179,7 @@ add("xsa.experiment.writes", "xsa.experiment.writes(name) -> string",
   "or non-default run): the Writes: paragraph of its --help unless its spec gives writes=.", "print(xsa.experiment.writes(\"mine\"))")
 add("xsa.experiment.cache_config", "xsa.experiment.cache_config(config) -> table",
   "What a cache entry, its checkpoints and saved state are keyed by: the configuration and the data files by content.",
-  "print(xsa.cache.path(\"cache\", \"part3-300steps-seed0\", xsa.experiment.cache_config(config)))")
+  "print(xsa.cache.path(\"cache\", \"mine-300steps-seed0\", xsa.experiment.cache_config(config)))")
 add("xsa.experiment.worker_status", "xsa.experiment.worker_status(code) -> kind [, words]",
   "What a --jobs worker's exit status means: \"ok\", \"interrupted\" (130 or none), \"crashed\" (a signal), \"failed\".",
   "print(xsa.experiment.worker_status(137))")
@@ -213,7 +214,7 @@ add("xsa.file_checksum", "xsa.file_checksum(path) -> \"crc64:HEX\", bytes | nil,
   "print(xsa.file_checksum(\"data/vocab.bpe\"))")
 add("xsa.record.find", "xsa.record.find(dir, part, name, config [, check]) -> {records}",
   "The records of a run, the chosen (oldest) first; {} when none. Raises, naming the file, on a refused record.",
-  "local r = xsa.record.find(\"results\", \"part3\", \"part3-300steps-seed0\", config)[1]")
+  "local r = xsa.record.find(\"results\", \"mine\", \"mine-300steps-seed0\", config)[1]")
 add("xsa.record.write", "xsa.record.write(dir, part, name, config, result [, provenance]) -> path",
   "Writes a new record (atomically, beside any other of its key); paths in the result are not recorded.",
   "xsa.record.write(\"/tmp/res\", \"mine\", \"mine-seed0\", {n = 1}, {v = 2})")
@@ -417,7 +418,7 @@ add("xsa.nn.cross_entropy", "xsa.nn.cross_entropy(logits, targets) -> tensor", "
 D["xsa.gpt"].sig = "xsa.gpt{vocab=50257, n_layer=2, d_model=128, n_head=2, seq_len=64, attention=\"sa\", lambda=1, seed=0, precision=\"f32\"} -> model"
 add("xsa.gpt.load", "xsa.gpt.load(path) -> model, optimizer | nil",
   "Reads a checkpoint written by model:save, validating names, shapes and config; returns the AdamW it carries, if any.",
-  "local model, opt = xsa.gpt.load(\"cache/part3-xsa-300steps-HASH.safetensors\")")
+  "local model, opt = xsa.gpt.load(\"cache/mine-xsa-300steps-HASH.safetensors\")")
 add("xsa.gpt.sample", "xsa.gpt.sample(logits [, {temperature=1, top_k=, top_p=, generator=}]) -> id | int32 tensor",
   "Draws a token id (0-based) from logits [V], or one per row of [B,V]: temperature 0 is greedy; top_k keeps the k most probable, " ..
   "top_p the smallest set reaching that probability; from the global generator unless one is given.",
@@ -488,7 +489,7 @@ add("xsa.json.encode", "xsa.json.encode(v [, {indent=true}]) -> string", "Determ
   "print(xsa.json.encode({b = 1, a = 2.5}))")
 add("xsa.json.decode", "xsa.json.decode(s) -> value", "Parses JSON; arrays keep their kind (xsa.json.array).", "local v = xsa.json.decode('{\"a\": [1, 2.0]}')")
 add("xsa.json.array", "xsa.json.array([t]) -> t", "Marks a table as a JSON array (so {} encodes as []).", "print(xsa.json.encode(xsa.json.array()))")
-add("xsa.json.read_file", "xsa.json.read_file(path) -> value | nil, message", "Decodes a JSON file.", "local r = xsa.json.read_file(\"cache/summary/part3.json\")")
+add("xsa.json.read_file", "xsa.json.read_file(path) -> value | nil, message", "Decodes a JSON file.", "local r = xsa.json.read_file(\"cache/summary/mine.json\")")
 add("xsa.mpi.rank", "xsa.mpi.rank() -> integer", "This process's rank, 0-based (0 outside mpirun).", "print(xsa.mpi.rank())")
 add("xsa.mpi.size", "xsa.mpi.size() -> integer", "The number of ranks in the job (1 outside mpirun).", "print(xsa.mpi.size())")
 add("xsa.mpi.local_size", "xsa.mpi.local_size() -> integer", "The ranks on this node (1 outside mpirun).",
@@ -636,7 +637,7 @@ add("xsa.plot.escape", "xsa.plot.escape(s) -> string",
   "print(xsa.plot.markup(\"Z_{\" .. xsa.plot.escape(\"a_b\") .. \"}\"))")
 add("xsa.plot.gnuplot", "xsa.plot.gnuplot() -> program | nil", "The gnuplot to run ($XSA_GNUPLOT or gnuplot), nil when missing.", "print(xsa.plot.gnuplot())")
 add("xsa.plot.render_script", "xsa.plot.render_script(gp_path, fmt, out) -> true | nil, message", "Renders a saved .gp script to another format.",
-  "xsa.plot.render_script(\"plots/part3_loss.gp\", \"svg\", \"/tmp/loss.svg\")")
+  "xsa.plot.render_script(\"plots/mine_loss.gp\", \"svg\", \"/tmp/loss.svg\")")
 add("xsa.plot.terminal_size", "xsa.plot.terminal_size() -> columns, lines", "The terminal's size: $COLUMNS/$LINES, else stty on the tty, else 80x24.",
   "print(xsa.plot.terminal_size())")
 add("figure:panel", "figure:panel{title=, xlabel=, ylabel=, xrange=, yrange=, xtics=, key=, grid=, equal=, zero=, logy=, headroom=} -> panel",
@@ -729,7 +730,7 @@ add("xsa.samples.wrap", "xsa.samples.wrap(text, width) -> {lines}", "Word-wraps 
 add("xsa.samples.terminal_width", "xsa.samples.terminal_width() -> integer", "$COLUMNS, else the terminal's width, else 100.",
   "print(xsa.samples.terminal_width())")
 add("xsa.samples.pair", "xsa.samples.pair(summary, out) -> result | nil, why", "The report's fixed prompts continued by the SA and XSA checkpoints a summary's result names (only files directly inside out).",
-  "local r = xsa.samples.pair(xsa.json.read_file(\"/abs/cache/summary/part3.json\"), \"/abs/cache\")")
+  "local r = xsa.samples.pair(xsa.json.read_file(\"/abs/cache/summary/mine.json\"), \"/abs/cache\")")
 add("xsa.samples.pair_html", "xsa.samples.pair_html(summary, out) -> html", "The report's text-samples HTML of xsa.samples.pair.", "-- a report section's html hook")
 add("xsa.help.help", "xsa.help.help([x])", "Prints the help of x (the global help(x) at the REPL).", "xsa.help.help(\"adamw\")")
 add("xsa.help.text", "xsa.help.text([x]) -> string", "The text help(x) prints.", "print(#xsa.help.text(xsa.zeros))")
@@ -797,7 +798,7 @@ add("xsa.study.md_table", "xsa.study.md_table(headers, rows [, text_cols]) -> st
 add("xsa.study.save_figure", "xsa.study.save_figure(fig, opts, name [, caption]) -> entry", "Saves a figure into the plots folder and says where; caption is what the report writes under it.",
   "xsa.study.save_figure(fig, opts, \"my_fig\")")
 add("xsa.study.write_summary", "xsa.study.write_summary(opts, part, summary)", "The summary of a part's latest run (what the report reads).",
-  "xsa.study.write_summary(opts, \"part3\", {result = r})")
+  "xsa.study.write_summary(opts, \"mine\", {result = r})")
 add("xsa.study.command_line", "xsa.study.command_line() -> string", "The command that ran the script.", "print(xsa.study.command_line())")
 add("xsa.study.main", "xsa.study.main(fn)", "Runs fn; Ctrl-C ends with status 130 and no traceback.", "xsa.study.main(function() end)")
 add("xsa.study.improvement_bars", "xsa.study.improvement_bars(panel, xs, vals [, width])", "Bars coloured by which model is ahead.",
@@ -832,15 +833,6 @@ add("xsa.study.sweep_span", "xsa.study.sweep_span(xs) -> lo, hi, pad, bar_width"
 add("xsa.study.train_config", "xsa.study.train_config(opts, seeds [, extra]) -> table",
   "The training flags a sweep's summary records as its configuration (steps, batch, seq_len, max_tokens, lr, seeds, data_seed, init_seed), plus extra.",
   "print(xsa.json.encode(xsa.study.train_config({steps = 300, batch = 16}, {0, 1})))")
-add("xsa.study.probe_after", "xsa.study.probe_after(probe_data, n_batches [, baseline]) -> function(res, models)",
-  "The after hook of a paired run (ex:pair) that probes both trained models on n_batches of the probe set; with a baseline run, its SA probe and checkpoint are reused.",
-  "ex:pair{config = config, after = xsa.study.probe_after(probe_data, 3)}")
-add("xsa.study.lambda_from_part3", "xsa.study.lambda_from_part3(reuse, lambda) -> run or nil, baseline",
-  "A lambda sweep's run taken from part 3's pair and part 5's probes of it (reuse: ex:part3_with_probes): at lambda 1 their XSA, at lambda 0 their SA (XSA(0) computes what SA computes, bit for bit); other lambdas: nil and the SA baseline to train against.",
-  "local r, base = xsa.study.lambda_from_part3(ex:part3_with_probes(0, 8, probe_data), 0.5)")
-add("xsa.study.bias_rows", "xsa.study.bias_rows(per_seed, models, L) -> rows, means",
-  "The pre- and post-projection table of probes over seeds (positions >= 1): per model and layer, and the mean over layers, cos(y_i, v_i), cos(z_i, v_i) and the bias removed, each a mean with its 95% t interval; means: per model, its means over layers.",
-  "local rows, means = xsa.study.bias_rows(per_seed, {{key = \"xsa\", label = \"XSA\"}}, 2)")
 add("xsa.study.ci_text", "xsa.study.ci_text(ci, format) -> string",
   "A mean_ci result as text: \"0.6410 (0.6300 to 0.6520)\", the mean alone without an interval, \"n/a\" without a mean.",
   "print(xsa.study.ci_text(xsa.study.mean_ci({1, 2, 3}), \"%.2f\"))")
@@ -960,19 +952,19 @@ add("xsa.train.loader_position", "xsa.train.loader_position(loader, taken) -> {e
 -- experiments
 
 group("xsa.experiment", "an experiment script's plumbing: flags, cache, checkpoints, resume, figures",
-  "xsa.experiment{name = ..., options = ..., config = ...} parses the flags and settles the folders; ex:pair{...} runs a cached, resumable paired SA/XSA training; ex:results(\"part3\") gives another experiment's finished run. Each part script of the study is built on it (doc/study.md).",
+  "xsa.experiment{name = ..., options = ..., config = ...} parses the flags and settles the folders; ex:pair{...} runs a cached, resumable paired SA/XSA training; ex:results(\"mine\") gives another experiment's finished run. Each part script of the study is built on it (doc/study.md).",
   "local ex = xsa.experiment{name = \"mine\", summary = \"my experiment\"}")
 add("xsa.experiment.new", "xsa.experiment.new(spec) -> experiment",
   "The same as calling xsa.experiment(spec): spec has name, title, summary, options, quick, config (a table or fn(opts)), script, argv.",
   "local ex = xsa.experiment.new{name = \"mine\"}")
 add("xsa.experiment.results", "xsa.experiment.results(name, opts [, {seed=, train=, script=, by=}]) -> result, config | nil, message",
   "The finished paired run of experiment `name` for the flags opts (and one of their seeds), from the cache, or (train = true) computed first by running its script with the same flags.",
-  "local r = xsa.experiment.results(\"part3\", ex.opts)")
+  "local r = xsa.experiment.results(\"mine\", ex.opts)")
 add("xsa.experiment.pair_config", "xsa.experiment.pair_config(opts, name [, {seed=, seq_len=, lambda=, probe_batches=, probe=}]) -> config",
   "The configuration (the cache key) of a paired run: data (batch order from the seed or --data-seed), model (weights from the seed or --init-seed), training and lambda settings from the flags.",
-  "local c = xsa.experiment.pair_config(ex.opts, \"part3\")")
+  "local c = xsa.experiment.pair_config(ex.opts, \"mine\")")
 add("xsa.experiment.pair_name", "xsa.experiment.pair_name(name, config) -> string",
-  "The cache name of a paired run: NAME-<steps>steps-<seed tag>.", "print(xsa.experiment.pair_name(\"part3\", c))")
+  "The cache name of a paired run: NAME-<steps>steps-<seed tag>.", "print(xsa.experiment.pair_name(\"mine\", c))")
 add("xsa.experiment.seed_tag", "xsa.experiment.seed_tag(config) -> string",
   "The seed part of a cache name: \"seed3\", or \"init3-data0\" when the weights and the batch order come from different seeds.",
   "print(xsa.experiment.seed_tag(c))")
@@ -981,36 +973,75 @@ add("xsa.experiment.pair_quick", "xsa.experiment.pair_quick([extra]) -> table",
   "local q = xsa.experiment.pair_quick{steps = 20}")
 add("xsa.experiment.files", "xsa.experiment.files(dir, name, config) -> table",
   "The files of a cached paired run: entry, checkpoints (init, sa, xsa), the resume state and its model slots.",
-  "local f = xsa.experiment.files(\"cache\", \"part3-300steps\", c)")
+  "local f = xsa.experiment.files(\"cache\", \"mine-300steps\", c)")
 add("xsa.experiment.ranks", "xsa.experiment.ranks() -> size, rank",
   "The ranks of an mpirun job (1, 0 otherwise), as ex:run divides runs.", "print(xsa.experiment.ranks())")
 add("xsa.experiment.run_script", "xsa.experiment.run_script(path, argv)",
   "Runs a script in this process with argv as its arg, as a child `xsa path argv...` would (run_all under " ..
   "mpirun, where a rank's child process is not part of the job).",
-  "xsa.experiment.run_script(\"scripts/part3_train.lua\", {\"--quick\"})")
+  "xsa.experiment.run_script(\"scripts/mine.lua\", {\"--quick\"})")
 add("xsa.experiment.part", "xsa.experiment.part(decl, ...) -> decl",
   "A part of a study in one declaration: the experiment's spec plus units(ex) and main(ex, results); run as a script it runs (the units through ex:run), loaded by xsa.experiment.declaration it only returns decl.",
   "return xsa.experiment.part({name = \"mine\", units = function(ex) return ex:seed_units(function(s) return (ex:pair{seed = s}) end) end, main = function(ex, results) print(#results) end}, ...)")
 add("xsa.experiment.declaration", "xsa.experiment.declaration(path) -> decl",
   "The declaration of the part in the script at path (xsa.experiment.part), without running it (a study's registry).",
-  "local d = xsa.experiment.declaration(\"scripts/part3_train.lua\")")
+  "local d = xsa.experiment.declaration(\"scripts/mine.lua\")")
 add("xsa.experiment.exe", "xsa.experiment.exe() -> path",
   "The xsa executable running this script (to start another part as a child process).", "print(xsa.experiment.exe())")
 
-group("xsa.geometry", "part 2's picture of the XSA projection in two dimensions",
-  "Computes and draws Y, V, the projection of Y on V and Z = Y - lambda (Y.Vn) Vn for 2-D vectors.",
-  "local g = xsa.geometry.project({1, 0}, {0.8, 0.6}, 1); print(g.cos_zv)")
-add("xsa.geometry.project", "xsa.geometry.project(V, Y, lambda) -> {vn, alpha, proj, Z, cos_yv, cos_zv}",
-  "The projection of 2-D Y on 2-D V for lambda.", "print(xsa.geometry.project({1, 0}, {1, 1}, 0.5).Z[2])")
-add("xsa.geometry.bounds", "xsa.geometry.bounds(V, Y) -> xrange, yrange",
-  "Axis ranges holding the origin, V, Y and Z at lambda 1, padded.", "local xr, yr = xsa.geometry.bounds({1, 0}, {1, 1})")
-add("xsa.geometry.draw", "xsa.geometry.draw(panel, V, Y, lambda [, zcolor, zname]) -> project(V, Y, lambda)",
-  "Draws V, Y, the projection, the removed part and Z into a figure panel.", "xsa.geometry.draw(p, {1, 0}, {1, 1}, 1)")
-add("xsa.geometry.numbers_text", "xsa.geometry.numbers_text(g) -> markup",
-  "alpha, cos(Y,V) and cos(Z,V) of project()'s result, as two lines of figure text.",
-  "print(xsa.geometry.numbers_text(xsa.geometry.project({1, 0}, {1, 1}, 1)))")
-add("xsa.geometry.panel", "xsa.geometry.panel(fig, V, Y, lambda, title [, zcolor, zname]) -> panel",
-  "A new panel of fig with the drawing, axes set by bounds(), the numbers under it and the legend below.", "xsa.geometry.panel(fig, {1, 0}, {1, 1}, 1, \"lambda = 1\")")
+group("xsa.store", "where an experiment's runs are kept: cache entries and records",
+  "A finished run is looked up in the records (xsa.record) before this machine's cache (xsa.cache); a run trained now gets a record. Its methods are an experiment's: ex:cached, ex:recorded, ex:record, ex:refresh.",
+  "local f = xsa.store.files(\"cache\", \"mine-300steps-seed0\", xsa.store.cache_config(config))")
+add("xsa.store.cache_config", "xsa.store.cache_config(config) -> table",
+  "What a cache entry, its checkpoints and saved state are keyed by: the configuration and the data files by content.",
+  "print(xsa.cache.path(\"cache\", \"mine-300steps-seed0\", xsa.store.cache_config(config)))")
+add("xsa.store.seed_tag", "xsa.store.seed_tag(config) -> string",
+  "The seed part of a cache name: \"seed3\", or \"init3-data0\" when the weights and the batch order come from different seeds.",
+  "print(xsa.store.seed_tag({data = {seed = 0}, model = {seed = 3}}))")
+add("xsa.store.files", "xsa.store.files(dir, name, config) -> table",
+  "The files of a cached run: entry, checkpoints (init, sa, xsa), the saved state and its model slots (xsa.checkpoint).",
+  "local f = xsa.store.files(\"cache\", \"mine-300steps\", xsa.store.cache_config(c))")
+group("xsa.pair", "a paired SA/XSA training run as a cached, recorded, resumable entry of an experiment",
+  "ex:pair{...} trains (or reads) the pair; ex:pair_config and ex:results give configurations and another experiment's finished pair. xsa.experiment re-exports the functions under their older names.",
+  "local r, status, entry = ex:pair{seed = 0, checkpoints = true}")
+add("xsa.pair.quick", "xsa.pair.quick([extra]) -> table",
+  "The --quick settings of a paired run (10 steps, 10k tokens, batch 4), with extra merged in.", "local q = xsa.pair.quick{steps = 20}")
+add("xsa.pair.config", "xsa.pair.config(opts, name [, {seed=, seq_len=, lambda=, probe_batches=, probe=}]) -> config",
+  "The configuration (the cache key) of a paired run of experiment `name`: data, model, training and lambda from the flags.",
+  "local c = xsa.pair.config(ex.opts, \"mine\")")
+add("xsa.pair.name", "xsa.pair.name(name, config) -> string",
+  "The cache name of a paired run: NAME-<steps>steps-<seed tag>.", "print(xsa.pair.name(\"mine\", c))")
+add("xsa.pair.results", "xsa.pair.results(name, opts [, {seed=, train=, script=, by=}]) -> result, config | nil, message",
+  "The finished paired run of experiment `name` for the flags opts, from the cache, or (train = true) computed first by running its script with the same flags.",
+  "local r = xsa.pair.results(\"mine\", ex.opts, {script = \"mine.lua\"})")
+group("xsa.executor", "where an experiment's units run: in this process, in --jobs children, over MPI ranks",
+  "Every rank enters executor.run with the same units; each unit is computed once somewhere and stored, then read back in order, so the results are one process's whatever ran where.",
+  "local results, gone = xsa.executor.run(ex, units, {})")
+add("xsa.executor.run", "xsa.executor.run(ex, units [, {handler=, skip=}]) -> results, left_out",
+  "The results of the units by index, each computed once: serially, with --jobs in child processes, under mpirun over the ranks (then read back on every rank); a --worker child runs its --unit and exits.",
+  "local results = xsa.executor.run(ex, ex:seed_units(function(s) return s end))")
+add("xsa.executor.ranks", "xsa.executor.ranks() -> size, rank",
+  "The ranks of an mpirun job (1, 0 otherwise), as the executor divides units.", "print(xsa.executor.ranks())")
+add("xsa.executor.exe", "xsa.executor.exe() -> path",
+  "The xsa executable running this script (to start children of it).", "print(xsa.executor.exe())")
+add("xsa.executor.worker_status", "xsa.executor.worker_status(code) -> kind [, words]",
+  "What a --jobs worker's exit status means: \"ok\", \"interrupted\" (130 or none), \"crashed\" (a signal), \"failed\".",
+  "print(xsa.executor.worker_status(137))")
+add("xsa.checkpoint.remove_stale_temps", "xsa.checkpoint.remove_stale_temps(files)",
+  "Removes the temporary files of a saved state's atomic writes that a SIGKILL interrupted (files: xsa.store.files).",
+  "xsa.checkpoint.remove_stale_temps(xsa.store.files(\"cache\", \"mine\", key))")
+add("xsa.checkpoint.remove_files", "xsa.checkpoint.remove_files(files)",
+  "Removes a run's saved state: the JSON, both slots' models, stale temporaries.",
+  "xsa.checkpoint.remove_files(xsa.store.files(\"cache\", \"mine\", key))")
+add("xsa.checkpoint.write_files", "xsa.checkpoint.write_files(files, key, ctx) -> words | nil",
+  "Writes a save hook's ctx.state and models into the free slot, then the JSON naming it (atomically), then removes the other slot: a kill at any moment leaves a complete state.",
+  "save = function(res, st, ctx) return xsa.checkpoint.write_files(f, key, ctx) end")
+add("xsa.checkpoint.load_files", "xsa.checkpoint.load_files(files, key, steps, say) -> state | nil, why",
+  "The saved state of a run ({resume=, sa=, xsa=, sa_opt=, xsa_opt=}), or nil and \"none\", or nil and why it is unusable (said through say and removed).",
+  "local saved = xsa.checkpoint.load_files(f, key, 300, print)")
+add("xsa.checkpoint.write_partial", "xsa.checkpoint.write_partial(files, config, result, ctx) -> paths",
+  "What an unfinished run leaves for inspection: its models (with AdamW) and the result so far as -atN files.",
+  "save = function(res, st, ctx) if st == \"nan\" then return xsa.checkpoint.write_partial(f, config, res, ctx) end end")
 
 group("xsa.options", "the check of options tables, and \"did you mean\"",
   "The one check every options table of xsa's Lua functions goes through: unknown keys are errors naming " ..
@@ -1024,7 +1055,7 @@ add("xsa.options.suggest", "xsa.options.suggest(word, candidates) -> string | ni
   "print(xsa.options.suggest(\"stepz\", {\"steps\", \"lr\"}))")
 add("xsa.options.unknown", "xsa.options.unknown(what, name, candidates) -> string",
   "The message for an unknown name: WHAT 'name' (did you mean 'x'?), or the known names.",
-  "print(xsa.options.unknown(\"unknown part\", \"part9\", {\"part1\", \"report\"}))")
+  "print(xsa.options.unknown(\"unknown name\", \"reprot\", {\"train\", \"report\"}))")
 add("xsa.options.distance", "xsa.options.distance(a, b) -> integer",
   "The optimal-string-alignment edit distance of two strings (insertions, deletions, substitutions, swaps).",
   "print(xsa.options.distance(\"lamda\", \"lambda\"))")

@@ -4,8 +4,8 @@
 --   local options = require "xsa.options"
 --   opts = options.check("train.pair", opts, {"steps", "lr", ...})
 --   -- train.pair: unknown option 'stepz' (did you mean 'steps'?)
---   options.suggest("part9", {"part1", ..., "report"})   --> "part1"
---   options.unknown("run_all: --skip", "part9", parts)    -- the message text
+--   options.suggest("reprot", {"train", ..., "report"})   --> "report"
+--   options.unknown("run_all: --skip", "reprot", names)    -- the message text
 --
 -- The rule (every function of lua/xsa/ that takes an options table follows
 -- it; the C bindings follow the same rule in xsa_lua_checkkeys, l_bind.c):

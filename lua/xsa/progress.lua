@@ -1,12 +1,12 @@
 -- xsa.progress: progress of a long run on stderr.
 --
 -- On a terminal, one line redrawn in place (at most ~8 times a second):
---   part3 [#########.......]  120/300  SA 6.412  XSA 6.398  21.3k tok/s  ETA 1m04s
+--   mine  [#########.......]  120/300  SA 6.412  XSA 6.398  21.3k tok/s  ETA 1m04s
 -- Not on a terminal (a log file, a pipe, the tests): no bar, only the lines
 -- given to :log (one per evaluation in the training loops).
 -- XSA_PROGRESS=bar|log|off forces a mode.
 --
---   local bar = xsa.progress.new{label = "part3", total = 300}
+--   local bar = xsa.progress.new{label = "mine", total = 300}
 --   bar:update(step, "SA 6.41  XSA 6.40", tokens_per_s)
 --   bar:log("step 20: val SA 6.9 XSA 6.8")
 --   bar:finish()

@@ -4,9 +4,9 @@
 -- published number is generated from these files alone.
 --
 --   local record = require "xsa.record"
---   local recs = record.find(dir, "part3", "part3-300steps-seed0", config, check)
+--   local recs = record.find(dir, "mine", "mine-300steps-seed0", config, check)
 --   if recs[1] then use(recs[1].result) end       -- the chosen one comes first
---   record.write(dir, "part3", "part3-300steps-seed0", config, result)
+--   record.write(dir, "mine", "mine-300steps-seed0", config, result)
 --
 -- A record is DIR/PART/NAME-KEY-STAMP.json:
 --   KEY    12 hex digits of the hash of the key text: the run's whole

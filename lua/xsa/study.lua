@@ -773,35 +773,6 @@ function M.train_config(opts, seeds, extra)
   return c
 end
 
--- The `after` of a paired run that probes both trained models on
--- n_batches of the probe set (probe_data); with `baseline` (its seed's SA
--- run, reused) the SA probe and checkpoint are the baseline's.
-function M.probe_after(probe_data, n_batches, baseline)
-  return function(res, m)
-    res.xsa.step_loss = nil
-    local _, pv = M.loaders(probe_data)
-    local n = math.min(n_batches, pv:num_batches())
-    res.probe = {batches = n, xsa = M.probe(m.xsa, pv, n), sa = baseline and baseline.probe.sa or M.probe(m.sa, pv, n)}
-    if baseline then res.checkpoints.sa = baseline.checkpoints and baseline.checkpoints.sa end
-    pv:free()
-  end
-end
-
--- A lambda sweep's run from part 3's pair and part 5's probes of it
--- (ex:part3_with_probes): at lambda 1 their XSA; at lambda 0 their SA, since
--- XSA(0) computes what SA computes (z = y - 0 * projection: the same bits,
--- tests/test_train.lua). Other lambdas: nil, and `baseline` is the SA run
--- to train against (xsa.train.pair's baseline, with its probe).
-function M.lambda_from_part3(reuse, lam)
-  local p3, p5 = reuse.pair, reuse.probes
-  local baseline = {sa = p3.sa, probe = {sa = p5.models.sa}}
-  if lam ~= 0 and lam ~= 1 then return nil, baseline end
-  local x = lam == 1 and p3.xsa or p3.sa
-  return {sa = p3.sa, xsa = x, steps = p3.steps, improvement_pct = lam == 1 and p3.improvement_pct or 0, elapsed_s = 0, checkpoints = {},
-    probe = {batches = p5.probe_batches, sa = p5.models.sa, xsa = lam == 1 and p5.models.xsa or p5.models.sa},
-    reused = lam == 1 and "part 3's pair, part 5's probes" or "part 3's SA, part 5's probe"}, baseline
-end
-
 -- "+0.12 to +3.40": the t interval of paired statistics, or "n/a".
 function M.interval_text(s)
   local f = "%+." .. math.max(2, tonumber(s.decimals) or 2) .. "f"
@@ -815,45 +786,6 @@ function M.layer_mean(probe, key)
     if numbers.finite(l[key]) then s = s + l[key]; n = n + 1 end
   end
   return n > 0 and s / n or nil
-end
-
--- 100 (|pre| - |post|) / |pre|: how much of the self-value bias the
--- projection removed, or nil.
-local function removed(pre, post)
-  if not (numbers.finite(pre) and numbers.finite(post) and pre ~= 0) then return nil end
-  return 100 * (math.abs(pre) - math.abs(post)) / math.abs(pre)
-end
-
--- One model's rows of bias_rows: per layer, then the mean over layers.
-local function bias_model_rows(per_seed, m, L, rows)
-  for l = 1, L + 1 do
-    local pre, post, rem = {}, {}, {}
-    for i, x in ipairs(per_seed) do
-      local probe = x.result.models[m.key]
-      pre[i] = l <= L and probe[l].pre_cos_pos1 or M.layer_mean(probe, "pre_cos_pos1")
-      post[i] = l <= L and probe[l].post_cos_pos1 or M.layer_mean(probe, "post_cos_pos1")
-      rem[i] = removed(pre[i], post[i])
-    end
-    local cp, cq, cr = M.mean_ci(pre), M.mean_ci(post), M.mean_ci(rem)
-    rows[#rows + 1] = {m.label, l <= L and tostring(l) or "mean", M.ci_text(cp, "%.4f"), M.ci_text(cq, "%.4f"), M.ci_text(cr, "%.1f")}
-    if l > L then
-      local all = function(key) return M.collect(per_seed, function(x) return M.layer_mean(x.result.models[m.key], key) end) end
-      return {model = m.key, pre = cp.mean, post = cq.mean, removed_pct = cr.mean, pre_ci = {cp.lo, cp.hi},
-        post_ci = {cq.lo, cq.hi}, removed_ci = {cr.lo, cr.hi}, positions = ">= 1",
-        pre_all = stats_lib().mean(all("pre_cos")), post_all = stats_lib().mean(all("post_cos"))}
-    end
-  end
-end
-
--- The pre- and post-projection table of probes over seeds (positions >= 1):
--- per model ({key =, label =}) and layer, and the mean over layers, the mean
--- and 95% t interval of cos(y_i, v_i), cos(z_i, v_i) and the bias removed.
--- per_seed[i].result.models[key] is seed i's probe of a model (L layers).
--- Returns the rows and, per model, its means over layers.
-function M.bias_rows(per_seed, models, L)
-  local rows, means = {}, {}
-  for _, m in ipairs(models) do means[#means + 1] = bias_model_rows(per_seed, m, L, rows) end
-  return rows, means
 end
 
 -- The probe as plain data {layers = {{value_cos=,...}, ...}} (JSON-safe).

@@ -1,14 +1,16 @@
--- xsa.geometry: XSA's projection for one token in two dimensions, as
--- numbers and as a drawing (scripts/part2_geometry.lua).
+-- geometry.lua: XSA's projection for one token in two dimensions, as
+-- numbers and as a drawing (part2_geometry.lua; the study's, not installed).
 --
 -- For a self value V and an attention output Y:
 --   Vn = V / |V|,  alpha = Y . Vn            (Y's component along V)
 --   Z  = Y - lambda * alpha * Vn             (lambda = 0: SA, Z = Y)
 -- At lambda = 1, Z is orthogonal to V.
 --
---   local g = xsa.geometry.project({3, 0.9}, {1.7, 2.3}, 1)   -- g.alpha, g.Z, g.cos_zv, ...
---   xsa.geometry.panel(fig, V, Y, 1, "XSA", xsa.plot.colors.xsa, "Z_1")   -- zname: gnuplot enhanced text
+--   local geometry = dofile(dir .. "geometry.lua")
+--   local g = geometry.project({3, 0.9}, {1.7, 2.3}, 1)   -- g.alpha, g.Z, g.cos_zv, ...
+--   geometry.panel(fig, V, Y, 1, "XSA", xsa.plot.colors.xsa, "Z_1")   -- zname: gnuplot enhanced text
 -- Non-goals: more than two dimensions (xsa.nn.attention does the real thing).
+require("xsa.sys").library_file()
 local finite = require("xsa.numbers").finite
 local mk = require("xsa.plot").markup -- V_n: the drawing's subscripts are asked for
 
