@@ -13,17 +13,13 @@
 #include <pthread.h>
 #include <string.h>
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
-
 #include "generate_impl.h"
 #include "pool.h"
+#include "simd.h"
 #include "system.h"
 
 #define LM_TILE XSA_LMHEAD_TILE
 #define LM_BROWS 8
-typedef float v16 __attribute__((vector_size(64)));
 
 size_t xsa_lmhead_packed_floats(int V, int C)
 {
@@ -59,156 +55,122 @@ typedef struct {
     size_t t0, t1; /* tiles */
 } lm_job;
 
-#if defined(__AVX512F__)
-/* 8 rows of x against one tile: 8 accumulators, one load of the tile per c */
-static void lm_tile8(float *out, size_t ldo, const float *x, int C, const float *w)
-{
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    const float *x0 = x, *x1 = x + C, *x2 = x + 2 * C, *x3 = x + 3 * C, *x4 = x + 4 * C, *x5 = x + 5 * C,
-                *x6 = x + 6 * C, *x7 = x + 7 * C;
-    for (int c = 0; c < C; c++) {
-        __m512 wc = _mm512_load_ps(w + (size_t)c * LM_TILE);
-        a0 = _mm512_fmadd_ps(_mm512_set1_ps(x0[c]), wc, a0);
-        a1 = _mm512_fmadd_ps(_mm512_set1_ps(x1[c]), wc, a1);
-        a2 = _mm512_fmadd_ps(_mm512_set1_ps(x2[c]), wc, a2);
-        a3 = _mm512_fmadd_ps(_mm512_set1_ps(x3[c]), wc, a3);
-        a4 = _mm512_fmadd_ps(_mm512_set1_ps(x4[c]), wc, a4);
-        a5 = _mm512_fmadd_ps(_mm512_set1_ps(x5[c]), wc, a5);
-        a6 = _mm512_fmadd_ps(_mm512_set1_ps(x6[c]), wc, a6);
-        a7 = _mm512_fmadd_ps(_mm512_set1_ps(x7[c]), wc, a7);
-    }
-    _mm512_storeu_ps(out, a0);
-    _mm512_storeu_ps(out + ldo, a1);
-    _mm512_storeu_ps(out + 2 * ldo, a2);
-    _mm512_storeu_ps(out + 3 * ldo, a3);
-    _mm512_storeu_ps(out + 4 * ldo, a4);
-    _mm512_storeu_ps(out + 5 * ldo, a5);
-    _mm512_storeu_ps(out + 6 * ldo, a6);
-    _mm512_storeu_ps(out + 7 * ldo, a7);
-}
-
-/* 8 rows of x against two adjacent tiles: each broadcast of x feeds two
- * FMAs (16 accumulators), so loads do not limit the FMAs */
-static void lm_tile8x2(float *out, size_t ldo, const float *x, int C, const float *w)
-{
-    __m512 a[8], b[8];
-    for (int r = 0; r < 8; r++) a[r] = b[r] = _mm512_setzero_ps();
-    const float *w2 = w + (size_t)C * LM_TILE;
-    for (int c = 0; c < C; c++) {
-        __m512 wa = _mm512_load_ps(w + (size_t)c * LM_TILE), wb = _mm512_load_ps(w2 + (size_t)c * LM_TILE);
-#define ROW(r)                                                                                     \
-    do {                                                                                           \
-        __m512 xr = _mm512_set1_ps(x[(size_t)(r) * C + c]);                                        \
-        a[r] = _mm512_fmadd_ps(xr, wa, a[r]);                                                      \
-        b[r] = _mm512_fmadd_ps(xr, wb, b[r]);                                                      \
-    } while (0)
-        ROW(0); ROW(1); ROW(2); ROW(3); ROW(4); ROW(5); ROW(6); ROW(7);
-#undef ROW
-    }
-    for (int r = 0; r < 8; r++) {
-        _mm512_storeu_ps(out + r * ldo, a[r]);
-        _mm512_storeu_ps(out + r * ldo + LM_TILE, b[r]);
-    }
-}
-
-/* one row of x against one tile: 4 chains over c (latency), then summed */
-static void lm_tile1(float *out, const float *x, int C, const float *w)
-{
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int c = 0;
-    for (; c + 4 <= C; c += 4) {
-        a0 = _mm512_fmadd_ps(_mm512_set1_ps(x[c]), _mm512_load_ps(w + (size_t)c * LM_TILE), a0);
-        a1 = _mm512_fmadd_ps(_mm512_set1_ps(x[c + 1]), _mm512_load_ps(w + (size_t)(c + 1) * LM_TILE), a1);
-        a2 = _mm512_fmadd_ps(_mm512_set1_ps(x[c + 2]), _mm512_load_ps(w + (size_t)(c + 2) * LM_TILE), a2);
-        a3 = _mm512_fmadd_ps(_mm512_set1_ps(x[c + 3]), _mm512_load_ps(w + (size_t)(c + 3) * LM_TILE), a3);
-    }
-    for (; c < C; c++) a0 = _mm512_fmadd_ps(_mm512_set1_ps(x[c]), _mm512_load_ps(w + (size_t)c * LM_TILE), a0);
-    _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
-#elif defined(__AVX2__) && defined(__FMA__)
-/* A tile is two 8-lane vectors. 4 rows at a time: 8 accumulators and the
- * tile's two vectors fit the 16 registers; per row and lane the same
- * chain of FMAs over c as the 16-lane lm_tile8. */
-static void lm_tile4(float *out, size_t ldo, const float *x, int C, const float *w)
-{
-    __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0;
-    const float *x0 = x, *x1 = x + C, *x2 = x + 2 * C, *x3 = x + 3 * C;
-    for (int c = 0; c < C; c++) {
-        __m256 wa = _mm256_load_ps(w + (size_t)c * LM_TILE), wb = _mm256_load_ps(w + (size_t)c * LM_TILE + 8);
-        __m256 xr = _mm256_set1_ps(x0[c]);
-        a0 = _mm256_fmadd_ps(xr, wa, a0);
-        b0 = _mm256_fmadd_ps(xr, wb, b0);
-        xr = _mm256_set1_ps(x1[c]);
-        a1 = _mm256_fmadd_ps(xr, wa, a1);
-        b1 = _mm256_fmadd_ps(xr, wb, b1);
-        xr = _mm256_set1_ps(x2[c]);
-        a2 = _mm256_fmadd_ps(xr, wa, a2);
-        b2 = _mm256_fmadd_ps(xr, wb, b2);
-        xr = _mm256_set1_ps(x3[c]);
-        a3 = _mm256_fmadd_ps(xr, wa, a3);
-        b3 = _mm256_fmadd_ps(xr, wb, b3);
-    }
-    _mm256_storeu_ps(out, a0);
-    _mm256_storeu_ps(out + 8, b0);
-    _mm256_storeu_ps(out + ldo, a1);
-    _mm256_storeu_ps(out + ldo + 8, b1);
-    _mm256_storeu_ps(out + 2 * ldo, a2);
-    _mm256_storeu_ps(out + 2 * ldo + 8, b2);
-    _mm256_storeu_ps(out + 3 * ldo, a3);
-    _mm256_storeu_ps(out + 3 * ldo + 8, b3);
-}
-
-static void lm_tile8(float *out, size_t ldo, const float *x, int C, const float *w)
-{
-    lm_tile4(out, ldo, x, C, w);
-    lm_tile4(out + 4 * ldo, ldo, x + 4 * (size_t)C, C, w);
-}
-
-
-/* one row: 2 chains over c per half (latency), then summed */
-static void lm_tile1(float *out, const float *x, int C, const float *w)
-{
-    __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;
-    int c = 0;
-    for (; c + 2 <= C; c += 2) {
-        const float *w0 = w + (size_t)c * LM_TILE, *w1 = w0 + LM_TILE;
-        __m256 x0 = _mm256_set1_ps(x[c]), x1 = _mm256_set1_ps(x[c + 1]);
-        a0 = _mm256_fmadd_ps(x0, _mm256_load_ps(w0), a0);
-        b0 = _mm256_fmadd_ps(x0, _mm256_load_ps(w0 + 8), b0);
-        a1 = _mm256_fmadd_ps(x1, _mm256_load_ps(w1), a1);
-        b1 = _mm256_fmadd_ps(x1, _mm256_load_ps(w1 + 8), b1);
-    }
-    for (; c < C; c++) {
-        __m256 xc = _mm256_set1_ps(x[c]);
-        a0 = _mm256_fmadd_ps(xc, _mm256_load_ps(w + (size_t)c * LM_TILE), a0);
-        b0 = _mm256_fmadd_ps(xc, _mm256_load_ps(w + (size_t)c * LM_TILE + 8), b0);
-    }
-    _mm256_storeu_ps(out, _mm256_add_ps(a0, a1));
-    _mm256_storeu_ps(out + 8, _mm256_add_ps(b0, b1));
-}
+/* What differs between instruction sets is only how many accumulators the
+ * registers hold (simd.h names the rest): a block of LM_RB rows by LM_TB
+ * tiles (AVX-512: 8 x 2, 16 of its 32 registers; AVX2: 4 rows of a tile's
+ * two vectors, 8 of its 16; plain C: one row), and the chains over c of
+ * one row alone (4, 2, 1), whose latency a single row would wait on. */
+#define LM_VECS (LM_TILE / VF_W) /* vectors in a tile's row */
+/* the loops over rows, tiles, vectors and chains unrolled in full, so that
+ * the accumulators are registers, not an array on the stack */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LM_UNROLL _Pragma("GCC unroll 16")
+#elif defined(__clang__)
+#define LM_UNROLL _Pragma("unroll")
 #else
-static void lm_tile1(float *out, const float *x, int C, const float *w)
+#define LM_UNROLL
+#endif
+#if VF_W == 16
+#define LM_RB 8
+#define LM_TB 2
+#define LM_CHAINS 4
+#elif VF_W == 8
+#define LM_RB 4
+#define LM_TB 1
+#define LM_CHAINS 2
+#else
+#define LM_RB 1
+#define LM_TB 1
+#define LM_CHAINS 1
+#endif
+
+/* nr rows of x (at most LM_RB) against nt adjacent tiles (at most LM_TB):
+ * per row and lane one chain of multiply-adds over c, the same whatever
+ * the block, so a logit does not depend on the rows beside it. Each
+ * broadcast of x feeds nt * LM_VECS multiply-adds, so loads do not limit
+ * them. */
+XSA_ALWAYS_INLINE void lm_block(float *out, size_t ldo, const float *x, int C, const float *w, int nr, int nt)
 {
-    v16 acc = (v16){0};
-    for (int c = 0; c < C; c++) acc += x[c] * ((const v16 *)w)[c];
-    memcpy(out, &acc, sizeof acc);
+    vf acc[LM_RB][LM_TB][LM_VECS];
+    LM_UNROLL
+    for (int r = 0; r < nr; r++)
+        LM_UNROLL
+        for (int t = 0; t < nt; t++)
+            LM_UNROLL
+            for (int v = 0; v < LM_VECS; v++) acc[r][t][v] = vf_zero();
+    for (int c = 0; c < C; c++) {
+        vf wv[LM_TB][LM_VECS];
+        LM_UNROLL
+        for (int t = 0; t < nt; t++)
+            LM_UNROLL
+            for (int v = 0; v < LM_VECS; v++) wv[t][v] = vf_load(w + ((size_t)t * C + c) * LM_TILE + v * VF_W);
+        LM_UNROLL
+        for (int r = 0; r < nr; r++) {
+            vf xr = vf_set1(x[(size_t)r * C + c]);
+            LM_UNROLL
+            for (int t = 0; t < nt; t++)
+                LM_UNROLL
+                for (int v = 0; v < LM_VECS; v++) acc[r][t][v] = vf_fmadd(xr, wv[t][v], acc[r][t][v]);
+        }
+    }
+    LM_UNROLL
+    for (int r = 0; r < nr; r++)
+        LM_UNROLL
+        for (int t = 0; t < nt; t++)
+            LM_UNROLL
+            for (int v = 0; v < LM_VECS; v++) vf_store(out + r * ldo + t * LM_TILE + v * VF_W, acc[r][t][v]);
 }
 
+/* LM_BROWS rows against one tile */
 static void lm_tile8(float *out, size_t ldo, const float *x, int C, const float *w)
 {
-    for (int r = 0; r < LM_BROWS; r++) lm_tile1(out + r * ldo, x + (size_t)r * C, C, w);
+    LM_UNROLL
+    for (int r0 = 0; r0 < LM_BROWS; r0 += LM_RB) lm_block(out + r0 * ldo, ldo, x + (size_t)r0 * C, C, w, LM_RB, 1);
 }
 
-#endif
-
-#if !defined(__AVX512F__)
-/* two tiles: without AVX-512's 32 registers, one after the other */
+/* LM_BROWS rows against two adjacent tiles */
 static void lm_tile8x2(float *out, size_t ldo, const float *x, int C, const float *w)
 {
-    lm_tile8(out, ldo, x, C, w);
-    lm_tile8(out + LM_TILE, ldo, x, C, w + (size_t)C * LM_TILE);
+    LM_UNROLL
+    for (int t0 = 0; t0 < 2; t0 += LM_TB)
+        LM_UNROLL
+        for (int r0 = 0; r0 < LM_BROWS; r0 += LM_RB)
+            lm_block(out + r0 * ldo + t0 * LM_TILE, ldo, x + (size_t)r0 * C, C, w + (size_t)t0 * C * LM_TILE, LM_RB,
+                     LM_TB);
 }
-#endif
+
+/* one row of x against one tile: LM_CHAINS chains over c, then summed in
+ * pairs ((a0 + a1) + (a2 + a3)) */
+static void lm_tile1(float *out, const float *x, int C, const float *w)
+{
+    vf acc[LM_CHAINS][LM_VECS];
+    LM_UNROLL
+    for (int k = 0; k < LM_CHAINS; k++)
+        LM_UNROLL
+        for (int v = 0; v < LM_VECS; v++) acc[k][v] = vf_zero();
+    int c = 0;
+    for (; c + LM_CHAINS <= C; c += LM_CHAINS)
+        LM_UNROLL
+        for (int k = 0; k < LM_CHAINS; k++) {
+            vf xk = vf_set1(x[c + k]);
+            LM_UNROLL
+            for (int v = 0; v < LM_VECS; v++)
+                acc[k][v] = vf_fmadd(xk, vf_load(w + (size_t)(c + k) * LM_TILE + v * VF_W), acc[k][v]);
+        }
+    for (; c < C; c++) {
+        vf xc = vf_set1(x[c]);
+        LM_UNROLL
+        for (int v = 0; v < LM_VECS; v++) acc[0][v] = vf_fmadd(xc, vf_load(w + (size_t)c * LM_TILE + v * VF_W), acc[0][v]);
+    }
+    LM_UNROLL
+    for (int step = 1; step < LM_CHAINS; step *= 2)
+        LM_UNROLL
+        for (int k = 0; k + step < LM_CHAINS; k += 2 * step)
+            LM_UNROLL
+            for (int v = 0; v < LM_VECS; v++) acc[k][v] = vf_add(acc[k][v], acc[k + step][v]);
+    LM_UNROLL
+    for (int v = 0; v < LM_VECS; v++) vf_store(out + v * VF_W, acc[0][v]);
+}
 
 static void *lm_run(void *p)
 {

@@ -3,8 +3,8 @@
  * a lane mask `vmask`, and the few operations the kernels use, mapped once
  * for each instruction set the build can target: AVX-512 (16 lanes), AVX2
  * with FMA (8 lanes) and plain C (1 lane). The kernels of nn.c, lmhead.c,
- * vec.h, optim.c and matmul_bf16.c are written once against these names and
- * test no ISA (generate.c's decoding tiles keep their own intrinsics).
+ * lmhead_packed.c (decoding's lm_head), vec.h, optim.c and matmul_bf16.c
+ * are written once against these names and test no ISA.
  * Private to the core; not installed.
  *
  * Determinism is the contract: each operation is one IEEE operation per
