@@ -8,7 +8,7 @@
 
 #include <lua.h>
 
-/* ---- interrupt.c: Ctrl-C, SIGTERM and coroutines ---- */
+/* ---- interrupt.c: Ctrl-C, SIGTERM, coroutines and the messages of a failed call ---- */
 
 /* Replaces coroutine.resume and coroutine.wrap by copies that record the
  * running coroutine, so an interrupt reaches the thread that runs. */
@@ -26,13 +26,13 @@ void xsa_intr_kernel_mode(void);
 int xsa_intr_take(lua_State *L);
 /* The signal the last interrupt came from (SIGINT or SIGTERM; SIGINT when none). */
 int xsa_intr_last_signal(void);
-
-/* ---- main.c ---- */
-
 /* Prints "progname: msg" (or "msg" when pname is NULL) on stderr. */
 void xsa_message(const char *pname, const char *msg);
 /* Reports a failed status's message (on the stack top) and pops it. */
 int xsa_report(lua_State *L, int status);
+/* 1 when the last message xsa_report gave was an interrupt's ("interrupted!"
+ * ends its first line): the executable then exits 128 + the signal. */
+int xsa_report_interrupted(void);
 /* The program name for messages: argv[0], NULL in the REPL (as lua.c). */
 extern const char *xsa_progname;
 

@@ -19,10 +19,15 @@
  * A C function busy when the signal comes (a matrix product) finishes, and
  * the hook fires at the next Lua instruction.
  *
+ * The messages of a failed call (xsa_message, xsa_report) are here too, as
+ * lua.c keeps l_message and report beside docall: main.c and repl.c both
+ * use them, and neither looks back at the other.
+ *
  * Non-goals: interrupting inside a C function; coroutines that C code
  * resumes with lua_resume (the bindings resume none).
  */
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -236,5 +241,38 @@ int xsa_docall(lua_State *L, int narg, int nres)
     restore_hook(L);
     running_co = NULL;
     lua_remove(L, base);
+    return status;
+}
+
+/* ---- messages ---- */
+
+const char *xsa_progname = "xsa";
+
+void xsa_message(const char *pname, const char *msg)
+{
+    if (pname) fprintf(stderr, "%s: ", pname);
+    fprintf(stderr, "%s\n", msg);
+    fflush(stderr);
+}
+
+/* Set when the last error reported was an interrupt ("interrupted!" ends
+ * its first line): a script that stops so exits 128 + the signal (130 for
+ * SIGINT, 143 for SIGTERM), as a shell reports a process the signal ended,
+ * wherever it caught the script (loading a module, say, before the script's
+ * own handler could map it); lua.c exits 1. A --jobs parent reads a
+ * worker's 130 as "interrupted", 1 as "failed". */
+static int reported_interrupt;
+
+int xsa_report_interrupted(void) { return reported_interrupt; }
+
+int xsa_report(lua_State *L, int status)
+{
+    if (status != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        size_t n = msg ? strcspn(msg, "\n") : 0, k = strlen("interrupted!");
+        reported_interrupt = msg && n >= k && strncmp(msg + n - k, "interrupted!", k) == 0;
+        xsa_message(xsa_progname, msg);
+        lua_pop(L, 1);
+    }
     return status;
 }

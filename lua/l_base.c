@@ -422,7 +422,9 @@ static int l_arange(lua_State *L)
     return 1;
 }
 
-int xsa_lua_random(lua_State *L, int kind)
+/* rand, randn (kind 1) and randint (kind 2), from an optional generator
+ * first (xsa.rand(g, 2, 3) and g:rand(2, 3) alike) or the global one. */
+static int random_tensor(lua_State *L, int kind)
 {
     int first = 1;
     xsa_rng *g = optgen(L, &first);
@@ -447,9 +449,9 @@ int xsa_lua_random(lua_State *L, int kind)
     return 1;
 }
 
-static int l_rand(lua_State *L) { return xsa_lua_random(L, 0); }
-static int l_randn(lua_State *L) { return xsa_lua_random(L, 1); }
-static int l_randint(lua_State *L) { return xsa_lua_random(L, 2); }
+static int l_rand(lua_State *L) { return random_tensor(L, 0); }
+static int l_randn(lua_State *L) { return random_tensor(L, 1); }
+static int l_randint(lua_State *L) { return random_tensor(L, 2); }
 
 static uint64_t checkseed(lua_State *L, int arg)
 {
@@ -625,9 +627,22 @@ static const luaL_Reg base_funcs[] = {
     {NULL, NULL},
 };
 
-/* Pushes the xsa table with its own functions. */
+/* The generator's methods that make tensors: these constructors with the
+ * generator first. Added here, where the constructors are, so that
+ * l_generator.c (the type) needs nothing of this file. */
+static const luaL_Reg generator_random[] = {
+    {"rand", l_rand}, {"randn", l_randn}, {"randint", l_randint},
+    {NULL, NULL},
+};
+
+/* Pushes the xsa table with its own functions (after
+ * xsa_lua_open_generator: it completes the generator's methods). */
 int xsa_lua_open_base(lua_State *L)
 {
+    luaL_getmetatable(L, XSA_LUA_GENERATOR_MT);
+    lua_getfield(L, -1, "__index");
+    luaL_setfuncs(L, generator_random, 0);
+    lua_pop(L, 2);
     luaL_newlib(L, base_funcs);
     lua_pushstring(L, XSA_VERSION);
     lua_setfield(L, -2, "_VERSION");

@@ -167,11 +167,9 @@ void xsa_lua_checkkeys(lua_State *L, const char *fn, int arg, const char *const 
 
 /* ---- l_base.c: the xsa table's own functions ----------------------------- */
 
-/* Pushes the xsa table with its own functions. */
+/* Pushes the xsa table with its own functions, and adds the generator's
+ * rand, randn and randint (xsa.rand(g, ...) as g:rand(...)) to its type. */
 int xsa_lua_open_base(lua_State *L);
-/* xsa.rand/randn/randint (kind 0, 1, 2) and the generator's methods of the
- * same names: ([g,] sizes...) */
-int xsa_lua_random(lua_State *L, int kind);
 
 /* ---- l_tensor.c: the tensor type ----------------------------------------- */
 
@@ -199,6 +197,7 @@ int xsa_lua_tensor_allclose(lua_State *L);
 
 /* ---- l_generator.c: the generator type ----------------------------------- */
 
+#define XSA_LUA_GENERATOR_MT "xsa.generator"
 /* Creates the generator's metatable; pushes nothing. */
 int xsa_lua_open_generator(lua_State *L);
 /* The generator at idx, or NULL if it is not one. */
@@ -237,13 +236,13 @@ xsa_adamw **xsa_lua_newadamw(lua_State *L);
 extern const char *const xsa_lua_probe_names[XSA_NN_PROBE_N];
 /* l_gpt.c: the model at idx or a "bad argument" error ("attempt to use a
  * freed model" after :free()). */
+#define XSA_LUA_GPT_MT "xsa.gpt"
 xsa_gpt *xsa_lua_checkgpt(lua_State *L, int idx);
-/* l_generate.c: creates the kv_cache type and adds sample, sample_probs and
- * generate_ids to the xsa.gpt table at the top of the stack (pushes nothing);
- * model:kv_cache([B]) and model:generate(prompt [, opts]). */
+/* l_generate.c, after l_gpt.c's type exists: creates the kv_cache type,
+ * adds model:kv_cache([B]) and model:generate(prompt [, opts]) to the
+ * model's type and sample, sample_probs and generate_ids to the xsa.gpt
+ * table at the top of the stack (pushes nothing). */
 int xsa_lua_open_generate(lua_State *L);
-int xsa_lua_gpt_kv_cache(lua_State *L);
-int xsa_lua_gpt_generate(lua_State *L);
 /* l_bpe.c: the tokenizer userdata at idx or a "bad argument" error. */
 xsa_bpe *xsa_lua_checkbpe(lua_State *L, int idx);
 

@@ -11,10 +11,10 @@
  *   xsa.gpt.sample(logits [, {temperature=, top_k=, top_p=, generator=}]) -> id(s)
  *   xsa.gpt.sample_probs(logits [, opts]) -> the distribution a draw uses
  *
- * Owns the cache type. The model methods kv_cache and generate are
- * registered by l_gpt.c (the model's file) and defined here; the xsa.gpt
- * table's sample, sample_probs and generate_ids are added here by
- * xsa_lua_open_generate. Token ids are 0-based values, as everywhere.
+ * Owns the cache type. xsa_lua_open_generate, called after the model's
+ * type exists (l_init.c), adds the model methods kv_cache and generate to
+ * it and sample, sample_probs and generate_ids to the xsa.gpt table, so
+ * l_gpt.c (the model) needs nothing of this file. Token ids are 0-based values, as everywhere.
  *
  * Non-goals: tokenizing (generate.lua does it through xsa.tokenizer).
  */
@@ -46,7 +46,7 @@ static int kv_gc(lua_State *L)
 }
 
 /* model:kv_cache([batch]) */
-int xsa_lua_gpt_kv_cache(lua_State *L)
+static int m_kv_cache(lua_State *L)
 {
     xsa_lua_checkgpt(L, 1);
     lua_Integer B = luaL_optinteger(L, 2, 1);
@@ -354,7 +354,7 @@ static int l_generate_ids(lua_State *L)
 }
 
 /* model:generate(prompt [, opts]): lua/xsa/generate.lua's generate */
-int xsa_lua_gpt_generate(lua_State *L)
+static int m_generate(lua_State *L)
 {
     int n = lua_gettop(L);
     lua_getglobal(L, "require");
@@ -378,9 +378,17 @@ static const luaL_Reg kv_meta[] = {
     {"__gc", kv_gc}, {"__close", kv_gc}, {"__tostring", kv_tostring}, {NULL, NULL},
 };
 
+static const luaL_Reg model_methods[] = {
+    {"kv_cache", m_kv_cache}, {"generate", m_generate}, {NULL, NULL},
+};
+
 int xsa_lua_open_generate(lua_State *L)
 {
     xsa_lua_newtype(L, KV_MT, kv_meta, kv_methods);
+    luaL_getmetatable(L, XSA_LUA_GPT_MT);
+    lua_getfield(L, -1, "__index");
+    luaL_setfuncs(L, model_methods, 0);
+    lua_pop(L, 2);
     lua_pushcfunction(L, l_sample);
     lua_setfield(L, -2, "sample");
     lua_pushcfunction(L, l_sample_probs);

@@ -27,7 +27,7 @@
 
 #include "l_bind.h"
 
-#define GEN_MT "xsa.generator"
+#define GEN_MT XSA_LUA_GENERATOR_MT
 
 xsa_rng *xsa_lua_testgenerator(lua_State *L, int idx)
 {
@@ -40,10 +40,6 @@ void xsa_lua_pushgenerator(lua_State *L, uint64_t seed)
     xsa_rng_seed(g, seed);
     luaL_setmetatable(L, GEN_MT);
 }
-
-static int g_rand(lua_State *L) { return xsa_lua_random(L, 0); }
-static int g_randn(lua_State *L) { return xsa_lua_random(L, 1); }
-static int g_randint(lua_State *L) { return xsa_lua_random(L, 2); }
 
 static int g_manual_seed(lua_State *L)
 {
@@ -117,8 +113,7 @@ static const luaL_Reg gen_meta[] = {
 };
 
 static const luaL_Reg gen_methods[] = {
-    {"rand", g_rand}, {"randn", g_randn}, {"randint", g_randint},
-    {"manual_seed", g_manual_seed},
+    {"manual_seed", g_manual_seed}, /* rand, randn, randint: l_base.c adds them */
     {"get_state", g_get_state}, {"set_state", g_set_state},
     {NULL, NULL},
 };

@@ -38,7 +38,7 @@
 
 #include "l_bind.h"
 
-#define GPT_MT "xsa.gpt"
+#define GPT_MT XSA_LUA_GPT_MT
 
 typedef struct { xsa_gpt *m; } gbox;
 
@@ -534,8 +534,7 @@ static const luaL_Reg gpt_methods[] = {
     {"config", m_config},
     {"probe", m_probe},
     {"save", m_save},
-    {"generate", xsa_lua_gpt_generate}, /* l_generate.c */
-    {"kv_cache", xsa_lua_gpt_kv_cache},
+    /* generate, kv_cache: l_generate.c adds them */
     {"free", g_gc},
     {NULL, NULL},
 };
@@ -553,7 +552,6 @@ int xsa_lua_open_gpt(lua_State *L)
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, l_gpt_load);
     lua_setfield(L, -2, "load");
-    xsa_lua_open_generate(L); /* sample, sample_probs, generate_ids; the kv_cache type */
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, l_gpt_new);
     lua_setfield(L, -2, "__call");

@@ -150,6 +150,9 @@ int luaopen_xsa_core(lua_State *L)
         lib->func(L);
         lua_setfield(L, -2, lib->name);
     }
+    lua_getfield(L, -1, "gpt");
+    xsa_lua_open_generate(L); /* the model's generate and kv_cache; xsa.gpt.sample... */
+    lua_pop(L, 1);
     return 1;
 }
 

@@ -131,23 +131,18 @@ static int cmp_skey(const void *a, const void *b)
 
 static void put(enc *e, int idx, cJSON *parent, const char *key);
 
-static void put_table(enc *e, int idx, cJSON *parent, const char *key)
+/* Counts the table's keys: integers (all >= 1; *max_int the largest) and
+ * strings; any other key fails the encoding. */
+static void classify_keys(enc *e, int idx, lua_Integer *n_int, lua_Integer *max_int, lua_Integer *n_str)
 {
     lua_State *L = e->L;
-    if (e->depth >= JSON_MAX_DEPTH) enc_fail(e, "nesting deeper than 1000 levels");
-    if (!lua_checkstack(L, 8)) enc_fail(e, "Lua stack overflow");
-    lua_pushvalue(L, idx);
-    if (lua_rawget(L, e->seen) != LUA_TNIL) enc_fail(e, "a cycle (a table contains itself)");
-    lua_pop(L, 1);
-
-    /* classify the keys */
-    lua_Integer n_int = 0, max_int = 0, n_str = 0;
+    *n_int = *max_int = *n_str = 0;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         lua_pop(L, 1);
         int kt = lua_type(L, -1);
         if (kt == LUA_TSTRING) {
-            n_str++;
+            (*n_str)++;
         } else if (kt == LUA_TNUMBER && lua_isinteger(L, -1)) {
             lua_Integer k = lua_tointeger(L, -1);
             if (k < 1) {
@@ -157,8 +152,8 @@ static void put_table(enc *e, int idx, cJSON *parent, const char *key)
                 lua_pop(L, 1);
                 enc_fail(e, msg);
             }
-            n_int++;
-            if (k > max_int) max_int = k;
+            (*n_int)++;
+            if (k > *max_int) *max_int = k;
         } else {
             char msg[96];
             snprintf(msg, sizeof msg, "a table key of type %s (only strings and 1..n)",
@@ -167,6 +162,67 @@ static void put_table(enc *e, int idx, cJSON *parent, const char *key)
             enc_fail(e, msg);
         }
     }
+}
+
+static void put_array(enc *e, int idx, cJSON *parent, const char *key, lua_Integer n)
+{
+    lua_State *L = e->L;
+    cJSON *arr = attach(e, parent, key, cJSON_CreateArray());
+    for (lua_Integer i = 1; i <= n; i++) {
+        int old = path_push(e, "[%lld]", NULL, 0, i);
+        lua_rawgeti(L, idx, i);
+        put(e, lua_gettop(L), arr, NULL);
+        lua_pop(L, 1);
+        path_pop(e, old);
+    }
+}
+
+/* An object with its n_str keys sorted. The strings are anchored in a list
+ * of our own: a finalizer run by an allocation here may change the table,
+ * and a key removed from it could be collected. The same finalizer could
+ * add keys, so the count is checked against the array's size. */
+static void put_object(enc *e, int idx, cJSON *parent, const char *key, lua_Integer n_str)
+{
+    lua_State *L = e->L;
+    cJSON *obj = attach(e, parent, key, cJSON_CreateObject());
+    skey *ks = lua_newuserdatauv(L, (size_t)(n_str ? n_str : 1) * sizeof *ks, 0);
+    int kbuf = lua_gettop(L);
+    lua_createtable(L, (int)(n_str < INT32_MAX ? n_str : 0), 0);
+    lua_Integer m = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (m >= n_str || lua_type(L, -1) != LUA_TSTRING) enc_fail(e, "a table changed while it was encoded");
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, kbuf + 1, m + 1);
+        ks[m].s = lua_tolstring(L, -1, &ks[m].n);
+        m++;
+    }
+    qsort(ks, (size_t)m, sizeof *ks, cmp_skey);
+    for (lua_Integer i = 0; i < m; i++) {
+        int old = path_push(e, ".%.*s", ks[i].s, ks[i].n > 200 ? 200 : ks[i].n, 0);
+        if (strlen(ks[i].s) != ks[i].n) enc_fail(e, "a key containing a NUL byte");
+        lua_pushlstring(L, ks[i].s, ks[i].n);
+        lua_rawget(L, idx);
+        put(e, lua_gettop(L), obj, ks[i].s);
+        lua_pop(L, 1);
+        path_pop(e, old);
+    }
+    lua_pop(L, 1); /* the anchor list */
+    lua_remove(L, kbuf);
+}
+
+static void put_table(enc *e, int idx, cJSON *parent, const char *key)
+{
+    lua_State *L = e->L;
+    if (e->depth >= JSON_MAX_DEPTH) enc_fail(e, "nesting deeper than 1000 levels");
+    if (!lua_checkstack(L, 8)) enc_fail(e, "Lua stack overflow");
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, e->seen) != LUA_TNIL) enc_fail(e, "a cycle (a table contains itself)");
+    lua_pop(L, 1);
+
+    lua_Integer n_int, max_int, n_str;
+    classify_keys(e, idx, &n_int, &max_int, &n_str);
     int marked = is_array_marked(L, idx);
     if (n_int > 0 && n_str > 0) enc_fail(e, "a table mixing integer and string keys");
     if (marked && n_str > 0) enc_fail(e, "a table marked as an array with string keys");
@@ -181,47 +237,10 @@ static void put_table(enc *e, int idx, cJSON *parent, const char *key)
     lua_pushboolean(L, 1);
     lua_rawset(L, e->seen);
     e->depth++;
-    if (n_int > 0 || marked) {
-        cJSON *arr = attach(e, parent, key, cJSON_CreateArray());
-        for (lua_Integer i = 1; i <= n_int; i++) {
-            int old = path_push(e, "[%lld]", NULL, 0, i);
-            lua_rawgeti(L, idx, i);
-            put(e, lua_gettop(L), arr, NULL);
-            lua_pop(L, 1);
-            path_pop(e, old);
-        }
-    } else {
-        cJSON *obj = attach(e, parent, key, cJSON_CreateObject());
-        /* sort the keys. The strings are anchored in a list of our own: a
-         * finalizer run by an allocation here may change the table, and a
-         * key removed from it could be collected. The same finalizer could
-         * add keys, so the count is checked against the array's size. */
-        skey *ks = lua_newuserdatauv(L, (size_t)(n_str ? n_str : 1) * sizeof *ks, 0);
-        int kbuf = lua_gettop(L);
-        lua_createtable(L, (int)(n_str < INT32_MAX ? n_str : 0), 0);
-        lua_Integer m = 0;
-        lua_pushnil(L);
-        while (lua_next(L, idx)) {
-            lua_pop(L, 1);
-            if (m >= n_str || lua_type(L, -1) != LUA_TSTRING) enc_fail(e, "a table changed while it was encoded");
-            lua_pushvalue(L, -1);
-            lua_rawseti(L, kbuf + 1, m + 1);
-            ks[m].s = lua_tolstring(L, -1, &ks[m].n);
-            m++;
-        }
-        qsort(ks, (size_t)m, sizeof *ks, cmp_skey);
-        for (lua_Integer i = 0; i < m; i++) {
-            int old = path_push(e, ".%.*s", ks[i].s, ks[i].n > 200 ? 200 : ks[i].n, 0);
-            if (strlen(ks[i].s) != ks[i].n) enc_fail(e, "a key containing a NUL byte");
-            lua_pushlstring(L, ks[i].s, ks[i].n);
-            lua_rawget(L, idx);
-            put(e, lua_gettop(L), obj, ks[i].s);
-            lua_pop(L, 1);
-            path_pop(e, old);
-        }
-        lua_pop(L, 1); /* the anchor list */
-        lua_remove(L, kbuf);
-    }
+    if (n_int > 0 || marked)
+        put_array(e, idx, parent, key, n_int);
+    else
+        put_object(e, idx, parent, key, n_str);
     e->depth--;
     lua_pushvalue(L, idx);
     lua_pushnil(L);

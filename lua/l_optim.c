@@ -48,10 +48,16 @@ static int o_gc(lua_State *L)
 
 static const char *const adamw_keys[] = {"lr", "betas", "eps", "weight_decay", NULL};
 
+/* AdamW's defaults, here only: xsa.optim.defaults publishes them and
+ * xsa.train's DEFAULTS (and so the study's flags) read them from there. */
+static const struct {
+    double lr, beta1, beta2, eps, weight_decay;
+} DEFAULTS = {1e-3, 0.9, 0.999, 1e-8, 0.01};
+
 static int l_adamw(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
-    double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
+    double lr = DEFAULTS.lr, b1 = DEFAULTS.beta1, b2 = DEFAULTS.beta2, eps = DEFAULTS.eps, wd = DEFAULTS.weight_decay;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
         const char *fn = "xsa.optim.adamw";
@@ -185,5 +191,19 @@ int xsa_lua_open_optim(lua_State *L)
     lua_setfield(L, -2, "methods");
     lua_pop(L, 1);
     luaL_newlib(L, optim_funcs);
+    lua_createtable(L, 0, 4); /* xsa.optim.defaults */
+    lua_pushnumber(L, DEFAULTS.lr);
+    lua_setfield(L, -2, "lr");
+    lua_createtable(L, 2, 0);
+    lua_pushnumber(L, DEFAULTS.beta1);
+    lua_rawseti(L, -2, 1);
+    lua_pushnumber(L, DEFAULTS.beta2);
+    lua_rawseti(L, -2, 2);
+    lua_setfield(L, -2, "betas");
+    lua_pushnumber(L, DEFAULTS.eps);
+    lua_setfield(L, -2, "eps");
+    lua_pushnumber(L, DEFAULTS.weight_decay);
+    lua_setfield(L, -2, "weight_decay");
+    lua_setfield(L, -2, "defaults");
     return 1;
 }

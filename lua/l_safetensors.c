@@ -83,6 +83,110 @@ static int cmp_entry(const void *a, const void *b)
  * __index, or a finalizer run by an allocation, may change). */
 enum { A_NAMES = 4, A_TENSORS, A_MKEYS, A_MVALS };
 
+/* Anchors a list of {name, tensor} or {name=, tensor=} (written in its
+ * order) at stack index 2; returns the count. */
+static int anchor_list(lua_State *L)
+{
+    size_t len = lua_rawlen(L, 2);
+    if (len > 1000000) luaL_error(L, "safetensors.save: too many tensors");
+    for (int i = 0; i < (int)len; i++) {
+        if (lua_rawgeti(L, 2, i + 1) != LUA_TTABLE)
+            luaL_error(L, "safetensors.save: entry %d is a %s, not a {name, tensor} table", i + 1,
+                       luaL_typename(L, -1));
+        int el = lua_gettop(L);
+        if (lua_rawgeti(L, el, 1) == LUA_TNIL) {
+            lua_pop(L, 1);
+            lua_getfield(L, el, "name");
+        }
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "safetensors.save: entry %d has no string name ({name, tensor} or "
+                          "{name=, tensor=})", i + 1);
+        lua_rawseti(L, A_NAMES, i + 1);
+        if (lua_rawgeti(L, el, 2) == LUA_TNIL) {
+            lua_pop(L, 1);
+            lua_getfield(L, el, "tensor");
+        }
+        lua_rawgeti(L, A_NAMES, i + 1);
+        const char *name = lua_tostring(L, -1);
+        lua_pop(L, 1); /* anchored in A_NAMES */
+        want_tensor(L, name);
+        lua_rawseti(L, A_TENSORS, i + 1);
+        lua_pop(L, 1); /* el */
+    }
+    return (int)len;
+}
+
+/* Anchors a table {name = tensor} at stack index 2 (written sorted by
+ * name); returns the count. */
+static int anchor_map(lua_State *L)
+{
+    int n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_error(L, "safetensors.save: tensor table keys must be strings (found a %s key)",
+                       luaL_typename(L, -2));
+        if (n >= 1000000) luaL_error(L, "safetensors.save: too many tensors");
+        want_tensor(L, lua_tostring(L, -2));
+        lua_rawseti(L, A_TENSORS, n + 1);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, A_NAMES, ++n);
+    }
+    return n;
+}
+
+/* Anchors the metadata table at stack index 3 (numbers as text); returns
+ * the count. */
+static int anchor_metadata(lua_State *L)
+{
+    int n_meta = 0;
+    if (lua_isnil(L, 3)) return 0;
+    lua_pushnil(L);
+    while (lua_next(L, 3)) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_error(L, "safetensors.save: metadata keys must be strings (found a %s key)", luaL_typename(L, -2));
+        const char *k = lua_tostring(L, -2);
+        if (lua_type(L, -1) == LUA_TNUMBER) {
+            char buf[64];
+            if (lua_isinteger(L, -1))
+                snprintf(buf, sizeof buf, LUA_INTEGER_FMT, (LUAI_UACINT)lua_tointeger(L, -1));
+            else
+                xsa_format_double(buf, sizeof buf, (double)lua_tonumber(L, -1));
+            lua_pop(L, 1);
+            lua_pushstring(L, buf);
+        } else if (lua_type(L, -1) != LUA_TSTRING) {
+            luaL_error(L, "safetensors.save: metadata '%s' is a %s (values must be strings "
+                          "or numbers)", k, luaL_typename(L, -1));
+        }
+        if (n_meta >= 1000000) luaL_error(L, "safetensors.save: too much metadata");
+        lua_rawseti(L, A_MVALS, n_meta + 1);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, A_MKEYS, ++n_meta);
+    }
+    for (int i = 1; i <= n_meta; i++) {
+        lua_rawgeti(L, A_MKEYS, i);
+        want_no_nul(L, "metadata key");
+        lua_rawgeti(L, A_MVALS, i);
+        want_no_nul(L, "metadata value");
+        lua_pop(L, 2);
+    }
+    return n_meta;
+}
+
+/* The n keys of anchor table akeys in order[] (sorted by key when asked),
+ * each with its position in the anchors. Runs no Lua: lua_rawgeti and
+ * lua_tostring of an anchored string do not allocate. */
+static void key_order(lua_State *L, int akeys, int n, int sort, entry *order)
+{
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, akeys, i + 1);
+        order[i].key = lua_tostring(L, -1);
+        order[i].pos = i + 1;
+        lua_pop(L, 1);
+    }
+    if (sort) qsort(order, (size_t)n, sizeof *order, cmp_entry);
+}
+
 /* save(path, tensors [, metadata]). Everything is read into the anchors
  * first (user code may run: __index of list entries, finalizers); then the
  * C arrays are allocated; then, with no Lua running any more, the pointers
@@ -95,93 +199,16 @@ static int l_st_save(lua_State *L)
     lua_settop(L, 3);
     for (int i = 0; i < 4; i++) lua_newtable(L); /* A_NAMES .. A_MVALS */
 
-    int n = 0, sorted;
     lua_rawgeti(L, 2, 1);
     int is_list = !lua_isnil(L, -1);
     lua_pop(L, 1);
-    if (is_list) {
-        /* a list of {name, tensor} or {name=, tensor=}, written in its order */
-        size_t len = lua_rawlen(L, 2);
-        if (len > 1000000) luaL_error(L, "safetensors.save: too many tensors");
-        for (int i = 0; i < (int)len; i++) {
-            if (lua_rawgeti(L, 2, i + 1) != LUA_TTABLE)
-                luaL_error(L, "safetensors.save: entry %d is a %s, not a {name, tensor} table",
-                           i + 1, luaL_typename(L, -1));
-            int el = lua_gettop(L);
-            if (lua_rawgeti(L, el, 1) == LUA_TNIL) {
-                lua_pop(L, 1);
-                lua_getfield(L, el, "name");
-            }
-            if (lua_type(L, -1) != LUA_TSTRING)
-                luaL_error(L, "safetensors.save: entry %d has no string name ({name, tensor} or "
-                              "{name=, tensor=})", i + 1);
-            lua_rawseti(L, A_NAMES, i + 1);
-            if (lua_rawgeti(L, el, 2) == LUA_TNIL) {
-                lua_pop(L, 1);
-                lua_getfield(L, el, "tensor");
-            }
-            lua_rawgeti(L, A_NAMES, i + 1);
-            const char *name = lua_tostring(L, -1);
-            lua_pop(L, 1); /* anchored in A_NAMES */
-            want_tensor(L, name);
-            lua_rawseti(L, A_TENSORS, i + 1);
-            lua_pop(L, 1); /* el */
-        }
-        n = (int)len;
-        sorted = 0;
-    } else {
-        lua_pushnil(L);
-        while (lua_next(L, 2)) {
-            if (lua_type(L, -2) != LUA_TSTRING)
-                luaL_error(L, "safetensors.save: tensor table keys must be strings (found a %s key)",
-                           luaL_typename(L, -2));
-            if (n >= 1000000) luaL_error(L, "safetensors.save: too many tensors");
-            want_tensor(L, lua_tostring(L, -2));
-            lua_rawseti(L, A_TENSORS, n + 1);
-            lua_pushvalue(L, -1);
-            lua_rawseti(L, A_NAMES, ++n);
-        }
-        sorted = 1;
-    }
+    int n = is_list ? anchor_list(L) : anchor_map(L), sorted = !is_list;
     for (int i = 1; i <= n; i++) {
         lua_rawgeti(L, A_NAMES, i);
         want_no_nul(L, "tensor name");
         lua_pop(L, 1);
     }
-
-    int n_meta = 0;
-    if (!lua_isnil(L, 3)) {
-        lua_pushnil(L);
-        while (lua_next(L, 3)) {
-            if (lua_type(L, -2) != LUA_TSTRING)
-                luaL_error(L, "safetensors.save: metadata keys must be strings (found a %s key)",
-                           luaL_typename(L, -2));
-            const char *k = lua_tostring(L, -2);
-            if (lua_type(L, -1) == LUA_TNUMBER) {
-                char buf[64];
-                if (lua_isinteger(L, -1))
-                    snprintf(buf, sizeof buf, LUA_INTEGER_FMT, (LUAI_UACINT)lua_tointeger(L, -1));
-                else
-                    xsa_format_double(buf, sizeof buf, (double)lua_tonumber(L, -1));
-                lua_pop(L, 1);
-                lua_pushstring(L, buf);
-            } else if (lua_type(L, -1) != LUA_TSTRING) {
-                luaL_error(L, "safetensors.save: metadata '%s' is a %s (values must be strings "
-                              "or numbers)", k, luaL_typename(L, -1));
-            }
-            if (n_meta >= 1000000) luaL_error(L, "safetensors.save: too much metadata");
-            lua_rawseti(L, A_MVALS, n_meta + 1);
-            lua_pushvalue(L, -1);
-            lua_rawseti(L, A_MKEYS, ++n_meta);
-        }
-        for (int i = 1; i <= n_meta; i++) {
-            lua_rawgeti(L, A_MKEYS, i);
-            want_no_nul(L, "metadata key");
-            lua_rawgeti(L, A_MVALS, i);
-            want_no_nul(L, "metadata value");
-            lua_pop(L, 2);
-        }
-    }
+    int n_meta = anchor_metadata(L);
 
     /* every allocation before any pointer is taken */
     size_t nn = (size_t)(n ? n : 1), nm = (size_t)(n_meta ? n_meta : 1);
@@ -192,28 +219,15 @@ static int l_st_save(lua_State *L)
     const char **mkeys = lua_newuserdatauv(L, nm * sizeof *mkeys, 0);
     const char **mvals = lua_newuserdatauv(L, nm * sizeof *mvals, 0);
 
-    /* from here on nothing runs Lua: lua_rawgeti and lua_tostring of a
-     * string do not allocate, and every value is anchored */
-    for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, A_NAMES, i + 1);
-        order[i].key = lua_tostring(L, -1);
-        order[i].pos = i + 1;
-        lua_pop(L, 1);
-    }
-    if (sorted) qsort(order, (size_t)n, sizeof *order, cmp_entry);
+    /* from here on nothing runs Lua: every value is anchored */
+    key_order(L, A_NAMES, n, sorted, order);
     for (int i = 0; i < n; i++) {
         names[i] = order[i].key;
         lua_rawgeti(L, A_TENSORS, order[i].pos);
         ts[i] = xsa_lua_checktensor(L, -1); /* raises for a freed tensor */
         lua_pop(L, 1);
     }
-    for (int i = 0; i < n_meta; i++) {
-        lua_rawgeti(L, A_MKEYS, i + 1);
-        morder[i].key = lua_tostring(L, -1);
-        morder[i].pos = i + 1;
-        lua_pop(L, 1);
-    }
-    qsort(morder, (size_t)n_meta, sizeof *morder, cmp_entry);
+    key_order(L, A_MKEYS, n_meta, 1, morder);
     for (int i = 0; i < n_meta; i++) {
         mkeys[i] = morder[i].key;
         lua_rawgeti(L, A_MVALS, morder[i].pos);

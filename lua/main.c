@@ -41,7 +41,6 @@
 
 int luaopen_xsa(lua_State *L);
 
-const char *xsa_progname = "xsa";
 
 static void usage(const char *badoption)
 {
@@ -143,33 +142,6 @@ static void print_version(void)
     fflush(stdout);
 }
 
-
-void xsa_message(const char *pname, const char *msg)
-{
-    if (pname) fprintf(stderr, "%s: ", pname);
-    fprintf(stderr, "%s\n", msg);
-    fflush(stderr);
-}
-
-/* Set when the last error reported was an interrupt ("interrupted!" ends
- * its first line): a script that stops so exits 128 + the signal (130 for
- * SIGINT, 143 for SIGTERM), as a shell reports a process the signal ended,
- * wherever it caught the script (loading a module, say, before the script's
- * own handler could map it); lua.c exits 1. A --jobs parent reads a
- * worker's 130 as "interrupted", 1 as "failed". */
-static int reported_interrupt;
-
-int xsa_report(lua_State *L, int status)
-{
-    if (status != LUA_OK) {
-        const char *msg = lua_tostring(L, -1);
-        size_t n = msg ? strcspn(msg, "\n") : 0, k = strlen("interrupted!");
-        reported_interrupt = msg && n >= k && strncmp(msg + n - k, "interrupted!", k) == 0;
-        xsa_message(xsa_progname, msg);
-        lua_pop(L, 1);
-    }
-    return status;
-}
 
 /* ---- xsa's own Lua modules ---------------------------------------------- */
 
@@ -521,5 +493,5 @@ int main(int argc, char **argv)
     }
     lua_close(L);
     if (result && status == LUA_OK) return EXIT_SUCCESS;
-    return reported_interrupt ? 128 + xsa_intr_last_signal() : EXIT_FAILURE;
+    return xsa_report_interrupted() ? 128 + xsa_intr_last_signal() : EXIT_FAILURE;
 }

@@ -123,6 +123,22 @@ function M.tokenizer_files()
   return enc, vocab
 end
 
+-- The GPT-2 tokenizer of the files tokenizer_files() finds, loaded once per
+-- process (again when a user freed it). xsa.tokenizer.gpt2 is this
+-- function: the tokenizer's files are found here, so neither module needs
+-- the other back.
+local gpt2_loaded = {}
+function M.gpt2_tokenizer()
+  local enc, vocab = M.tokenizer_files()
+  local key = enc .. "\0" .. vocab
+  local tok = gpt2_loaded[key]
+  if not tok or not pcall(tok.vocab_size, tok) then -- not loaded yet, or freed by a user
+    tok = require("xsa.core")._tokenizer.load(enc, vocab)
+    gpt2_loaded[key] = tok
+  end
+  return tok
+end
+
 -- Path of the TinyStories text (raises when missing).
 function M.tinystories_file()
   local p, err = M.find(M.TEXT_NAMES)
@@ -222,7 +238,7 @@ function M.tinystories(opts)
     path, err = M.find(M.TEXT_NAMES)
     if not path then error(err, 2) end
   end
-  local tok = opts.tokenizer or require("xsa.tokenizer").gpt2()
+  local tok = opts.tokenizer or M.gpt2_tokenizer()
   local cache = opts.cache
   if cache == nil then
     local dir = M.cache_dir()

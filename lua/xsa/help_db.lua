@@ -475,7 +475,7 @@ add("cache:free", "cache:free()", "Releases the cache at once.", "c:free()")
 -- optimizer, files, tokenizer, data
 
 add("xsa.optim.adamw", "xsa.optim.adamw(params [, {lr=1e-3, betas={0.9, 0.999}, eps=1e-8, weight_decay=0.01}]) -> optimizer",
-  "AdamW as torch.optim.AdamW (single-tensor path, one parameter group) over a list of tensors or model:parameters().",
+  "AdamW as torch.optim.AdamW (single-tensor path, one parameter group) over a list of tensors or model:parameters(); the defaults are xsa.optim.defaults (xsa.train's too).",
   "local opt = xsa.optim.adamw(model:parameters(), {lr = 1e-3})\nopt:zero_grad(); model:loss(x, y):backward(); opt:step()")
 add("optimizer:step", "optimizer:step()", "One AdamW update of every parameter with a .grad.", "opt:step()")
 add("optimizer:zero_grad", "optimizer:zero_grad()", "Zero-fills every parameter's .grad.", "opt:zero_grad()")
@@ -525,6 +525,9 @@ add("xsa.mpi.abort", "xsa.mpi.abort([message [, code]])",
   "1 to 255, default 1.", "xsa.mpi.abort(\"run 3 failed\")")
 add("xsa.json.write_file", "xsa.json.write_file(path, v [, opts])", "Encodes v (indented) and writes it atomically.", "xsa.json.write_file(\"/tmp/r.json\", {a = 1})")
 
+add("xsa.data.gpt2_tokenizer", "xsa.data.gpt2_tokenizer() -> tokenizer",
+  "The GPT-2 tokenizer of the files xsa.data.tokenizer_files() finds, loaded once per process (xsa.tokenizer.gpt2 is this function).",
+  "local tok = xsa.data.gpt2_tokenizer()")
 add("xsa.tokenizer.gpt2", "xsa.tokenizer.gpt2() -> tokenizer", "The GPT-2 tokenizer, loaded once per process.", "local tok = xsa.tokenizer.gpt2()")
 add("xsa.tokenizer.load", "xsa.tokenizer.load(encoder_json, vocab_bpe) -> tokenizer", "A tokenizer from explicit files.",
   "local tok = xsa.tokenizer.load(\"data/encoder.json\", \"data/vocab.bpe\")")

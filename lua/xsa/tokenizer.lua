@@ -11,9 +11,9 @@
 -- (each maximal invalid subsequence -> U+FFFD, as Python's errors="replace").
 -- Non-goals: other vocabularies' special tokens, training a BPE.
 local core = require "xsa.core" -- the C functions and libraries
+local data = require "xsa.data"
 
 local M = {EOT = 50256}
-local loaded = {}
 
 -- A tokenizer from explicit files.
 function M.load(encoder_json, vocab_bpe)
@@ -23,17 +23,7 @@ function M.load(encoder_json, vocab_bpe)
 end
 
 -- The GPT-2 tokenizer, loaded once per process (the files are found in
--- $XSA_DATA, then data/; see xsa.data.search_dirs()).
-function M.gpt2()
-  local data = require "xsa.data"
-  local enc, vocab = data.tokenizer_files()
-  local key = enc .. "\0" .. vocab
-  local tok = loaded[key]
-  if not tok or not pcall(tok.vocab_size, tok) then -- not loaded yet, or freed by a user
-    tok = M.load(enc, vocab)
-    loaded[key] = tok
-  end
-  return tok
-end
+-- $XSA_DATA, then data/; see xsa.data.search_dirs()): xsa.data's.
+M.gpt2 = data.gpt2_tokenizer
 
 return M

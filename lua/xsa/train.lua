@@ -108,9 +108,11 @@ local function free(t)
   if type(t) == "userdata" and t.free then t:free() end
 end
 
--- The defaults, here only (xsa.study's flags read them too).
-M.DEFAULTS = {steps = 300, eval_every = 20, eval_batches = 10, lr = 1e-3, weight_decay = 0.01,
-  betas = {0.9, 0.999}, eps = 1e-8, save_every = 0, final_point = "all", schedule = "constant", warmup = 0,
+-- The defaults, here only (xsa.study's flags read them too); AdamW's are
+-- the optimizer's own (xsa.optim.defaults).
+local AD = core.optim.defaults
+M.DEFAULTS = {steps = 300, eval_every = 20, eval_batches = 10, lr = AD.lr, weight_decay = AD.weight_decay,
+  betas = {AD.betas[1], AD.betas[2]}, eps = AD.eps, save_every = 0, final_point = "all", schedule = "constant", warmup = 0,
   min_lr_frac = 0.1}
 
 -- The options pair reads (xsa.options.check refuses any other key).
