@@ -1,11 +1,11 @@
 /*
  * l_proc.c: xsa._proc, running a shell command as os.execute does, except
  * for signals. C's system() (os.execute) ignores SIGINT and SIGQUIT in the
- * caller until the command ends, so a `--jobs` parent running its workers
- * through xargs could not be interrupted by a `kill -INT` of its own pid
- * or a Jupyter interrupt: it waited for every worker to finish.
+ * caller until the command ends, so a parent running another part (ex:results
+ * with --train) could not be interrupted by a `kill -INT` of its own pid or
+ * a Jupyter interrupt: it waited for the child to finish.
  *
- *   local ok, how, code = xsa._proc.run("xargs -P 2 ...")  -- os.execute's results
+ *   local ok, how, code = xsa._proc.run("xsa scripts/part3_train.lua --seed 1")  -- os.execute's results
  *
  * Here the command runs in its own process group. A SIGINT or SIGTERM that
  * reaches this process meanwhile is forwarded to that whole group (the
