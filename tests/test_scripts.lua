@@ -122,8 +122,10 @@ T.case("quick and non-default runs write apart, in runs/LABEL/, never over the d
   -- a checkout of its own (XSA_ROOT, its script inside it: the study's defaults are under the checkout)
   local root = TMP .. "/root"
   local env = "XSA_ROOT=" .. shq(root) .. " XSA_DATA=" .. shq(ROOT .. "/data")
+  -- (part 2 with geometry.lua, the drawing it loads from beside itself)
   os.execute("mkdir -p " .. shq(root .. "/scripts") .. " && cp " .. shq(ROOT .. "/scripts/part2_geometry.lua") .. " " ..
-    shq(root .. "/scripts/") .. " && ln -s " .. shq(ROOT .. "/lua") .. " " .. shq(root .. "/lua")) -- a checkout, not an install
+    shq(ROOT .. "/scripts/geometry.lua") .. " " .. shq(root .. "/scripts/") .. " && ln -s " .. shq(ROOT .. "/lua") .. " " ..
+    shq(root .. "/lua")) -- a checkout, not an install
   local function run(_, flags, e)
     local p = io.popen(string.format("cd %s && %s %s %s %s 2>&1", shq(TMP), e, shq(EXE), shq(root .. "/scripts/part2_geometry.lua"), flags))
     local out = p:read("a")
