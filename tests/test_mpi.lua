@@ -425,12 +425,12 @@ end)
   T.eq(n, 1, "the finished run stayed cached")
 end)
 
--- A part that does not spread its runs over the ranks (part 5: no `ranks`
--- in its declaration) under mpirun: the other ranks leave, rank 0 runs every
--- seed itself. It waited for them in the first wave's allgather forever;
--- and with --train, part 3 was trained for its first seed only (the
--- --seed flag of the child had the first seed's value).
-T.case("mpirun -np 2 part5 --train: rank 0 runs every seed, no hang, each seed's part 3 trained", function()
+-- Part 5 under mpirun with --train: its seeds go to the ranks, each of which
+-- trains part 3 for its seed in a child process. Once part 5 (units, but no
+-- `ranks` flag) waited in the first wave's allgather forever, and with
+-- --train part 3 was trained for its first seed only (the --seed flag of the
+-- child had the first seed's value).
+T.case("mpirun -np 2 part5 --train: no hang, each seed's part 3 trained", function()
   local out = TMP .. "/p5"
   local code, log = run(2, string.format("%s --quick --seeds 2 --train --steps 4 --out %s --plots %s",
     shq(ROOT .. "/scripts/part5_bias_trained.lua"), shq(out), shq(out .. "/plots")))
