@@ -232,9 +232,10 @@ xsa.json.write_file(arg[1] .. r .. ".json", out)
 end)
 
 -- The cache entries of a folder as {file name = entry}, without what
--- differs between any two runs (wall times, the time of saving, where and
+-- differs between any two runs (wall and CPU times, the time of saving, where and
 -- when it ran) and with the folder itself in paths replaced by "OUT".
-local TIMES = {elapsed_s = true, train_s = true, eval_s = true, tokens_per_s = true, saved_at = true, provenance = true}
+local TIMES = {elapsed_s = true, train_s = true, eval_s = true, tokens_per_s = true, saved_at = true, provenance = true,
+  cpu_s = true}
 local function strip(v, dir)
   if type(v) == "string" then return (v:gsub(dir:gsub("%p", "%%%0"), "OUT")) end
   if type(v) ~= "table" then return v end
