@@ -84,16 +84,6 @@ end
 
 local function gain(sa, x) return 100 * (sa - x) / math.abs(sa) end
 
--- Least-squares slope of ys over xs.
-local function slope(xs, ys)
-  local mx, my, sxx, sxy = stats.mean(xs), stats.mean(ys), 0, 0
-  for i = 1, #xs do
-    sxx = sxx + (xs[i] - mx) ^ 2
-    sxy = sxy + (xs[i] - mx) * (ys[i] - my)
-  end
-  return sxy / sxx
-end
-
 -- Claim 2: per seed, the slope of XSA's gain over log2(seq_len), in points
 -- per doubling; only seeds with every length count (the summary has only
 -- those). Final val loss and mean val loss (both from the recorded curves).
@@ -119,7 +109,7 @@ function M.seqlen_rows(s, claim, out)
       local p = per[seed]
       local ok = #p.x >= 2
       for _, v in ipairs(p[key]) do ok = ok and finite(v) end
-      if ok then d[#d + 1] = slope(p.x, p[key]) end
+      if ok then d[#d + 1] = stats.slope(p.x, p[key]) end
     end
     local label = key == "final" and "final val loss: slope of the gain per doubling of seq_len" or
       "mean val loss: slope of the gain per doubling of seq_len"

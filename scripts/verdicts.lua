@@ -105,14 +105,7 @@ function M.seeds_rule(results)
     s, df, math.floor(q.upper * 100 + 0.5), up, capped and fmt("capped at %d by the budget", q.max) or "uncapped", half)
 end
 
--- The least-squares slope of ys on xs.
-local function slope(xs, ys)
-  local mx, my = stats.mean(xs), stats.mean(ys)
-  local sxy, sxx = 0, 0
-  for i = 1, #xs do sxy, sxx = sxy + (xs[i] - mx) * (ys[i] - my), sxx + (xs[i] - mx) ^ 2 end
-  return sxy / sxx
-end
-M.slope = slope
+M.slope = stats.slope
 
 -- Per seed, the three family statistics from gains[cell key][seed]:
 -- gain (mean over the cells), length and size slopes.
@@ -127,7 +120,7 @@ function M.per_seed(gains, seeds)
     local ly, sy = {}, {}
     for i, c in ipairs(plan.part8) do ly[i] = gains[c.key][s] end
     for i, c in ipairs(plan.part9) do sy[i] = gains[c.key][s] end
-    out.gain[#out.gain + 1], out.length[#out.length + 1], out.size[#out.size + 1] = all / n, slope(lx, ly), slope(sx, sy)
+    out.gain[#out.gain + 1], out.length[#out.length + 1], out.size[#out.size + 1] = all / n, stats.slope(lx, ly), stats.slope(sx, sy)
   end
   return out
 end

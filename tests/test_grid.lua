@@ -173,6 +173,9 @@ T.case("stats.holm and the chi-square quantile against closed forms", function()
   T.near(1 - math.exp(-q / 2) * (1 + q / 2), 0.2, 1e-10)
   T.near(stats.chi2_cdf(1.959963984540054 ^ 2, 1), 0.95, 1e-12)
   T.near(stats.sd_upper(2, 4, 0.8), 2 * math.sqrt(4 / q), 1e-12)
+  -- slope of (0, 1), (2, 2), (4, 4): sxy = (-2)(-4/3) + 2 (5/3) = 6 over sxx = 8
+  T.near(stats.slope({0, 2, 4}, {1, 2, 4}), 0.75, 1e-15)
+  T.raises(function() stats.slope({1, 1}, {1, 2}) end, "the xs are all equal")
 end)
 
 T.done()

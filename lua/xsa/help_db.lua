@@ -693,6 +693,8 @@ add("xsa.stats.chi2_quantile", "xsa.stats.chi2_quantile(p, df) -> number",
 add("xsa.stats.sd_upper", "xsa.stats.sd_upper(s, df [, level=0.95]) -> number",
   "The one-sided upper confidence limit of a normal sigma from a sample sd s with df degrees of freedom: " ..
   "s sqrt(df / chi2_quantile(1 - level, df)).", "print(xsa.stats.sd_upper(4.1, 9))")
+add("xsa.stats.slope", "xsa.stats.slope(xs, ys) -> number", "The least-squares slope of ys on xs.",
+  "print(xsa.stats.slope({0, 1, 2}, {1, 3, 5}))")
 add("xsa.stats.holm", "xsa.stats.holm(ps) -> adjusted",
   "Holm's step-down adjusted p-values, in the order given (each at most 1, never below a smaller p's).",
   "print(table.unpack(xsa.stats.holm({0.01, 0.04, 0.03})))")

@@ -63,6 +63,7 @@
 --                            the cdf to a relative 1e-12 (sd_upper uses it).
 --   sd_upper(s, df, level)   the one-sided upper confidence limit of a normal sigma from a
 --                            sample sd s with df degrees of freedom: s sqrt(df / chi2(1-level, df)).
+--   slope(xs, ys)            the least-squares slope of ys on xs (a per-seed trend: parts 4, 8, 9).
 -- Several tests at once
 --   holm(ps)                 Holm's step-down adjusted p-values, in the order given: with
 --                            p(1) <= ... <= p(m), adj(i) = max over j <= i of min(1, (m - j + 1) p(j)).
@@ -666,6 +667,19 @@ function M.sd_upper(s, df, level)
   if not (is_finite(s) and s >= 0) then fail("sd_upper", "s must be a finite number >= 0, got %s", describe(s)) end
   level = check_level("sd_upper", level)
   return s * sqrt(df / M.chi2_quantile(1 - level, df))
+end
+
+-- The least-squares slope of ys on xs (two lists of equal length, xs not all equal).
+function M.slope(xs, ys)
+  local n = check_list("slope", xs)
+  if check_list("slope", ys) ~= n then fail("slope", "xs and ys differ in length (%d, %d)", n, #ys) end
+  local mx, my, sxx, sxy = mean_of(xs, n), mean_of(ys, n), 0, 0
+  for i = 1, n do
+    sxx = sxx + (xs[i] - mx) ^ 2
+    sxy = sxy + (xs[i] - mx) * (ys[i] - my)
+  end
+  if sxx == 0 then fail("slope", "the xs are all equal") end
+  return sxy / sxx
 end
 
 function M.holm(ps)
