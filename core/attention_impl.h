@@ -28,6 +28,11 @@ void xsa_nn_attention_blocked_backward(const xsa_attention_variant *v, float lam
 float xsa_nn_attention_blocked_weight(const float *qkv, const float *saved, int b, int h, int t,
                                       int t2, int T, int C, int NH);
 
+/* The probe's POST_COS and POST_COS1 of nn.h (per head, into probe) from
+ * z [B,T,C] against the values of qkv: for an output computed elsewhere
+ * (an external attention, attention_ext.c) */
+void xsa_nn_probe_post(double *probe, const float *z, const float *qkv, int B, int T, int C, int NH);
+
 /* nn.h's attention forward and backward for any variant of the table
  * (nn.h's own take lambda: 0 is SA, else XSA) */
 void xsa_nn_attention_forward_v(const xsa_attention_variant *v, float lambda, float *out, float *y,

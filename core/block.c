@@ -15,22 +15,24 @@
 #include "gpt_impl.h"
 #include "nn.h"
 
-void xsa_gpt_attend_full(void *ctx, int layer, const xsa_gpt_acts *a)
+int xsa_gpt_attend_full(void *ctx, int layer, const xsa_gpt_acts *a)
 {
     const xsa_gpt_full_attention *f = ctx;
+    if (f->ext) return xsa_gpt_attend_ext(f, layer, a);
     double *probe = f->probe ? f->probe + (size_t)layer * f->NH * XSA_NN_PROBE_N : NULL;
     xsa_nn_attention_forward_v(f->var, f->lambda, a->z, a->y, a->att, a->qkv, f->B, f->T, f->C, f->NH,
                                probe);
+    return 0;
 }
 
-void xsa_gpt_block_forward(const xsa_gpt_layer *w, const float *x, const xsa_gpt_acts *a, int N,
-                           int C, int layer, const xsa_gpt_variant *v, int attention_only)
+int xsa_gpt_block_forward(const xsa_gpt_layer *w, const float *x, const xsa_gpt_acts *a, int N,
+                          int C, int layer, const xsa_gpt_variant *v, int attention_only)
 {
     size_t NC = (size_t)N * C;
     xsa_nn_layernorm_forward(a->ln1, a->ln1m, a->ln1r, x, w->ln1w, w->ln1b, N, C);
     v->linear(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
-    v->attend(v->ctx, layer, a);
-    if (attention_only) return;
+    if (v->attend(v->ctx, layer, a) != 0) return -1;
+    if (attention_only) return 0;
     /* res2 = c_proj(z) + x: the projection first, the residual added to it
      * (every caller adds in this order, so their sums are the same) */
     v->linear(a->res2, a->z, w->apw, w->apb, N, C, C);
@@ -40,6 +42,7 @@ void xsa_gpt_block_forward(const xsa_gpt_layer *w, const float *x, const xsa_gpt
     xsa_nn_gelu_forward(a->fchg, a->fch, NC * 4);
     v->linear(a->res3, a->fchg, w->fpw, w->fpb, N, 4 * C, C);
     xsa_nn_residual_forward(a->res3, a->res3, a->res2, NC);
+    return 0;
 }
 
 /* The bias gradient of c_attn, dqkv[N,3C] -> db[3C], without its key
@@ -56,9 +59,9 @@ static void qkv_bias_backward(float *db, const float *dqkv, int N, int C)
     }
 }
 
-void xsa_gpt_block_backward(const xsa_gpt_layer *w, const xsa_gpt_layer *g, const float *x,
-                            const xsa_gpt_acts *a, float *dres, const xsa_gpt_block_scratch *s,
-                            const xsa_gpt_full_attention *at)
+int xsa_gpt_block_backward(const xsa_gpt_layer *w, const xsa_gpt_layer *g, const float *x,
+                           const xsa_gpt_acts *a, float *dres, const xsa_gpt_block_scratch *s,
+                           const xsa_gpt_full_attention *at, int layer)
 {
     int C = at->C, N = at->B * at->T;
     size_t NC = (size_t)N * C;
@@ -81,11 +84,18 @@ void xsa_gpt_block_backward(const xsa_gpt_layer *w, const xsa_gpt_layer *g, cons
     memset(dA, 0, NC * sizeof(float));
     xsa_nn_linear_backward(dA, g->apw, g->apb, dres, a->z, w->apw, N, C, C);
     memset(dqkv, 0, NC * 3 * sizeof(float));
-    xsa_nn_attention_backward_v(at->var, at->lambda, dqkv, s->ascratch, dA, a->qkv, a->att, a->y, at->B,
-                                at->T, C, at->NH);
+    if (at->ext) {
+        void *sv = at->saved[layer];
+        at->saved[layer] = NULL;
+        if (xsa_gpt_attend_ext_backward(at, sv, dA, dqkv) != 0) return -1;
+    } else {
+        xsa_nn_attention_backward_v(at->var, at->lambda, dqkv, s->ascratch, dA, a->qkv, a->att, a->y,
+                                    at->B, at->T, C, at->NH);
+    }
     xsa_nn_layernorm_forward(ln, a->ln1m, a->ln1r, x, w->ln1w, w->ln1b, N, C); /* ln_1(x) again */
     memset(dA, 0, NC * sizeof(float));
     xsa_nn_linear_backward(dA, g->qkvw, NULL, dqkv, ln, w->qkvw, N, C, 3 * C);
     qkv_bias_backward(g->qkvb, dqkv, N, C);
     xsa_nn_layernorm_backward(dres, g->ln1w, g->ln1b, dA, x, w->ln1w, a->ln1m, a->ln1r, N, C);
+    return 0;
 }

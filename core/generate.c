@@ -127,7 +127,9 @@ int xsa_gpt_generate(xsa_gpt *m, int B, const int32_t *const *prompts, const int
         if (!cache) goto done;
         int T = pack_window(&g);
         if (xsa_kv_cache_append(cache, g.ids, T, g.lens, g.logits, 0) != 0) goto done;
-    } else if (!(ref = xsa_gpt_clone(m, cfg->attention, cfg->lambda)) || full_forward_logits(ref, &g) != 0) {
+    } else if (!(ref = xsa_gpt_clone(m, cfg->attention, cfg->lambda)) ||
+               (xsa_gpt_ext(m) && xsa_gpt_set_ext_attention(ref, xsa_gpt_ext(m)) != 0) ||
+               full_forward_logits(ref, &g) != 0) {
         goto done;
     }
     for (int step = 0;; step++) {

@@ -61,6 +61,11 @@ struct xsa_gpt {
     size_t logits_cap;         /* floats */
     int logits_ready;
     xsa_bf16_mm *mm;           /* precision bf16: the oneDNN products of the lm_head */
+    /* an external attention (gpt.h), when has_ext; ext_saved[l]: what
+     * block l's backward needs from it, from a forward with targets */
+    xsa_gpt_ext_attention ext;
+    int has_ext;
+    void **ext_saved;
 };
 
 /* ---- configuration ---------------------------------------------------- */
@@ -239,7 +244,8 @@ xsa_gpt *xsa_gpt_alloc(const xsa_gpt_config *c)
     m->la = calloc((size_t)c->n_layer, sizeof *m->la);
     m->w.h = calloc((size_t)c->n_layer, sizeof *m->w.h);
     m->gh = calloc((size_t)c->n_layer, sizeof *m->gh);
-    if (!m->names || !m->params || !m->la || !m->w.h || !m->gh) goto fail;
+    m->ext_saved = calloc((size_t)c->n_layer, sizeof *m->ext_saved);
+    if (!m->names || !m->params || !m->la || !m->w.h || !m->gh || !m->ext_saved) goto fail;
     m->nparams = (size_t)nparams; /* validated: at most XSA_MAX_NUMEL */
     m->pstore = xsa_storage_new(m->nparams * sizeof(float));
     m->gstore = xsa_storage_new(m->nparams * sizeof(float));
@@ -274,9 +280,31 @@ xsa_gpt *xsa_gpt_new(const xsa_gpt_config *c)
 
 void xsa_gpt_retain(xsa_gpt *m) { m->refcount++; }
 
+/* Gives back what the external attention kept for a backward that will
+ * not come. */
+static void drop_saved(xsa_gpt *m)
+{
+    for (int l = 0; m->ext_saved && l < m->cfg.n_layer; l++)
+        if (m->ext_saved[l]) {
+            m->ext.drop(m->ext.ud, m->ext_saved[l]);
+            m->ext_saved[l] = NULL;
+        }
+}
+
+static void set_ext(xsa_gpt *m, const xsa_gpt_ext_attention *e)
+{
+    drop_saved(m);
+    if (e) e->retain(e->ud);
+    if (m->has_ext) m->ext.release(m->ext.ud);
+    m->has_ext = e != NULL;
+    if (e) m->ext = *e;
+}
+
 void xsa_gpt_free(xsa_gpt *m)
 {
     if (!m || --m->refcount > 0) return;
+    set_ext(m, NULL);
+    free(m->ext_saved);
     for (int i = 0; i < m->ntensors; i++) {
         if (m->names) free(m->names[i]);
         if (m->params) xsa_tensor_free(m->params[i]);
@@ -319,6 +347,7 @@ static void release_pending(xsa_gpt *m)
 static void release_acts(xsa_gpt *m)
 {
     release_pending(m);
+    drop_saved(m);
     xsa_pool_put(m->acts);
     m->acts = NULL;
     m->acts_cap = 0;
@@ -362,10 +391,25 @@ int xsa_gpt_set_attention(xsa_gpt *m, xsa_attention attention, double lambda)
     if (xsa_gpt_config_validate(&c) != 0) return -1;
     m->cfg = c;
     set_variant(m);
+    set_ext(m, NULL);
     m->gen++;
     release_acts(m);
     return 0;
 }
+
+int xsa_gpt_set_ext_attention(xsa_gpt *m, const xsa_gpt_ext_attention *e)
+{
+    if (e && (!e->forward || !e->backward || !e->drop || !e->retain || !e->release))
+        return xsa_error("gpt set_ext_attention: every function of the attention is needed");
+    m->cfg.attention = XSA_ATTN_SA;
+    set_variant(m);
+    set_ext(m, e);
+    m->gen++;
+    release_acts(m);
+    return 0;
+}
+
+const xsa_gpt_ext_attention *xsa_gpt_ext(const xsa_gpt *m) { return m->has_ext ? &m->ext : NULL; }
 
 const xsa_gpt_config *xsa_gpt_get_config(const xsa_gpt *m) { return &m->cfg; }
 size_t xsa_gpt_num_params(const xsa_gpt *m) { return m->nparams; }
@@ -550,30 +594,33 @@ static size_t step_scratch_floats(const xsa_gpt *m, int B, int T)
 static xsa_gpt_full_attention full_attention(const xsa_gpt *m, int B, int T, double *probe)
 {
     return (xsa_gpt_full_attention){B, T, m->cfg.d_model, m->cfg.n_head, m->var, (float)m->cfg.lambda,
-                                    probe};
+                                    probe, m->has_ext ? &m->ext : NULL, NULL};
 }
 
 /* Embedding and blocks, keeping every block's activations for the
- * backward. probe (or NULL) receives per-layer statistics; with
- * probe_only the last block stops after its attention (the probe needs no
- * more). gelu(fch) goes through a scratch buffer from the pool: the
- * backward recomputes it. */
-static int run_blocks(xsa_gpt *m, int B, int T, double *probe, int probe_only)
+ * backward (and, with keep, what an external attention's backward needs).
+ * probe (or NULL) receives per-layer statistics; with probe_only the last
+ * block stops after its attention (the probe needs no more). gelu(fch)
+ * goes through a scratch buffer from the pool: the backward recomputes
+ * it. */
+static int run_blocks(xsa_gpt *m, int B, int T, double *probe, int probe_only, int keep)
 {
-    int C = m->cfg.d_model, L = m->cfg.n_layer, N = B * T;
+    int C = m->cfg.d_model, L = m->cfg.n_layer, N = B * T, rc = 0;
     float *fchg = xsa_pool_get(XSA_POOL_SCRATCH, step_scratch_floats(m, B, T));
     if (!fchg) return -1;
     xsa_gpt_full_attention fa = full_attention(m, B, T, probe);
+    if (keep) fa.saved = m->ext_saved;
     xsa_gpt_variant v = {xsa_nn_linear_forward, xsa_gpt_attend_full, &fa};
     xsa_nn_embedding_forward(m->encoded, m->tokens, m->w.wte, m->w.wpe, B, T, C);
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; l < L && rc == 0; l++) {
         xsa_gpt_acts a = m->la[l];
         a.fchg = fchg;
         const float *x = l == 0 ? m->encoded : m->la[l - 1].res3;
-        xsa_gpt_block_forward(&m->w.h[l], x, &a, N, C, l, &v, probe_only && l == L - 1);
+        rc = xsa_gpt_block_forward(&m->w.h[l], x, &a, N, C, l, &v, probe_only && l == L - 1);
     }
     xsa_pool_put(fchg);
-    return 0;
+    if (rc != 0) drop_saved(m);
+    return rc;
 }
 
 static int forward(xsa_gpt *m, const int32_t *inputs, const int32_t *targets, int B, int T,
@@ -616,7 +663,8 @@ static float *run_blocks_eval(xsa_gpt *m, const int32_t *inputs, int B, int T, f
     xsa_gpt_full_attention fa = full_attention(m, B, T, NULL);
     xsa_gpt_variant v = {xsa_nn_linear_forward, xsa_gpt_attend_full, &fa};
     xsa_nn_embedding_forward(x, inputs, m->w.wte, m->w.wpe, B, T, C);
-    for (int l = 0; l < L; l++) xsa_gpt_block_forward(&m->w.h[l], x, &a, N, C, l, &v, 0);
+    for (int l = 0; l < L; l++)
+        if (xsa_gpt_block_forward(&m->w.h[l], x, &a, N, C, l, &v, 0) != 0) return NULL;
     xsa_nn_layernorm_forward(ln, mean, rstd, x, m->w.lnfw, m->w.lnfb, N, C);
     return ln;
 }
@@ -678,7 +726,7 @@ static int forward(xsa_gpt *m, const int32_t *inputs, const int32_t *targets, in
         float *w = xsa_pool_get(XSA_POOL_ACTS, eval_floats(m, B, T));
         if (!w) return -1;
         float *lnf = run_blocks_eval(m, inputs, B, T, w);
-        int rc = lm_loss(m, lnf, targets, B, T, NULL, NULL, loss);
+        int rc = lnf ? lm_loss(m, lnf, targets, B, T, NULL, NULL, loss) : -1;
         xsa_pool_put(w);
         return rc;
     }
@@ -688,7 +736,8 @@ static int forward(xsa_gpt *m, const int32_t *inputs, const int32_t *targets, in
     m->T = T;
     memcpy(m->tokens, inputs, (size_t)N * sizeof(int32_t));
     if (targets) memcpy(m->tokens + N, targets, (size_t)N * sizeof(int32_t));
-    if (run_blocks(m, B, T, NULL, 0) != 0) return -1;
+    drop_saved(m);
+    if (run_blocks(m, B, T, NULL, 0, targets != NULL) != 0) return -1;
     m->have_acts = 1;
     xsa_nn_layernorm_forward(m->lnf, m->lnfm, m->lnfr, m->la[L - 1].res3, m->w.lnfw, m->w.lnfb, N, C);
     m->have_logits = 1;
@@ -775,11 +824,14 @@ int xsa_gpt_backward(xsa_gpt *m, float dloss)
     xsa_nn_layernorm_backward(dres, g.lnfw, g.lnfb, bs.dA, m->la[L - 1].res3, m->w.lnfw,
                               m->lnfm, m->lnfr, N, C);
     xsa_gpt_full_attention fa = full_attention(m, B, T, NULL);
-    for (int l = L - 1; l >= 0; l--) {
+    fa.saved = m->ext_saved;
+    int rb = 0;
+    for (int l = L - 1; l >= 0 && rb == 0; l--) {
         const float *x = l == 0 ? m->encoded : m->la[l - 1].res3;
-        xsa_gpt_block_backward(&m->w.h[l], &g.h[l], x, &m->la[l], dres, &bs, &fa);
+        rb = xsa_gpt_block_backward(&m->w.h[l], &g.h[l], x, &m->la[l], dres, &bs, &fa, l);
     }
-    int rc = xsa_nn_lmhead_tail_finish(m->tail);
+    int rc = xsa_nn_lmhead_tail_finish(m->tail); /* its threads end before anything returns */
+    if (rb != 0) rc = -1;
     if (rc == 0) xsa_nn_embedding_backward(g.wte, g.wpe, dres, m->tokens, B, T, C);
     xsa_pool_put(scr);
     release_acts(m); /* for the next model's step */
@@ -792,8 +844,8 @@ const float *xsa_gpt_activation(const xsa_gpt *m, int layer, const char *name)
     const xsa_gpt_acts *a = &m->la[layer];
     if (strcmp(name, "qkv") == 0) return a->qkv;
     if (strcmp(name, "z") == 0) return a->z;
-    if (strcmp(name, "y") == 0) return m->var->forward ? a->y : a->z;
-    if (strcmp(name, "att") == 0) return m->T <= XSA_NN_ATTN_FULL_MAX ? a->att : NULL;
+    if (strcmp(name, "y") == 0) return m->has_ext ? NULL : m->var->forward ? a->y : a->z;
+    if (strcmp(name, "att") == 0) return m->T <= XSA_NN_ATTN_FULL_MAX && !m->has_ext ? a->att : NULL;
     return NULL;
 }
 
@@ -809,7 +861,8 @@ int xsa_gpt_probe(xsa_gpt *m, const int32_t *inputs, int B, int T, double *out)
     m->B = B;
     m->T = T;
     memcpy(m->tokens, inputs, (size_t)B * T * sizeof(int32_t));
-    if (run_blocks(m, B, T, out, 1) != 0) return -1;
+    drop_saved(m);
+    if (run_blocks(m, B, T, out, 1, 0) != 0) return -1;
     m->have_acts = 1;
     return 0;
 }

@@ -106,6 +106,47 @@ int xsa_gpt_copy_from(xsa_gpt *dst, const xsa_gpt *src);
 /* Switches the attention of an existing model (weights untouched). */
 int xsa_gpt_set_attention(xsa_gpt *m, xsa_attention attention, double lambda);
 
+/* ---- an attention computed outside the core ------------------------------
+ * A model's attention may be a function the core does not know (the Lua
+ * binding's `attention = f`, lua/l_attention.c): per block it gets q, k, v
+ * (packed as the core's qkv [B,T,3C]) and writes Z; the core runs the rest
+ * of the block, the loss and the backward around it. The model's own
+ * variant (cfg.attention) is then SA, whose Y the function may read, and
+ * lambda is unused. The function must be causal (row t of Z from rows <= t
+ * of q, k, v): the key/value cache calls it over the whole prefix and keeps
+ * the new rows, so decoding equals the full forward only then.
+ *
+ * forward: rows t0..T-1 of Z into z [B,T-t0,C] (heads concatenated as in
+ *   qkv); t0 > 0 only when decoding. keep: this forward will be
+ *   differentiated: *saved receives what backward needs (the core hands it
+ *   back once, to backward or to drop). 0, or -1 with an error (the model
+ *   then stays as it was before the call, its activations dropped).
+ * backward: dqkv [B,T,3C] += d(loss)/d(qkv) from dz [B,T,C] = d(loss)/dZ.
+ * drop: frees a saved (never NULL). retain/release: the core holds one
+ *   reference per model that uses it (clones for generation share it). */
+typedef struct xsa_gpt_ext_call {
+    int layer, B, T, C, NH, t0, keep;
+    const float *qkv;
+    float *z;
+    void *saved;
+} xsa_gpt_ext_call;
+typedef struct xsa_gpt_ext_attention {
+    int (*forward)(void *ud, xsa_gpt_ext_call *c);
+    int (*backward)(void *ud, void *saved, const float *dz, float *dqkv);
+    void (*drop)(void *ud, void *saved);
+    void (*retain)(void *ud);
+    void (*release)(void *ud);
+    void *ud;
+} xsa_gpt_ext_attention;
+/* Gives m that attention (NULL: back to its own variant, cfg.attention),
+ * with cfg.attention set to SA; drops the activations, as set_attention. */
+int xsa_gpt_set_ext_attention(xsa_gpt *m, const xsa_gpt_ext_attention *e);
+/* The model's external attention (borrowed), or NULL. */
+const xsa_gpt_ext_attention *xsa_gpt_ext(const xsa_gpt *m);
+/* The name a checkpoint's metadata gives such an attention: a function
+ * cannot be saved, so loading needs it again (xsa_gpt_load_ext). */
+#define XSA_GPT_EXT_NAME "function"
+
 const xsa_gpt_config *xsa_gpt_get_config(const xsa_gpt *m);
 size_t xsa_gpt_num_params(const xsa_gpt *m);             /* scalars */
 int xsa_gpt_num_tensors(const xsa_gpt *m);
@@ -164,5 +205,11 @@ int xsa_gpt_save(const xsa_gpt *m, const char *path, const struct xsa_adamw *opt
  * non-NULL, *opt_out receives the saved AdamW (over the new model's
  * parameters) or NULL when the file holds none. */
 xsa_gpt *xsa_gpt_load(const char *path, struct xsa_adamw **opt_out);
+/* The same for a checkpoint of a model with an external attention (its
+ * metadata says attention = XSA_GPT_EXT_NAME): ext is that attention
+ * again. Either without the other (a function for a built-in variant's
+ * checkpoint, or none for a function's) is an error naming the fix. */
+xsa_gpt *xsa_gpt_load_ext(const char *path, struct xsa_adamw **opt_out,
+                          const xsa_gpt_ext_attention *ext);
 
 #endif

@@ -50,7 +50,8 @@ int xsa_gpt_save(const xsa_gpt *m, const char *path, const xsa_adamw *opt)
     snprintf(vals[2], sizeof vals[2], "%d", c->d_model);
     snprintf(vals[3], sizeof vals[3], "%d", c->n_head);
     snprintf(vals[4], sizeof vals[4], "%d", c->seq_len);
-    snprintf(vals[5], sizeof vals[5], "%s", xsa_gpt_attention_name(c->attention));
+    snprintf(vals[5], sizeof vals[5], "%s",
+             xsa_gpt_ext(m) ? XSA_GPT_EXT_NAME : xsa_gpt_attention_name(c->attention));
     xsa_format_double(vals[6], sizeof vals[6], c->lambda);
     snprintf(vals[7], sizeof vals[7], "%llu", (unsigned long long)c->seed);
     int nmeta = NMETA;
@@ -167,6 +168,36 @@ static int load_tensor(const xsa_st_file *f, const char *path, const char *name,
 
 xsa_gpt *xsa_gpt_load(const char *path, xsa_adamw **opt_out)
 {
+    return xsa_gpt_load_ext(path, opt_out, NULL);
+}
+
+/* The metadata attention of path into *out: a variant of the table, or
+ * XSA_GPT_EXT_NAME, a function only ext can be again (the model then has
+ * SA as its own variant, gpt.h). */
+static int parse_attention(const char *path, const char *att, const xsa_gpt_ext_attention *ext,
+                           xsa_attention *out)
+{
+    if (strcmp(att, XSA_GPT_EXT_NAME) == 0) {
+        if (!ext)
+            return xsa_error("%s: the model's attention was a function (metadata attention = \"%s\"), "
+                             "which a checkpoint cannot hold: give that function to the loader "
+                             "(Lua: xsa.gpt.load(path, {attention = f}))", path, att);
+        *out = XSA_ATTN_SA;
+        return 0;
+    }
+    if (xsa_gpt_attention_parse(att, out) != 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", xsa_last_error());
+        return xsa_error("%s: metadata attention = \"%s\": %s", path, att, msg);
+    }
+    if (ext)
+        return xsa_error("%s: the model's attention is \"%s\", not a function: load it without "
+                         "one", path, att);
+    return 0;
+}
+
+xsa_gpt *xsa_gpt_load_ext(const char *path, xsa_adamw **opt_out, const xsa_gpt_ext_attention *ext)
+{
     if (opt_out) *opt_out = NULL;
     xsa_st_file *f = xsa_st_load(path);
     if (!f) return NULL;
@@ -202,10 +233,7 @@ xsa_gpt *xsa_gpt_load(const char *path, xsa_adamw **opt_out)
         xsa_error("%s: missing metadata key attention", path);
         goto fail;
     }
-    if (xsa_gpt_attention_parse(att, &c.attention) != 0) {
-        xsa_error("%s: metadata attention = \"%s\" is not \"sa\" or \"xsa\"", path, att);
-        goto fail;
-    }
+    if (parse_attention(path, att, ext, &c.attention) != 0) goto fail;
     if (meta_double(f, path, "lambda", &c.lambda) != 0) goto fail;
     if (xsa_gpt_config_validate(&c) != 0) {
         char msg[256];
@@ -214,7 +242,7 @@ xsa_gpt *xsa_gpt_load(const char *path, xsa_adamw **opt_out)
         goto fail;
     }
     m = xsa_gpt_alloc(&c);
-    if (!m) goto fail;
+    if (!m || (ext && xsa_gpt_set_ext_attention(m, ext) != 0)) goto fail;
     for (int i = 0; i < xsa_gpt_num_tensors(m); i++)
         if (load_tensor(f, path, xsa_gpt_param_name(m, i), xsa_gpt_param(m, i), XSA_FLOAT32, P(m, i)) != 0) goto fail;
     int has_adam = 0;

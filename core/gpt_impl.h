@@ -99,26 +99,41 @@ typedef struct xsa_gpt_variant {
     /* nn.h's xsa_nn_linear_forward, or a kernel with its contract */
     void (*linear)(float *out, const float *inp, const float *w, const float *b, int N, int C,
                    int OC);
-    /* writes a->z (and whatever it keeps) from a->qkv, for block `layer` */
-    void (*attend)(void *ctx, int layer, const xsa_gpt_acts *a);
+    /* writes a->z (and whatever it keeps) from a->qkv, for block `layer`:
+     * 0, or -1 with an error (an external attention's, gpt.h) */
+    int (*attend)(void *ctx, int layer, const xsa_gpt_acts *a);
     void *ctx;
 } xsa_gpt_variant;
 
 /* Full causal attention over [B,T] (xsa_nn_attention_forward): keeps y and
  * att; probe, when non-NULL, receives block l's statistics at
- * probe + l * NH * XSA_NN_PROBE_N. ctx of xsa_gpt_attend_full. */
+ * probe + l * NH * XSA_NN_PROBE_N. ctx of xsa_gpt_attend_full. With ext
+ * (gpt.h) the external attention writes z instead (attention_ext.c);
+ * saved, when non-NULL, receives what each block's backward needs
+ * (saved[layer]). */
 typedef struct xsa_gpt_full_attention {
     int B, T, C, NH;
     const struct xsa_attention_variant *var; /* attention.h */
     float lambda;                            /* the variant's, when it takes one */
     double *probe;
+    const xsa_gpt_ext_attention *ext;
+    void **saved;
 } xsa_gpt_full_attention;
-void xsa_gpt_attend_full(void *ctx, int layer, const xsa_gpt_acts *a);
+int xsa_gpt_attend_full(void *ctx, int layer, const xsa_gpt_acts *a);
+
+/* ---- the external attention (attention_ext.c) --------------------------- */
+/* xsa_gpt_attend_full's part for fa->ext: z from the function (and the
+ * probe's statistics: those of Y from SA's kernel, cos(z, v) from z) */
+int xsa_gpt_attend_ext(const xsa_gpt_full_attention *fa, int layer, const xsa_gpt_acts *a);
+/* Block `layer`'s dqkv += from dz through the function's graph (saved,
+ * consumed) */
+int xsa_gpt_attend_ext_backward(const xsa_gpt_full_attention *fa, void *saved, const float *dz,
+                                float *dqkv);
 
 /* Block `layer` of the sequence above on x [N,C]; with attention_only it
  * stops after the attention (a probe needs no more of the last block). */
-void xsa_gpt_block_forward(const xsa_gpt_layer *w, const float *x, const xsa_gpt_acts *a, int N,
-                           int C, int layer, const xsa_gpt_variant *v, int attention_only);
+int xsa_gpt_block_forward(const xsa_gpt_layer *w, const float *x, const xsa_gpt_acts *a, int N,
+                          int C, int layer, const xsa_gpt_variant *v, int attention_only);
 
 /* The backward of one block with the full attention, from the activations
  * a->... its forward saved (fchg unused: gelu(fch) is recomputed into
@@ -130,8 +145,10 @@ void xsa_gpt_block_forward(const xsa_gpt_layer *w, const float *x, const xsa_gpt
 typedef struct xsa_gpt_block_scratch {
     float *dA, *dqkv, *dfch, *dfchg, *ascratch;
 } xsa_gpt_block_scratch;
-void xsa_gpt_block_backward(const xsa_gpt_layer *w, const xsa_gpt_layer *g, const float *x,
-                            const xsa_gpt_acts *a, float *dres, const xsa_gpt_block_scratch *s,
-                            const xsa_gpt_full_attention *at);
+/* at->saved[layer] (external attention only) is consumed. 0, or -1 with
+ * an error (an external attention's backward) */
+int xsa_gpt_block_backward(const xsa_gpt_layer *w, const xsa_gpt_layer *g, const float *x,
+                           const xsa_gpt_acts *a, float *dres, const xsa_gpt_block_scratch *s,
+                           const xsa_gpt_full_attention *at, int layer);
 
 #endif

@@ -28,6 +28,11 @@ struct xsa_kv_cache {
     float *scratch;
     float *x, *ln, *mean, *rstd, *qkv, *z, *tmp, *fch, *att;
     float *wt;              /* wte packed for the lm_head (lmhead_packed.c) */
+    /* a model with an external attention (gpt.h): every row's qkv so far,
+     * [L,B,cap,3C], valid when hist_ok, and the [B,len+T,3C] the function
+     * is called on */
+    float *hist, *packed;
+    int hist_ok;
 };
 
 /* The linear layers of a decoding step: out[N,OC] = in[N,C] w[C,OC] + b.
@@ -107,6 +112,7 @@ void xsa_kv_cache_free(xsa_kv_cache *c)
     free(c->start);
     free(c->k);
     free(c->scratch);
+    free(c->hist);
     xsa_lmhead_packed_free(c->wt);
     free(c);
 }
@@ -136,7 +142,8 @@ size_t xsa_kv_cache_bytes(const xsa_kv_cache *c)
     const xsa_gpt_config *cfg = xsa_gpt_get_config(c->m);
     size_t C = (size_t)cfg->d_model;
     size_t wt = c->wt ? xsa_lmhead_packed_floats(cfg->vocab, cfg->d_model) * sizeof(float) : 0;
-    return 2 * (size_t)cfg->n_layer * c->B * c->cap * C * sizeof(float) +
+    size_t hist = c->hist ? ((size_t)cfg->n_layer + 1) * c->B * c->cap * 3 * C * sizeof(float) : 0;
+    return 2 * (size_t)cfg->n_layer * c->B * c->cap * C * sizeof(float) + hist +
            c->rows_cap * (C * 10 + 2) * sizeof(float) + (size_t)c->cap * sizeof(float) + wt;
 }
 
@@ -177,6 +184,7 @@ typedef struct {
     int T, C, NH;
     const xsa_attention_variant *var; /* the model's (attention.h) */
     float lambda;
+    const xsa_gpt_ext_attention *ext; /* or the model's external attention */
 } cached_attention;
 
 static void store_kv(xsa_kv_cache *c, int l, int T, int C, int NH, const float *qkv)
@@ -194,10 +202,29 @@ static void store_kv(xsa_kv_cache *c, int l, int T, int C, int NH, const float *
         }
 }
 
-static void attend_cached(void *ctx, int l, const xsa_gpt_acts *acts)
+/* The external attention's step: the new rows' qkv join the history, and
+ * the function runs over the whole prefix [B,len+T] (it may mix
+ * positions), of which the new rows of Z are kept (gpt.h: it must be
+ * causal). */
+static int attend_ext(const cached_attention *ca, int l, const xsa_gpt_acts *acts)
+{
+    xsa_kv_cache *c = ca->c;
+    int T = ca->T, C3 = 3 * ca->C, S = c->len + T;
+    size_t row = (size_t)C3 * sizeof(float);
+    for (int b = 0; b < c->B; b++) {
+        float *h = c->hist + ((size_t)l * c->B + b) * c->cap * C3;
+        memcpy(h + (size_t)c->len * C3, acts->qkv + (size_t)b * T * C3, (size_t)T * row);
+        memcpy(c->packed + (size_t)b * S * C3, h, (size_t)S * row);
+    }
+    xsa_gpt_ext_call e = {l, c->B, S, ca->C, ca->NH, c->len, 0, c->packed, acts->z, NULL};
+    return ca->ext->forward(ca->ext->ud, &e);
+}
+
+static int attend_cached(void *ctx, int l, const xsa_gpt_acts *acts)
 {
     const cached_attention *ca = ctx;
     xsa_kv_cache *c = ca->c;
+    if (ca->ext) return attend_ext(ca, l, acts);
     int T = ca->T, C = ca->C, NH = ca->NH, HS = C / NH, C3 = 3 * C, cap = c->cap;
     float scale = 1.0f / sqrtf((float)HS);
     float *a = acts->att;
@@ -222,6 +249,29 @@ static void attend_cached(void *ctx, int l, const xsa_gpt_acts *acts)
                     ca->var->forward(zo, yo, Vv + (size_t)slot * HS, HS, ca->lambda);
             }
         }
+    return 0;
+}
+
+/* The history an external attention needs (attend_ext), or an error when
+ * it cannot be had: rows of different lengths (the function would see the
+ * pad slots, which the built-in attention masks out), or rows decoded
+ * before the model got the function. */
+static int prepare_ext(xsa_kv_cache *c, int T, const int *lens, int C)
+{
+    for (int b = 0; lens && b < c->B; b++)
+        if (lens[b] != T)
+            return xsa_error("kv_cache append: rows of different lengths (row %d has %d of %d) are "
+                             "left-padded, and an attention function would see the pad: append "
+                             "rows of one length", b + 1, lens[b], T);
+    if (c->len > 0 && !c->hist_ok)
+        return xsa_error("kv_cache append: the model's attention changed after this cache began: "
+                         "reset it");
+    if (c->hist) return 0;
+    const xsa_gpt_config *cfg = xsa_gpt_get_config(c->m);
+    c->hist = malloc(((size_t)cfg->n_layer + 1) * c->B * c->cap * 3 * (size_t)C * sizeof(float));
+    if (!c->hist) return xsa_error("kv_cache: out of memory for the attention function's history");
+    c->packed = c->hist + (size_t)cfg->n_layer * c->B * c->cap * 3 * C;
+    return 0;
 }
 
 int xsa_kv_cache_append(xsa_kv_cache *c, const int32_t *ids, int T, const int *lens,
@@ -247,6 +297,8 @@ int xsa_kv_cache_append(xsa_kv_cache *c, const int32_t *ids, int T, const int *l
                 return xsa_error("kv_cache append: row %d has length %d, outside [1, %d]", b,
                                  lens[b], T);
     }
+    const xsa_gpt_ext_attention *ext = xsa_gpt_ext(c->m);
+    if (ext && prepare_ext(c, T, lens, C) != 0) return -1;
     size_t N = (size_t)B * T;
     if (ensure_scratch(c, N, (size_t)C) != 0) return -1;
     if (c->len == 0)
@@ -269,10 +321,13 @@ int xsa_kv_cache_append(xsa_kv_cache *c, const int32_t *ids, int T, const int *l
                       .y = c->tmp, .att = c->att, .z = c->z, .res2 = c->tmp, .ln2 = c->ln,
                       .ln2m = c->mean, .ln2r = c->rstd, .fch = c->fch, .fchg = c->fch,
                       .res3 = c->x};
-    cached_attention ca = {c, T, C, NH, xsa_attention_get((int)cfg->attention), (float)cfg->lambda};
+    cached_attention ca = {c, T, C, NH, xsa_attention_get((int)cfg->attention), (float)cfg->lambda,
+                           ext};
     xsa_gpt_variant v = {linear_rows, attend_cached, &ca};
-    for (int l = 0; l < L; l++) xsa_gpt_block_forward(&w->h[l], c->x, &a, (int)N, C, l, &v, 0);
+    for (int l = 0; l < L; l++)
+        if (xsa_gpt_block_forward(&w->h[l], c->x, &a, (int)N, C, l, &v, 0) != 0) return -1;
     c->len += T;
+    c->hist_ok = ext != NULL;
     if (!logits) return 0;
     const float *lnw = w->lnfw, *lnb = w->lnfb;
     if (all) {

@@ -470,6 +470,24 @@ static void attention_probe(double *probe, const float *out, const float *y,
     }
 }
 
+void xsa_nn_probe_post(double *probe, const float *z, const float *qkv, int B, int T, int C, int NH)
+{
+    int HS = C / NH, C3 = 3 * C;
+    for (int h = 0; h < NH; h++) {
+        double post = 0.0, post1 = 0.0;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                size_t o = ((size_t)b * T + t) * C + h * HS;
+                double cz = cosine(z + o, qkv + ((size_t)b * T + t) * C3 + 2 * C + h * HS, HS);
+                post += cz;
+                if (t > 0) post1 += cz;
+            }
+        double *p = probe + (size_t)h * XSA_NN_PROBE_N;
+        p[XSA_NN_PROBE_POST_COS] = post / ((double)B * T);
+        p[XSA_NN_PROBE_POST_COS1] = T > 1 ? post1 / ((double)B * (T - 1)) : 0.0;
+    }
+}
+
 void xsa_nn_xsa_project(float *z, const float *y, const float *v, int HS, float lambda)
 {
     float nv = sqrtf(dot(v, v, HS));

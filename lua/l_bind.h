@@ -10,6 +10,7 @@
  *   l_nn.c          xsa.nn                   l_json.c       xsa.json
  *   l_safetensors.c xsa.safetensors
  *   l_gpt.c         xsa.gpt, the model type  l_optim.c      xsa.optim, the AdamW type
+ *   l_attention.c   a model's attention written in Lua (for l_gpt.c, l_generate.c)
  *   l_generate.c    the kv_cache type, generation (model:generate, xsa.gpt.sample)
  *   l_bpe.c         xsa._tokenizer, the tokenizer type
  *   l_data.c        xsa._data, the loader type
@@ -243,6 +244,18 @@ xsa_gpt *xsa_lua_checkgpt(lua_State *L, int idx);
  * model's type and sample, sample_probs and generate_ids to the xsa.gpt
  * table at the top of the stack (pushes nothing). */
 int xsa_lua_open_generate(lua_State *L);
+/* l_attention.c: an attention written in Lua (xsa.gpt{attention = f}).
+ *   install: gives the model at gidx the function at fidx.
+ *   push: pushes m's function and returns 1, or 0 when it has none.
+ *   busy: 1 while m's function runs (its model is halfway through a forward).
+ *   enter: before a core call that can run m's forward: raises when busy,
+ *     pins m (pushes a box; nil for a model without a function) and hands
+ *     the function this thread; returns m. leave: after it (the thread is no longer the function's). */
+void xsa_lua_attention_install(lua_State *L, int fidx, int gidx);
+int xsa_lua_attention_push(lua_State *L, const xsa_gpt *m);
+int xsa_lua_attention_busy(const xsa_gpt *m);
+xsa_gpt *xsa_lua_attention_enter(lua_State *L, xsa_gpt *m, const char *what);
+void xsa_lua_attention_leave(xsa_gpt *m);
 /* l_bpe.c: the tokenizer userdata at idx or a "bad argument" error. */
 xsa_bpe *xsa_lua_checkbpe(lua_State *L, int idx);
 

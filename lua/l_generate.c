@@ -45,6 +45,22 @@ static int kv_gc(lua_State *L)
     return 0;
 }
 
+/* A cache whose model's attention function is running is halfway
+ * through an append: freeing or rewinding it then is refused */
+static xsa_kv_cache *checkidle(lua_State *L, int idx, const char *what)
+{
+    xsa_kv_cache *c = checkkv(L, idx);
+    if (xsa_lua_attention_busy(xsa_kv_cache_model(c)))
+        luaL_error(L, "%s: the model's attention function is running", what);
+    return c;
+}
+
+static int kv_free(lua_State *L)
+{
+    checkidle(L, 1, "kv_cache:free");
+    return kv_gc(L);
+}
+
 /* model:kv_cache([batch]) */
 static int m_kv_cache(lua_State *L)
 {
@@ -112,10 +128,13 @@ static int kv_append(lua_State *L)
     int64_t sh[3] = {B, all ? T : V, V};
     xsa_tensor *out = xsa_tensor_new(XSA_FLOAT32, all ? 3 : 2, sh);
     xsa_lua_pushtensor(L, out);
+    xsa_lua_attention_enter(L, xsa_kv_cache_model(checkkv(L, 1)), "kv_cache:append");
     c = checkkv(L, 1);
     if (xsa_kv_cache_batch(c) != B) return luaL_error(L, "kv_cache:append: the cache changed during the call");
-    if (xsa_kv_cache_append(c, xsa_tensor_i32(ids), T, lens, xsa_tensor_f32(out), all) != 0)
-        return xsa_lua_corefail(L);
+    int rc = xsa_kv_cache_append(c, xsa_tensor_i32(ids), T, lens, xsa_tensor_f32(out), all);
+    xsa_lua_attention_leave(xsa_kv_cache_model(c));
+    if (rc != 0) return xsa_lua_corefail(L);
+    lua_pop(L, 1); /* the model's pin */
     return 1;
 }
 
@@ -139,7 +158,7 @@ static int kv_capacity(lua_State *L)
 
 static int kv_reset(lua_State *L)
 {
-    xsa_kv_cache_reset(checkkv(L, 1));
+    xsa_kv_cache_reset(checkidle(L, 1, "kv_cache:reset"));
     lua_settop(L, 1);
     return 1;
 }
@@ -339,8 +358,10 @@ static int l_generate_ids(lua_State *L)
     int *nout = (int *)(out + (size_t)B * maxn);
     /* options (metamethods) and the allocations above ran Lua: take the
      * model only now; nothing runs Lua until generate returns */
-    xsa_gpt *m = xsa_lua_checkgpt(L, 1);
-    if (xsa_gpt_generate(m, B, rows, lens, &o, out, nout) != 0) return xsa_lua_corefail(L);
+    xsa_gpt *m = xsa_lua_attention_enter(L, xsa_lua_checkgpt(L, 1), "generate");
+    int rc = xsa_gpt_generate(m, B, rows, lens, &o, out, nout);
+    xsa_lua_attention_leave(m);
+    if (rc != 0) return xsa_lua_corefail(L);
     lua_createtable(L, B, 0);
     for (int b = 0; b < B; b++) {
         lua_createtable(L, nout[b], 0);
@@ -371,7 +392,7 @@ static int m_generate(lua_State *L)
 
 static const luaL_Reg kv_methods[] = {
     {"append", kv_append}, {"len", kv_len}, {"batch", kv_batch}, {"capacity", kv_capacity},
-    {"reset", kv_reset}, {"free", kv_gc}, {NULL, NULL},
+    {"reset", kv_reset}, {"free", kv_free}, {NULL, NULL},
 };
 
 static const luaL_Reg kv_meta[] = {

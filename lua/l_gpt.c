@@ -131,8 +131,11 @@ static int intfield(lua_State *L, const char *fn, const char *key, int lo, int h
 /* The attention variant named at the top of the stack, checked against
  * the core's list of names as luaL_checkoption does: an unknown name is
  * refused with the list, never taken for another variant. */
+enum { ATT_FN = -1 }; /* attfield's answer for a function (l_attention.c) */
+
 static xsa_attention attfield(lua_State *L, const char *fn)
 {
+    if (lua_type(L, -1) == LUA_TFUNCTION) return (xsa_attention)ATT_FN;
     const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
     const char *const *names = xsa_gpt_attention_names();
     for (int i = 0; s && names[i]; i++)
@@ -141,10 +144,11 @@ static xsa_attention attfield(lua_State *L, const char *fn)
     luaL_buffinit(L, &b);
     luaL_addstring(&b, "attention must be ");
     for (int i = 0; names[i]; i++) {
-        luaL_addstring(&b, i == 0 ? "\"" : names[i + 1] ? ", \"" : " or \"");
+        luaL_addstring(&b, i == 0 ? "\"" : ", \"");
         luaL_addstring(&b, names[i]);
         luaL_addstring(&b, "\"");
     }
+    luaL_addstring(&b, " or a function");
     luaL_pushresult(&b);
     return xsa_lua_opterror(L, fn, lua_pushfstring(L, "%s (got %s)", lua_tostring(L, -1),
                                                    s ? s : luaL_typename(L, -2)));
@@ -179,7 +183,18 @@ static const char *const config_keys[] = {"vocab", "n_layer", "d_model", "n_head
  * another variant without a parameter). */
 #define LAMBDA_WITH_SA \
     "lambda is XSA's strength and does nothing with standard attention: add attention = \"xsa\" (or drop lambda)"
+#define LAMBDA_WITH_FN \
+    "lambda is XSA's strength and an attention function takes none: drop lambda (f can hold its own)"
 
+/* lambda given with attention att (or a function): refused unless att takes it */
+static void check_lambda(lua_State *L, const char *fn, int att)
+{
+    if (att == ATT_FN) xsa_lua_opterror(L, fn, LAMBDA_WITH_FN);
+    if (!xsa_gpt_attention_takes_lambda((xsa_attention)att)) xsa_lua_opterror(L, fn, LAMBDA_WITH_SA);
+}
+
+/* Reads the options at arg into c; an attention function is left at the
+ * top of the stack (else nil) and c->attention is then SA. */
 static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
 {
     const char *fn = "xsa.gpt";
@@ -194,12 +209,13 @@ static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
             *ints[i].dst = intfield(L, fn, ints[i].k, 1, ints[i].hi);
         lua_pop(L, 1);
     }
-    if (lua_getfield(L, arg, "attention") != LUA_TNIL) c->attention = attfield(L, fn);
-    lua_pop(L, 1);
+    int att = lua_getfield(L, arg, "attention") != LUA_TNIL ? (int)attfield(L, fn) : (int)c->attention;
+    if (att != ATT_FN) lua_pop(L, 1);
+    c->attention = att == ATT_FN ? XSA_ATTN_SA : (xsa_attention)att;
     int set_lambda = lua_getfield(L, arg, "lambda") != LUA_TNIL;
     if (set_lambda) c->lambda = xsa_lua_f32field(L, fn, "lambda");
     lua_pop(L, 1);
-    if (set_lambda && !xsa_gpt_attention_takes_lambda(c->attention)) xsa_lua_opterror(L, fn, LAMBDA_WITH_SA);
+    if (set_lambda) check_lambda(L, fn, att);
     if (lua_getfield(L, arg, "seed") != LUA_TNIL) {
         int isint;
         lua_Integer s = lua_tointegerx(L, -1, &isint);
@@ -214,6 +230,7 @@ static void read_config(lua_State *L, int arg, xsa_gpt_config *c)
                                                     p ? p : luaL_typename(L, -1)));
     }
     lua_pop(L, 1);
+    if (att != ATT_FN) lua_pushnil(L);
 }
 
 /* xsa.gpt{...} (the __call of the xsa.gpt table: argument 1 is the table) */
@@ -221,30 +238,65 @@ static int l_gpt_new(lua_State *L)
 {
     xsa_gpt_config c;
     xsa_gpt_config_default(&c);
-    if (!lua_isnoneornil(L, 2)) read_config(L, 2, &c);
+    lua_settop(L, 2);
+    if (!lua_isnil(L, 2)) read_config(L, 2, &c);
+    else lua_pushnil(L);
     if (xsa_gpt_config_validate(&c) != 0) return luaL_error(L, "xsa.%s", xsa_last_error());
     gbox *b = newgbox(L);
     xsa_gpt *m = xsa_gpt_new(&c);
     if (!m) return xsa_lua_corefail(L);
     pushgpt(L, b, m);
+    if (!lua_isnil(L, 3)) xsa_lua_attention_install(L, 3, 4);
     account(L, m);
     return 1;
 }
 
+static const char *const load_keys[] = {"attention", NULL};
+
+/* A stand-in for the function while the core loads: the binding installs
+ * the real one right after (xsa_lua_attention_install replaces it). */
+static int no_forward(void *ud, xsa_gpt_ext_call *c)
+{
+    (void)ud, (void)c;
+    return xsa_error("gpt: no attention function yet");
+}
+static int no_backward(void *ud, void *s, const float *dz, float *dqkv)
+{
+    (void)ud, (void)s, (void)dz, (void)dqkv;
+    return -1;
+}
+static void no_drop(void *ud, void *s) { (void)ud, (void)s; }
+static void no_ref(void *ud) { (void)ud; }
+
+/* xsa.gpt.load(path [, {attention = f}]): f for a checkpoint of a model
+ * whose attention was a function (its metadata says "function") */
 static int l_gpt_load(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    gbox *b = newgbox(L);
-    xsa_adamw **ob = xsa_lua_newadamw(L);
+    lua_settop(L, 2);
+    if (!lua_isnil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        xsa_lua_checkkeys(L, "xsa.gpt.load", 2, load_keys);
+        lua_getfield(L, 2, "attention");
+        if (!lua_isnil(L, -1) && !lua_isfunction(L, -1))
+            return xsa_lua_opterror(L, "xsa.gpt.load", lua_pushfstring(L, "attention must be a function "
+                                    "(got %s): a built-in variant's name is in the checkpoint", luaL_typename(L, -1)));
+        lua_replace(L, 2);
+    }
+    gbox *b = newgbox(L);                 /* 3 */
+    xsa_adamw **ob = xsa_lua_newadamw(L); /* 4 */
     xsa_adamw *o = NULL;
-    xsa_gpt *m = xsa_gpt_load(path, &o);
+    xsa_gpt_ext_attention stub = {no_forward, no_backward, no_drop, no_ref, no_ref, NULL};
+    xsa_gpt *m = xsa_gpt_load_ext(path, &o, lua_isnil(L, 2) ? NULL : &stub);
     if (!m) return xsa_lua_corefail(L);
     b->m = m;
     *ob = o;
+    if (!lua_isnil(L, 2)) xsa_lua_attention_install(L, 2, 3);
     /* the core checks lambda is finite as a double; it runs as a float */
     double lambda = xsa_gpt_get_config(m)->lambda;
     if (!(fabs(lambda) <= FLT_MAX))
         return luaL_error(L, "xsa.gpt.load: %s: lambda %f is not finite as a float32", path, (lua_Number)lambda);
+    lua_settop(L, 4);
     account(L, m);
     if (!o) {
         lua_pop(L, 1);
@@ -269,11 +321,13 @@ static int m_loss(lua_State *L)
     int B, T;
     xsa_tensor *in = checktokens(L, 2, "inputs", &B, &T);
     xsa_tensor *tg = checktokens(L, 3, "targets", &B, &T);
+    xsa_lua_attention_enter(L, checkgpt(L, 1), "gpt:loss");
     void **slot = xsa_lua_newbox(L, tensor_release);
-    xsa_gpt *m = checkgpt(L, 1); /* nothing below runs Lua until the push */
+    xsa_gpt *m = checkgpt(L, 1); /* nothing below runs Lua until the push, but f (pinned) */
     size_t before = xsa_gpt_activation_bytes(m);
     xsa_tensor *out = xsa_ag_gpt_loss(m, in, tg);
     size_t now = xsa_gpt_activation_bytes(m);
+    xsa_lua_attention_leave(m);
     if (!out) return xsa_lua_corefail(L);
     *slot = out;
     xsa_lua_pushtensor(L, out); /* the userdata owns it from here */
@@ -287,9 +341,11 @@ static int m_forward(lua_State *L)
     checkgpt(L, 1);
     int B, T;
     xsa_tensor *in = checktokens(L, 2, "inputs", &B, &T);
-    xsa_gpt *m = checkgpt(L, 1);
+    xsa_gpt *m = xsa_lua_attention_enter(L, checkgpt(L, 1), "gpt:forward");
     size_t before = xsa_gpt_activation_bytes(m);
-    if (xsa_gpt_forward(m, xsa_tensor_i32(in), NULL, B, T, NULL) != 0) return xsa_lua_corefail(L);
+    int rc = xsa_gpt_forward(m, xsa_tensor_i32(in), NULL, B, T, NULL);
+    xsa_lua_attention_leave(m);
+    if (rc != 0) return xsa_lua_corefail(L);
     size_t now = xsa_gpt_activation_bytes(m);
     int64_t sh[3] = {B, T, xsa_gpt_get_config(m)->vocab};
     xsa_tensor *out = xsa_tensor_new(XSA_FLOAT32, 3, sh);
@@ -305,35 +361,53 @@ static const char *const clone_keys[] = {"attention", "lambda", NULL};
 static int m_clone(lua_State *L)
 {
     checkgpt(L, 1);
-    xsa_attention att = XSA_ATTN_SA;
+    int att = XSA_ATTN_SA;
     double lambda = 0.0;
     int set_att = 0, set_lambda = 0;
-    if (!lua_isnoneornil(L, 2)) { /* options first: __index can run Lua */
+    lua_settop(L, 2);
+    lua_pushnil(L); /* 3: the clone's attention function, if any */
+    if (!lua_isnil(L, 2)) { /* options first: __index can run Lua */
         luaL_checktype(L, 2, LUA_TTABLE);
         xsa_lua_checkkeys(L, "gpt:clone", 2, clone_keys);
-        if (lua_getfield(L, 2, "attention") != LUA_TNIL) att = attfield(L, "gpt:clone"), set_att = 1;
-        lua_pop(L, 1);
+        if (lua_getfield(L, 2, "attention") != LUA_TNIL) att = (int)attfield(L, "gpt:clone"), set_att = 1;
+        if (att == ATT_FN) lua_replace(L, 3);
+        else lua_pop(L, 1);
         if (lua_getfield(L, 2, "lambda") != LUA_TNIL)
             lambda = xsa_lua_f32field(L, "gpt:clone", "lambda"), set_lambda = 1;
         lua_pop(L, 1);
     }
-    gbox *b = newgbox(L);
+    if (!set_att && xsa_lua_attention_push(L, checkgpt(L, 1))) { /* the source's function */
+        att = ATT_FN;
+        lua_replace(L, 3);
+    }
+    gbox *b = newgbox(L); /* 4 */
     xsa_gpt *m = checkgpt(L, 1);
     const xsa_gpt_config *c = xsa_gpt_get_config(m);
-    if (!set_att) att = c->attention;
-    if (set_lambda && !xsa_gpt_attention_takes_lambda(att))
-        return xsa_lua_opterror(L, "gpt:clone", LAMBDA_WITH_SA);
+    if (!set_att) att = att == ATT_FN ? ATT_FN : (int)c->attention;
+    if (set_lambda) check_lambda(L, "gpt:clone", att);
     if (!set_lambda) lambda = c->lambda;
-    xsa_gpt *n = xsa_gpt_clone(m, att, lambda);
+    xsa_gpt *n = xsa_gpt_clone(m, att == ATT_FN ? XSA_ATTN_SA : (xsa_attention)att, lambda);
     if (!n) return xsa_lua_corefail(L);
     pushgpt(L, b, n);
+    if (att == ATT_FN) xsa_lua_attention_install(L, 3, 4);
     account(L, n);
     return 1;
 }
 
+/* a model whose attention function is running is halfway through a
+ * forward: what would change it under the forward is refused */
+static xsa_gpt *checkidle(lua_State *L, int idx, const char *what)
+{
+    xsa_gpt *m = checkgpt(L, idx);
+    if (xsa_lua_attention_busy(m))
+        luaL_error(L, "%s: the model's attention function is running (a model cannot change itself "
+                   "from inside its attention)", what);
+    return m;
+}
+
 static int m_copy_from(lua_State *L)
 {
-    xsa_gpt *m = checkgpt(L, 1);
+    xsa_gpt *m = checkidle(L, 1, "gpt:copy_from");
     xsa_gpt *src = checkgpt(L, 2);
     if (xsa_gpt_copy_from(m, src) != 0) return xsa_lua_corefail(L);
     lua_settop(L, 1);
@@ -343,21 +417,27 @@ static int m_copy_from(lua_State *L)
 static int m_set_attention(lua_State *L)
 {
     checkgpt(L, 1);
+    lua_settop(L, 3);
     lua_pushvalue(L, 2);
-    xsa_attention att = attfield(L, "gpt:set_attention");
+    int att = (int)attfield(L, "gpt:set_attention");
     lua_pop(L, 1);
-    int set_lambda = !lua_isnoneornil(L, 3);
+    int set_lambda = !lua_isnil(L, 3);
     double lambda = 0.0;
-    if (set_lambda && !xsa_gpt_attention_takes_lambda(att))
-        return xsa_lua_opterror(L, "gpt:set_attention", LAMBDA_WITH_SA);
+    if (set_lambda) check_lambda(L, "gpt:set_attention", att);
     if (set_lambda) {
         lua_pushvalue(L, 3);
         lambda = xsa_lua_f32field(L, "gpt:set_attention", "lambda");
         lua_pop(L, 1);
     }
-    xsa_gpt *m = checkgpt(L, 1);
+    if (att == ATT_FN) {
+        checkidle(L, 1, "gpt:set_attention");
+        xsa_lua_attention_install(L, 2, 1);
+        lua_settop(L, 1);
+        return 1;
+    }
+    xsa_gpt *m = checkidle(L, 1, "gpt:set_attention");
     if (!set_lambda) lambda = xsa_gpt_get_config(m)->lambda;
-    if (xsa_gpt_set_attention(m, att, lambda) != 0) return xsa_lua_corefail(L);
+    if (xsa_gpt_set_attention(m, (xsa_attention)att, lambda) != 0) return xsa_lua_corefail(L);
     lua_settop(L, 1);
     return 1;
 }
@@ -403,7 +483,8 @@ static int m_config(lua_State *L)
     lua_setfield(L, -2, "n_head");
     lua_pushinteger(L, c->seq_len);
     lua_setfield(L, -2, "seq_len");
-    lua_pushstring(L, xsa_gpt_attention_name(c->attention));
+    if (!xsa_lua_attention_push(L, checkgpt(L, 1))) /* the function itself: xsa.gpt(m:config()) */
+        lua_pushstring(L, xsa_gpt_attention_name(c->attention));
     lua_setfield(L, -2, "attention");
     if (xsa_gpt_attention_takes_lambda(c->attention)) { /* SA has none: xsa.gpt(m:config()) is m's config */
         lua_pushnumber(L, c->lambda);
@@ -451,7 +532,10 @@ static int m_probe(lua_State *L)
         lua_call(L, 2, 1);
         int B, T;
         xsa_tensor *in = checktokens(L, lua_gettop(L), "loader:batch() inputs", &B, &T);
-        if (xsa_gpt_probe(m, xsa_tensor_i32(in), B, T, one) != 0) return xsa_lua_corefail(L);
+        xsa_lua_attention_enter(L, m, "gpt:probe");
+        int rc = xsa_gpt_probe(m, xsa_tensor_i32(in), B, T, one);
+        xsa_lua_attention_leave(m);
+        if (rc != 0) return xsa_lua_corefail(L);
         for (size_t k = 0; k < cnt; k++) acc[k] += one[k];
         lua_settop(L, accidx);
     }
@@ -516,7 +600,7 @@ static int m_tostring(lua_State *L)
     if (c->precision != XSA_PREC_F32)
         snprintf(lam + strlen(lam), sizeof lam - strlen(lam), ", %s", xsa_gpt_precision_name(c->precision));
     lua_pushfstring(L, "xsa.gpt(%s%s, vocab=%d, n_layer=%d, d_model=%d, n_head=%d, seq_len=%d, %d params)",
-                    xsa_gpt_attention_name(c->attention), lam, c->vocab, c->n_layer, c->d_model,
+                    xsa_gpt_ext(b->m) ? XSA_GPT_EXT_NAME : xsa_gpt_attention_name(c->attention), lam, c->vocab, c->n_layer, c->d_model,
                     c->n_head, c->seq_len, (int)xsa_gpt_num_params(b->m));
     return 1;
 }

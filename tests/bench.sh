@@ -17,6 +17,8 @@
 # 6 x 384), one process per shape, each step against its limit and its
 # peak RSS, the goals marked met or not; bench_attention: attention's
 # forward + backward alone from 64 to 4096 positions.
+# tests/bench_attention_lua.lua: the training step with XSA written in Lua
+# against the fused XSA at 16 x 64, as a ratio.
 # bench_blocking (the lm_head's chunks and blocks: the rule against the
 # blocking before it and two others, alternated in one process) runs at the
 # same shapes and precisions.
@@ -142,6 +144,10 @@ benches() {
             ;;
         esac
     done
+    # An attention written in Lua against the fused one (issue 36 step 5):
+    # the same training step, its ratio printed
+    echo "== tests/bench_attention_lua.lua (XSA written in Lua against attention = \"xsa\")"
+    "$EXE" tests/bench_attention_lua.lua || status=1
     # The PyTorch reference of bench_generate (cached greedy decode).
     if [ -n "$TORCH" ]; then
         echo "== PyTorch reference: tests/reference/bench_generate_torch.py"

@@ -416,8 +416,9 @@ add("xsa.nn.cross_entropy", "xsa.nn.cross_entropy(logits, targets) -> tensor", "
 -- xsa.gpt and the model
 
 D["xsa.gpt"].sig = "xsa.gpt{vocab=50257, n_layer=2, d_model=128, n_head=2, seq_len=64, attention=\"sa\", lambda=1, seed=0, precision=\"f32\"} -> model"
-add("xsa.gpt.load", "xsa.gpt.load(path) -> model, optimizer | nil",
-  "Reads a checkpoint written by model:save, validating names, shapes and config; returns the AdamW it carries, if any.",
+add("xsa.gpt.load", "xsa.gpt.load(path [, {attention=}]) -> model, optimizer | nil",
+  "Reads a checkpoint written by model:save, validating names, shapes and config; returns the AdamW it carries, if any. " ..
+  "A model whose attention was a Lua function needs it again: {attention = f}.",
   "local model, opt = xsa.gpt.load(\"cache/mine-xsa-300steps-HASH.safetensors\")")
 add("xsa.gpt.sample", "xsa.gpt.sample(logits [, {temperature=1, top_k=, top_p=, generator=}]) -> id | int32 tensor",
   "Draws a token id (0-based) from logits [V], or one per row of [B,V]: temperature 0 is greedy; top_k keeps the k most probable, " ..
@@ -439,7 +440,8 @@ add("model:forward", "model:forward(inputs) -> tensor", "Logits [B,T,V] of int32
 add("model:clone", "model:clone([{attention=, lambda=}]) -> model", "A new model with the same weights, optionally another attention.",
   "local twin = model:clone{attention = \"xsa\", lambda = 1}")
 add("model:copy_from", "model:copy_from(other) -> model", "Copies the weights of a same-sized model.", "a:copy_from(b)")
-add("model:set_attention", "model:set_attention(\"sa\" | \"xsa\" | \"vsub\" [, lambda]) -> model", "Switches the attention variant in place.",
+add("model:set_attention", "model:set_attention(\"sa\" | \"xsa\" | \"vsub\" | f [, lambda]) -> model",
+  "Switches the attention variant in place (f: a function written in Lua, doc/lua-api.md).",
   "model:set_attention(\"xsa\", 0.5)")
 add("model:parameters", "model:parameters() -> list of {name=, tensor=}",
   "The parameters in GPT-2 order, also indexed by name; the tensors are the model's own.",

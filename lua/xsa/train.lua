@@ -254,7 +254,12 @@ end
 local function model_config(m)
   if type(m.config) == "function" or (type(m) == "userdata" and m.config) then
     local ok, c = pcall(m.config, m)
-    if ok then return plain(c) end
+    if ok then
+      local p = plain(c)
+      -- an attention written in Lua: named as its checkpoints name it
+      if type(c) == "table" and type(c.attention) == "function" then p.attention = "function" end
+      return p
+    end
   end
   return nil
 end
