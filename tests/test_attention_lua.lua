@@ -288,6 +288,11 @@ T.case("xsa.train.runs trains a Lua attention beside the built-in one, the same 
     {steps = 4, eval_every = 2, eval_batches = 2, progress = false, quiet = true})
   T.eq(r.status, "done")
   T.eq(r.config.models[2].attention, "function", "the record names it")
+  -- the experiment's cache keys a run by its config: a function cannot be
+  -- named there (its code and upvalues are not in it), so it is refused,
+  -- never taken for another run's entry
+  T.raises(function() xsa.cache.path(T.tmpdir(), "mine", {model = lua:config()}) end,
+    "a value of type function (not representable in JSON) at value.model.attention")
   for i, v in ipairs(r.runs[1].step_loss) do
     T.ok(math.abs(v - r.runs[2].step_loss[i]) <= 1e-5 * v, "step " .. i)
   end

@@ -183,7 +183,7 @@ end)
 
 T.case("help of a module, a function value, a value and a name", function()
   local t = help.text(xsa.gpt)
-  T.ok(t:find("xsa.gpt{vocab=50257", 1, true) and t:find("xsa.gpt.load(path)", 1, true) and t:find("Example:", 1, true), t)
+  T.ok(t:find("xsa.gpt{vocab=50257", 1, true) and t:find("xsa.gpt.load(path [, {attention=}])", 1, true) and t:find("Example:", 1, true), t)
   local z = xsa.zeros(2)
   t = help.text(z.matmul)
   T.ok(t:find("^tensor:matmul%(b%)") and t:find("Also reachable as:", 1, true), t)
@@ -258,7 +258,7 @@ else
       "print(t:matm\t(t))",                     -- completes to t:matmul
       "", }, "\n"))
     T.ok(out:find("Modules:", 1, true) and out:find("xsa.nn            fused layer ops", 1, true), out)
-    T.ok(out:find("xsa.gpt.load(path) -> model, optimizer | nil", 1, true), out)
+    T.ok(out:find("xsa.gpt.load(path [, {attention=}]) -> model, optimizer | nil", 1, true), out)
     T.ok(out:find("tensor:matmul(b) -> tensor", 1, true), out)
     T.ok(out:find("xsa.optim.adamw(params [, {lr=1e-3", 1, true), out)
     T.ok(out:find("\ntrue\n", 1, true), "xsa.gpt.lo<Tab> completed: " .. out)
