@@ -19,6 +19,8 @@
 # forward + backward alone from 64 to 4096 positions.
 # tests/bench_attention_lua.lua: the training step with XSA written in Lua
 # against the fused XSA at 16 x 64, as a ratio.
+# bench_study (tests/bench_study.lua): the study's tokens/s beside the
+# bench step's, one run at 2 threads and two side by side at 1 thread.
 # bench_blocking (the lm_head's chunks and blocks: the rule against the
 # blocking before it and two others, alternated in one process) runs at the
 # same shapes and precisions.
@@ -148,6 +150,12 @@ benches() {
     # the same training step, its ratio printed
     echo "== tests/bench_attention_lua.lua (XSA written in Lua against attention = \"xsa\")"
     "$EXE" tests/bench_attention_lua.lua || status=1
+    # The study's throughput (issue 38): part 3's pair trained as a part trains
+    # it, beside the bench step in the same process; then two such runs at 1
+    # thread side by side, the study's layout on 2 cores.
+    echo "== bench_study (tests/bench_study.lua)"
+    "$EXE" tests/bench_study.lua || status=1
+    "$EXE" tests/bench_study.lua --side-by-side || status=1
     # The PyTorch reference of bench_generate (cached greedy decode).
     if [ -n "$TORCH" ]; then
         echo "== PyTorch reference: tests/reference/bench_generate_torch.py"

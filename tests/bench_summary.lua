@@ -171,3 +171,29 @@ verdict("decode at batch 1 at least 50% of the bandwidth bound (DRAM read)",
   {{"batch 1:", dec_pct}}, function(x) return x >= 50 end, "%")
 verdict("the same against its bytes where they live (a cache, when they fit)",
   {{"batch 1:", ws_pct}}, function(x) return x >= 50 end, "%")
+
+-- issue 38's goals in this run: the grid's steps against their limits, the
+-- peak RSS at 1 x 4096, 6 x 384, attention at 4096 positions, and the
+-- study's throughput against the bench step's (figures of the log only)
+print("")
+print("Issue 38's goals in this run:")
+local grid = {}
+for b, t, l, c, x, g, rss in text:gmatch("\ngrid (%d+) x (%d+), (%d+) x (%d+): step [^\n]-, " .. NUM ..
+    "x the limit %(goal <= " .. NUM .. "x[^\n]-peak RSS " .. NUM .. " MB") do
+  grid[#grid + 1] = {string.format("%s x %s, %s x %s:", b, t, l, c), x, goal = tonumber(g), rss = rss,
+    big = b == "1" and t == "4096" and l == "6" and c == "384"}
+end
+local bound = grid[1] and grid[1].goal
+verdict(string.format("float32 step at most %sx its limit at every shape of the grid", bound or "?"), grid,
+  function(x) return bound ~= nil and x <= bound + 1e-9 end, "x")
+local big
+for _, g in ipairs(grid) do if g.big then big = g.rss end end
+verdict("peak RSS at 1 x 4096, 6 x 384 under 1,200 MB", {{"1 x 4096, 6 x 384:", big}},
+  function(x) return x < 1200 end, " MB")
+local att, att_goal = text:match("\nT  4096 blocked [^\n]-" .. NUM .. " of the peak %(goal >= " .. NUM)
+verdict(string.format("attention forward + backward at 4096 positions at least %s of the float32 peak",
+  att_goal or "?"), {{"1 x 4096, 2 heads:", att}}, function(x) return att_goal ~= nil and x >= tonumber(att_goal) end)
+local one = text:match("\nstudy run %(part 3's pair[^\n]-study / step " .. NUM)
+local two = text:match("\ntwo study runs side by side[^\n]-sum / step " .. NUM)
+verdict("the study's throughput at least 0.95 of the bench step's (one run at 2 threads; two at 1 side by side)",
+  {{"one run:", one}, {"two runs:", two}}, function(x) return x >= 0.95 end)
