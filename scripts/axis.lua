@@ -26,9 +26,10 @@ local function explore(o)
     o.max_tokens ~= plan.max_tokens or o.val_tokens ~= plan.val_tokens
 end
 
--- The configuration of a cell's group for seed s under the flags.
-local function config(opts, cell, s, lr)
-  local folder = explore(opts) and "explore" or "grid"
+-- The configuration of a cell's group for seed s under the flags, recorded
+-- in results/<folder> (default "grid"; "explore" under off-plan flags).
+local function config(opts, cell, s, lr, folder)
+  folder = explore(opts) and "explore" or folder or "grid"
   return grid.config(plan, folder, cell, s, lr, {"sa", "xsa"}, {steps = opts.steps, tokens_per_step = opts.tokens_per_step,
     max_tokens = opts.max_tokens, val_tokens = opts.val_tokens, eval_every = opts.quick and 2 or nil,
     eval_batches = opts.quick and 1 or nil})
@@ -44,6 +45,8 @@ local function seeds(ex)
   for s = 0, n - 1 do out[#out + 1] = s end
   return out
 end
+
+M.config, M.explore = config, explore
 
 function M.units(ex, cells)
   local units, lrs, list, why = {}, {}, seeds(ex)
@@ -126,12 +129,18 @@ function M.main(ex, runs, axis)
     n = fam.n, seeds_rule = fam.how, lrs = fam.lrs, seeds = (seeds(ex))}
 end
 
--- A part's declaration: axis = {name, title, summary, cells, x, tic, xlabel, column, figure}.
-function M.part(axis)
-  local P = {name = axis.name, title = axis.title, summary = axis.summary, report = axis.report,
+-- A declaration with the grid's flags: d = {name, title, summary, report}.
+function M.declaration(d)
+  local P = {name = d.name, title = d.title, summary = d.summary, report = d.report,
     options = study.options({}, nil, SKIP),
     quick = {steps = 2, val_tokens = 2050, seeds = "1"}}
   for _, f in ipairs(PLAN_FLAGS) do P.options[#P.options + 1] = f end
+  return P
+end
+
+-- A part's declaration: axis = {name, title, summary, cells, x, tic, xlabel, column, figure}.
+function M.part(axis)
+  local P = M.declaration(axis)
   function P.units(ex) return M.units(ex, axis.cells) end
   function P.main(ex, runs) return M.main(ex, runs, axis) end
   return P

@@ -21,6 +21,7 @@ local LIST = {
   "part7_recipe.lua",
   "part8_length.lua",
   "part9_size.lua",
+  "part10_sensitivity.lua",
 }
 
 local M = {}

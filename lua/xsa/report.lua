@@ -166,12 +166,16 @@ end
 -- (results/), their count and their summed compute time; nothing of the
 -- machine or the moment that generated the page.
 local function records_rows(s, out)
-  local n, compute = 0, 0
+  local n, compute, folders, seen = 0, 0, {}, {}
   for _, r in ipairs(type(s.records) == "table" and s.records or {}) do
     n = n + 1
     if finite(r.elapsed_s) then compute = compute + r.elapsed_s end
+    local f = type(r.folder) == "string" and r.folder or s.part
+    if f and not seen[f] then seen[f], folders[#folders + 1] = true, "results/" .. tostring(f) end
   end
-  out[#out + 1] = string.format("<tr><th>records</th><td>%d (results/%s, listed in doc/results.md)</td></tr>", n, esc(s.part or "?"))
+  -- where they are: the folders they were read from (parts 8-10 read results/grid), else the part's own
+  local where = #folders > 0 and table.concat(folders, ", ") or "results/" .. tostring(s.part or "?")
+  out[#out + 1] = string.format("<tr><th>records</th><td>%d (%s, listed in doc/results.md)</td></tr>", n, esc(where))
   if n > 0 then out[#out + 1] = string.format("<tr><th>compute time (sum over the records)</th><td>%.0f s</td></tr>", compute) end
   if type(s.seeds_missing) == "table" and #s.seeds_missing > 0 then
     out[#out + 1] = string.format("<tr><th>seeds without a record</th><td>%s</td></tr>", esc(table.concat(s.seeds_missing, ", ")))

@@ -126,7 +126,8 @@ function Ex:note_record(name, recs)
   self.records_used = self.records_used or {}
   local kernels = {}
   for i, r in ipairs(recs) do kernels[i] = string.format("%s, %s", record.blas_text(r.provenance), r.provenance.threads) end
-  self.records_used[#self.records_used + 1] = {name = name, file = rec.file, provenance = rec.provenance,
+  self.records_used[#self.records_used + 1] = {name = name, file = rec.file, folder = rec.path:match("([^/]+)/[^/]+$"),
+    provenance = rec.provenance,
     elapsed_s = rec.result.elapsed_s, cpu_s = rec.result.cpu_s, others = #recs - 1, differences = diffs, kernels = kernels,
     seed = self.unit_seed}
 end
