@@ -59,6 +59,7 @@ function M.test(claim, endpoint, d, unit, half_width)
   end
   row.mean, row.sd = stats.mean(d), stats.sd(d)
   row.lo, row.hi = stats.t_interval(d, 0.95)
+  row.p = stats.paired_t_p(d) -- a one-sample t test of d against 0
   row.word = row.lo > 0 and "supported" or row.hi < 0 and "contradicted" or string.format("inconclusive at %d", #d)
   row.half_width, row.need = half_width, stats.seeds_needed(row.sd, half_width, 0.95)
   return row
@@ -145,7 +146,28 @@ function M.rows(sums)
   for _, c in ipairs(LIST) do
     for _, r in ipairs(c.rows(sums[c.part], M, M.CLAIMS[c.key]) or {}) do out[#out + 1] = r end
   end
+  M.holm(out)
   return out
+end
+
+-- Holm's correction over every test of the table outside the registered
+-- family (rows with r.registered carry their own, over its 3 claims),
+-- applied after the fact: none of those comparisons was registered. A row
+-- whose interval excludes 0 but whose adjusted p is not below 0.05 is
+-- "supported (not after Holm)" and no longer counts as support. Sets
+-- r.p_holm and r.holm_of (the size of the family); returns that size.
+function M.holm(rows)
+  local ps, at = {}, {}
+  for _, r in ipairs(rows) do
+    if not r.registered and finite(r.p) then ps[#ps + 1], at[#ps + 1] = r.p, r end
+  end
+  if #ps == 0 then return 0 end
+  for j, adj in ipairs(stats.holm(ps)) do
+    local r = at[j]
+    r.p_holm, r.holm_of = adj, #ps
+    if (r.word == "supported" or r.word == "contradicted") and adj >= 0.05 then r.word = r.word .. " (not after Holm)" end
+  end
+  return #ps
 end
 
 -- The claims' texts in order: {{key =, text =, short =}, ...}.
@@ -193,9 +215,9 @@ function M.overall(rows, claim)
   local word, sec = M.verdict(rows, claim)
   if not word then return "no records yet" end
   if sec.n == 0 then return word .. " on the final val loss" end
-  local out = string.format("%s on the final val loss; secondary endpoints (the %d step endpoints counted once, as " ..
-    "one phenomenon: the plateau escape): supported on %d of %d, contradicted on %d", word,
-    sec.escape and #sec.escape.rows or 0, sec.yes, sec.n, sec.no)
+  local out = string.format("%s on the final val loss; secondary endpoints%s: supported on %d of %d, contradicted on %d",
+    word, sec.escape and string.format(" (the %d step endpoints counted once, as one phenomenon: the plateau escape)",
+    #sec.escape.rows) or "", sec.yes, sec.n, sec.no)
   local e = sec.escape and sec.escape.rows[1]
   local final
   for _, r in ipairs(rows) do if r.claim == claim and r.endpoint:find("^final val loss") then final = final or r end end
@@ -251,10 +273,11 @@ function M.table(rows)
     for _, c in ipairs(LIST) do if M.CLAIMS[c.key] == r.claim then short = M.SHORT[c.key] end end
     t[#t + 1] = {short or r.claim, r.endpoint, tostring(r.n), r.mean and (num(r.mean, r.unit, r) .. " " .. r.unit) or "n/a",
       r.lo and (num(r.lo, r.unit, r) .. " to " .. num(r.hi, r.unit, r)) or "n/a", r.word,
+      finite(r.p_holm) and xsa.numbers.text("%.2g", r.p_holm) .. (r.registered and " (registered, of 3)" or "") or "n/a",
       r.need and string.format("%d (±%g %s)", r.need, r.half_width, r.half_width == 1 and r.unit:gsub("^points", "point") or r.unit) or "n/a"}
   end
   return xsa.study.md_table({"claim", "endpoint (positive: for the claim)", "seeds", "mean", "95% t interval",
-    "verdict", "seeds for a decision"}, t, 2)
+    "verdict", "Holm p", "seeds for a decision"}, t, 2)
 end
 
 return M

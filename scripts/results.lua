@@ -264,10 +264,15 @@ local function claims_section(sums)
   for _, c in ipairs(claims.list()) do
     lines[#lines + 1] = string.format("%s: %s.", c.text, claims.overall(rows, c.text))
   end
-  lines[#lines + 1] = "A claim is supported on an endpoint when the 95% t interval of its per-seed number lies " ..
-    "above 0, contradicted when it lies below 0, inconclusive otherwise; the final val loss (the notebook's) decides, " ..
+  local m = 0
+  for _, r in ipairs(rows) do if r.holm_of then m = r.holm_of end end
+  lines[#lines + 1] = string.format("A claim is supported on an endpoint when the 95%% t interval of its per-seed " ..
+    "number lies above 0 and its Holm-adjusted p is below 0.05, contradicted when the interval lies below 0 with the " ..
+    "same p, inconclusive otherwise. Claims 1-4 were not registered: their %d tests are corrected together, after the " ..
+    "fact (\"not after Holm\": the interval excludes 0, the correction does not let it count); the registered " ..
+    "claims carry the correction their plan fixed (Holm over 3, doc/preregistration.md). The final val loss decides, " ..
     "the secondary endpoints (doc/study.md) are reported beside it. \"Seeds for a decision\": the seeds whose " ..
-    "interval would be as narrow as the half-width named, at the spread observed."
+    "interval would be as narrow as the half-width named, at the spread observed.", m)
   return {meaning = claims.meaning(rows), lines = lines, table = claims.table(rows)}
 end
 

@@ -186,4 +186,32 @@ T.case("the step endpoints count once (one phenomenon), and an escape against an
   T.eq(select(2, claims.verdict(rows, c)).no, 1, "one contradicted step endpoint contradicts the escape")
 end)
 
+T.case("Holm after the fact over the unregistered rows; a registered row keeps its own correction", function()
+  -- p 0.01, 0.04, 0.03 (unregistered) and 0.001 (registered). Holm over the
+  -- three by hand: sorted 0.01, 0.03, 0.04 -> 3 x 0.01 = 0.03, 2 x 0.03 =
+  -- 0.06, max(1 x 0.04, 0.06) = 0.06.
+  local c = "1. some claim"
+  local rows = {{claim = c, endpoint = "final val loss", n = 5, p = 0.01, word = "supported"},
+    {claim = c, endpoint = "mean val loss", n = 5, p = 0.04, word = "supported"},
+    {claim = c, endpoint = "final val loss: another", n = 5, p = 0.03, word = "contradicted"},
+    {claim = c, endpoint = "final val loss (registered)", n = 5, p = 0.001, p_holm = 0.003, word = "supported",
+      registered = true},
+    {claim = c, endpoint = "no records", n = 0, word = "no records yet"}}
+  T.eq(claims.holm(rows), 3, "the family is the three unregistered tests")
+  T.near(rows[1].p_holm, 0.03, 1e-12)
+  T.near(rows[2].p_holm, 0.06, 1e-12)
+  T.near(rows[3].p_holm, 0.06, 1e-12)
+  T.eq(rows[1].word, "supported")
+  T.eq(rows[2].word, "supported (not after Holm)")
+  T.eq(rows[3].word, "contradicted (not after Holm)")
+  T.eq(rows[4].p_holm, 0.003, "the registered row is not corrected again")
+  T.eq(rows[4].word, "supported")
+  T.eq(rows[5].p_holm, nil)
+  -- a row that does not survive no longer counts: the claim's final val loss is not all supported
+  T.eq((claims.verdict(rows, c)), "inconclusive")
+  local t = claims.table(rows)
+  T.ok(t:find("| supported (not after Holm) | 0.06 |", 1, true), t)
+  T.ok(t:find("| 0.003 (registered, of 3) |", 1, true), t)
+end)
+
 T.done()

@@ -22,10 +22,11 @@ function M.claim(key, text, short)
     if not r then
       local why = not s and "no records yet" or (s.n and ("not yet: " .. (s.incomplete or "")) or
         "not yet: the pilot has not fixed N")
-      return {{claim = claim, endpoint = w[1] .. " (registered)", n = 0, unit = w[2], word = why}}
+      return {{claim = claim, endpoint = w[1] .. " (registered)", n = 0, unit = w[2], word = why, registered = true}}
     end
     return {{claim = claim, endpoint = fmt("%s (registered: Holm over 3, adjusted p %s)", w[1],
       xsa.numbers.text("%.3g", r.p_holm)), n = r.n, unit = w[2], mean = r.mean, lo = r.lo, hi = r.hi,
+      registered = true, p = r.p, p_holm = r.p_holm,
       word = r.verdict == "not decided" and fmt("inconclusive at %d (registered N)", r.n) or r.verdict}}
   end}
 end
