@@ -48,6 +48,15 @@ end
 
 M.config, M.explore = config, explore
 
+-- A unit's result: the SA/XSA group of cfg (from its record, else trained)
+-- as the parts' row {cell, seed, sa, xsa, gain, gap, cpu_s, wall_s, status}.
+function M.pair_row(ex, cfg, cell, with_lr)
+  local r, status = grid.group(ex, cfg, cell, with_lr)
+  local f, gap = grid.finals(r, {"sa", "xsa"})
+  return {cell = cell.key, seed = cfg.model.seed, sa = f.sa, xsa = f.xsa, gain = 100 * (f.sa - f.xsa) / f.sa, gap = gap,
+    cpu_s = r.cpu_s, wall_s = r.elapsed_s, status = status}
+end
+
 function M.units(ex, cells)
   local units, lrs, list, why = {}, {}, seeds(ex)
   if not list then
@@ -60,10 +69,7 @@ function M.units(ex, cells)
       lrs[c.size] = lrs[c.size] or V.chosen_lr(ex.opts.results, c.size) or (ex.opts.quick and 2e-3)
       if not lrs[c.size] then ex:fail("the pilot's lr sweep of " .. c.size .. " is not finished: xsa scripts/pilot.lua") end
       units[#units + 1] = {key = fmt("%s seed %d", c.key, s), seed = s, run = function()
-        local r, status = grid.group(ex, config(ex.opts, c, s, lrs[c.size]), c, false)
-        local f, gap = grid.finals(r, {"sa", "xsa"})
-        return {cell = c.key, seed = s, sa = f.sa, xsa = f.xsa, gain = 100 * (f.sa - f.xsa) / f.sa, gap = gap,
-          cpu_s = r.cpu_s, wall_s = r.elapsed_s, status = status}
+        return M.pair_row(ex, config(ex.opts, c, s, lrs[c.size]), c, false)
       end}
     end
   end

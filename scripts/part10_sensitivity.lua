@@ -7,8 +7,7 @@
 --   xsa scripts/part10_sensitivity.lua --jobs 2
 local xsa = xsa or require "xsa"
 local DIR = (debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./")
-local plan, axis, grid, V = dofile(DIR .. "plan.lua"), dofile(DIR .. "axis.lua"), dofile(DIR .. "grid.lua"),
-  dofile(DIR .. "verdicts.lua")
+local plan, axis, V = dofile(DIR .. "plan.lua"), dofile(DIR .. "axis.lua"), dofile(DIR .. "verdicts.lua")
 local study, plot, stats, fmt = xsa.study, xsa.plot, xsa.stats, string.format
 local S, CELL = plan.sensitivity, plan.cell[plan.sensitivity.cell]
 local FACTORS = {S.factors[1], 1, S.factors[2]}
@@ -29,11 +28,9 @@ function P.units(ex)
   for _, s in ipairs(ex.opts.seeds and ex.seeds or S.seeds) do
     for _, f in ipairs(FACTORS) do
       units[#units + 1] = {key = fmt("lr x%g seed %d", f, s), seed = s, run = function()
-        local cfg = axis.config(ex.opts, CELL, s, lr * f, f == 1 and "grid" or "sensitivity")
-        local r, status = grid.group(ex, cfg, CELL, f ~= 1)
-        local fin = grid.finals(r, {"sa", "xsa"})
-        return {factor = f, lr = lr * f, seed = s, sa = fin.sa, xsa = fin.xsa, gain = 100 * (fin.sa - fin.xsa) / fin.sa,
-          cpu_s = r.cpu_s, wall_s = r.elapsed_s, status = status}
+        local row = axis.pair_row(ex, axis.config(ex.opts, CELL, s, lr * f, f == 1 and "grid" or "sensitivity"), CELL, f ~= 1)
+        row.factor, row.lr = f, lr * f
+        return row
       end}
     end
   end
