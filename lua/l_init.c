@@ -18,8 +18,8 @@
 /* The Lua half of the module (lua/xsa/NAME.lua; tests/test_reliability.lua
  * checks this list against the folder). */
 static const char *const lua_modules[] = {"args", "cache", "checkpoint", "data", "endpoints", "executor", "experiment",
-                                          "generate", "help", "help_db", "notebook", "numbers", "options",
-                                          "pair", "plot", "progress", "record", "report", "samples", "schedule", "show",
+                                          "generate", "group", "help", "help_db", "notebook", "numbers", "options",
+                                          "pair", "plot", "progress", "provenance", "record", "report", "samples", "schedule", "show",
                                           "stats", "store", "study", "sys", "text", "tokenizer", "train", NULL};
 
 static int is_lua_module(const char *name)

@@ -111,7 +111,19 @@ T.case("damaged and hostile records are refused, naming the file", function()
     no_result = variant(function(r) r.result = nil end),
     no_date = variant(function(r) r.provenance.date = nil end),
     control_chars = variant(function(r) r.provenance.cpu = "A\27[2J" end),
-    long_string = variant(function(r) r.result.sa.label = string.rep("x", 5000) end),
+    long_string = variant(function(r) r.runs[1].result.label = string.rep("x", 5000) end),
+    -- a group's runs (format 2): each under its key, in the key's order, nothing of them twice
+    runs_swapped = variant(function(r) r.runs[1], r.runs[2] = r.runs[2], r.runs[1] end),
+    run_key_of_another = variant(function(r) r.runs[2].key = r.runs[1].key end),
+    arm_renamed = variant(function(r) r.runs[2].arm = "sa" end),
+    run_dropped = variant(function(r) r.runs[2] = nil end),
+    run_added = variant(function(r) r.runs[3] = r.runs[2] end),
+    run_twice = variant(function(r) r.result.xsa = r.runs[2].result end),
+    run_field = variant(function(r) r.runs[1].cmd = "rm -rf /" end),
+    run_long_key = variant(function(r) r.runs[1].key = string.rep("k", 70000) end),
+    no_layout = variant(function(r) r.layout = "tree" end),
+    not_runs = variant(function(r) r.runs = {sa = r.runs[1], xsa = r.runs[2]} end),
+    format1_with_runs = variant(function(r) r.format = record.FORMAT end),
     deep = variant(function(r)
       local t = {}
       r.result.deep = t
@@ -130,14 +142,76 @@ T.case("damaged and hostile records are refused, naming the file", function()
     T.ok(tostring(err):find(path, 1, true) and tostring(err):find("refused", 1, true), what .. ": " .. tostring(err))
     n = n + 1
   end
-  T.ok(n >= 15, "every damage tried")
+  T.ok(n >= 26, "every damage tried")
   -- a record that names files is only data: nothing it names is opened or run
   os.remove(path)
   T.writefile(path, variant(function(r) r.result.checkpoints = {sa = "/etc/passwd"}; r.result.cmd = "$(touch " .. TMP .. "/pwned)" end))
   local recs = record.find(dir, "t", "run-seed0", config)
   T.eq(#recs, 1, "a record with extra fields still reads")
   T.ok(not xsa.sys.exists(TMP .. "/pwned"), "nothing it names ran")
-  T.eq(rec.format, record.FORMAT)
+  T.eq(rec.format, record.GROUP_FORMAT, "a pair's record is a group's")
+end)
+
+-- Runs, not pairs: a run's key is what determines its numbers (its model
+-- with its attention and lambda, data, training, precision), never the part
+-- or the group it was trained in; a group's record lists its runs' keys.
+T.case("a run's key: model with attention and lambda, data, training, precision; not the part", function()
+  local group = require "xsa.group"
+  local id = record.data_identity()
+  local function keys(c)
+    local out = {}
+    for i, r in ipairs(group.runs(c, id)) do out[i] = group.run_key(r) end
+    return out
+  end
+  local base = keys(config)
+  T.eq(#base, 2, "a pair is a group of two")
+  local elsewhere = keys{part = "other", data = {seq_len = 4}, model = {seed = 1}, train = {steps = 2}, lambda = 1}
+  T.eq(elsewhere[1], base[1], "another part's SA of the same configuration: the same run")
+  T.eq(elsewhere[2], base[2], "and the same XSA")
+  local lam = keys{part = "t", data = {seq_len = 4}, model = {seed = 1}, train = {steps = 2}, lambda = 0.5}
+  T.eq(lam[1], base[1], "SA has no lambda: the same run at any lambda")
+  T.ok(lam[2] ~= base[2], "XSA(0.5) is another run than XSA(1)")
+  local sweep = keys{part = "t", data = {seq_len = 4}, model = {seed = 1}, train = {steps = 2}, lambda = 0.5,
+    arms = {"sa", "xsa", "xsa"}}
+  T.eq(sweep[1], base[1], "a group of three: its SA is the pair's")
+  T.ok(keys{part = "t", data = {seq_len = 4, seed = 3}, model = {seed = 1}, train = {steps = 2}, lambda = 1}[1] ~= base[1],
+    "another batch order: another run")
+  T.ok(keys{part = "t", data = {seq_len = 4}, model = {seed = 1, precision = "bf16"}, train = {steps = 2}, lambda = 1}[1] ~=
+    base[1], "another precision: another run")
+  T.ok(base[1]:find('"attention":"sa"', 1, true) and base[2]:find('"attention":"xsa"', 1, true), "the attention is in it")
+  T.ok(not base[1]:find('"part"', 1, true), "the part is not")
+  T.eq(group.runs({part = "t", model = {}}, id), nil, "no training configuration: no group (format 1)")
+  -- a group record's file lists its runs under their keys, in order
+  local path = record.write(TMP .. "/res4", "t", "run-seed0", config, result(4.25), prov("2026-12-01T00:00:00Z", "A"))
+  local raw = xsa.json.decode(T.readfile(path))
+  T.eq(raw.runs[1].key, base[1])
+  T.eq(raw.runs[2].key, base[2])
+  T.eq(raw.runs[2].result.final_val, 3.75, "XSA's own numbers are with its key")
+  T.eq(raw.result.sa, nil, "not twice")
+  T.eq(record.find(TMP .. "/res4", "t", "run-seed0", config)[1].result.xsa.final_val, 3.75, "read back as the trainer gave it")
+end)
+
+-- The lab's checkouts from before groups write format 1 records of pairs
+-- and of the grid's groups: they are read as they are, beside format 2 ones.
+T.case("a format 1 record of a group (written before groups) is still read", function()
+  local dir = TMP .. "/res5"
+  local p2 = record.write(dir, "t", "run-seed0", config, result(4.25), prov("2026-12-02T00:00:00Z", "new"))
+  local old = {format = record.FORMAT, part = "t", name = "run-seed0", key = record.legacy_key(config), config = config,
+    data = record.data_identity(), precision = "f32", result = result(4.5), provenance = prov("2026-12-01T00:00:00Z", "old")}
+  old.result.checkpoints = nil
+  local p1 = string.format("%s/t/run-seed0-%s-%s.json", dir, xsa.cache.hash(old.key):sub(1, 12), "0000abcd")
+  T.writefile(p1, xsa.json.encode(old))
+  local recs = record.find(dir, "t", "run-seed0", config)
+  T.eq(#recs, 2, "both formats")
+  T.eq(recs[1].provenance.cpu, "old", "the oldest counts, whatever its format")
+  T.eq(recs[1].result.sa.final_val, 4.5)
+  T.eq(recs[2].path, p2)
+  T.eq(#record.differences(recs) > 0, true, "and they are compared")
+  -- a format 2 record under the format 1 key (or the reverse) is refused
+  local moved = string.format("%s/t/run-seed0-%s-%s.json", dir, xsa.cache.hash(old.key):sub(1, 12), "0000dcba")
+  T.writefile(moved, T.readfile(p2))
+  local ok, err = pcall(record.find, dir, "t", "run-seed0", config)
+  T.ok(not ok and tostring(err):find(moved, 1, true), tostring(err))
 end)
 
 -- The part scripts through xsa.experiment: a quick part 3 of two steps.

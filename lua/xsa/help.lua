@@ -42,8 +42,8 @@ M.RECEIVERS = {
 }
 
 -- The pure-Lua modules of lua/xsa/ (xsa.NAME loads them on first use).
-M.MODULES = {"args", "cache", "checkpoint", "data", "endpoints", "executor", "experiment", "generate", "help",
-  "notebook", "numbers", "options", "pair", "plot", "progress", "record", "report", "samples", "schedule", "show", "stats",
+M.MODULES = {"args", "cache", "checkpoint", "data", "endpoints", "executor", "experiment", "generate", "group", "help",
+  "notebook", "numbers", "options", "pair", "plot", "progress", "provenance", "record", "report", "samples", "schedule", "show", "stats",
   "store", "study", "sys", "text", "tokenizer", "train"}
 
 local function db() return require("xsa.help_db") end

@@ -17,7 +17,7 @@ D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.j
   "xsa.data", "xsa.train", "xsa.checkpoint", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
   "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text", "xsa.notebook", "xsa.schedule", "xsa.show",
-  "xsa.store", "xsa.pair", "xsa.executor"}
+  "xsa.store", "xsa.pair", "xsa.executor", "xsa.group", "xsa.provenance"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -1008,6 +1008,47 @@ add("xsa.store.seed_tag", "xsa.store.seed_tag(config) -> string",
 add("xsa.store.files", "xsa.store.files(dir, name, config) -> table",
   "The files of a cached run: entry, checkpoints (init, sa, xsa), the saved state and its model slots (xsa.checkpoint).",
   "local f = xsa.store.files(\"cache\", \"mine-300steps\", xsa.store.cache_config(c))")
+group("xsa.group", "a group of training runs sharing batches as records keep it: each run under its own key",
+  "A run's key is its model (attention, and lambda unless SA), data, training and precision, not its part: the same run trained for two parts has one key. A group record (xsa.record's format 2) lists its runs under their keys beside what they share.",
+  "for _, r in ipairs(xsa.group.runs(config, xsa.record.data_identity())) do print(r.arm) end")
+add("xsa.group.runs", "xsa.group.runs(config, identity) -> {{arm=, key=}} | nil",
+  "The runs of a group configuration (data, model, train, lambda, arms; default SA and XSA) in arm order, each with its key table; nil for a configuration of no group.",
+  "print(#xsa.group.runs({data = {}, model = {}, train = {}}, {}))")
+add("xsa.group.key", "xsa.group.key(config, identity) -> text | nil",
+  "A group's key text: its runs' keys in order and the configuration's own fields (not part, data, model, train, lambda, arms).",
+  "print(xsa.group.key({data = {}, model = {}, train = {}}, {}))")
+add("xsa.group.run_key", "xsa.group.run_key(run) -> text", "The key text of one run of xsa.group.runs.",
+  "print(xsa.group.run_key(xsa.group.runs({data = {}, model = {}, train = {}}, {})[1]))")
+add("xsa.group.split", "xsa.group.split(config, result, identity) -> entries, rest, layout | nil",
+  "A group's result as a record keeps it: one entry per run ({arm, key, result, model, probe}), what the group shares, and the layout (\"pair\": result.sa and result.xsa; \"list\": result.runs).",
+  "local runs, rest, layout = xsa.group.split(config, r, xsa.record.data_identity())")
+add("xsa.group.join", "xsa.group.join(rec) -> result | nil, why",
+  "The result of a group record as the trainer returned it, its runs checked against the record's key (order, arms, keys) first.",
+  "local r, why = xsa.group.join(xsa.json.decode(text))")
+add("xsa.record.legacy_key", "xsa.record.legacy_key(config [, identity]) -> text",
+  "The key of a format 1 record: the whole configuration (its part too), the data files by content, the precision.",
+  "print(xsa.record.legacy_key({n = 1}))")
+add("xsa.record.build", "xsa.record.build(part, name, config, result, provenance [, identity]) -> record",
+  "The record as written: a group's (format 2, each run under its own key) when config and result are a group's, else format 1.",
+  "local rec = xsa.record.build(\"mine\", \"mine-seed0\", {n = 1}, {v = 2}, xsa.record.provenance())")
+add("xsa.record.path", "xsa.record.path(dir, record) -> path", "Where a record is written: DIR/PART/NAME-KEY-STAMP.json.",
+  "print(xsa.record.path(\"results\", rec))")
+group("xsa.provenance", "where and with what a record's numbers were computed, and its check",
+  "Engine, commit, BLAS kernel and threads, float32 GEMM library, lm_head blocking, CPU, load and date; none of it is in a record's key (xsa.record also gives these under their older names).",
+  "print(xsa.provenance.blas_text(xsa.provenance.now()))")
+add("xsa.provenance.now", "xsa.provenance.now() -> table", "This process's provenance: what a record written now says of where it ran.",
+  "print(xsa.provenance.now().cpu)")
+add("xsa.provenance.commit", "xsa.provenance.commit() -> hex | \"unknown\"", "The checkout's commit, read from .git (no git process).",
+  "print(xsa.provenance.commit())")
+add("xsa.provenance.blas_text", "xsa.provenance.blas_text(p) -> text",
+  "The BLAS of a provenance in words: the OpenBLAS kernel, another float32 GEMM library, the lm_head's blocking when named.",
+  "print(xsa.provenance.blas_text({blas = \"Haswell\"}))")
+add("xsa.provenance.valid_date", "xsa.provenance.valid_date(date) -> true | false, why",
+  "Whether a date is YYYY-MM-DDTHH:MM:SSZ of the calendar, not before xsa.provenance.FIRST_DATE nor a day ahead of now.",
+  "print(xsa.provenance.valid_date(\"2026-12-02T10:00:00Z\"))")
+add("xsa.provenance.valid", "xsa.provenance.valid(p) -> true | false, why",
+  "Whether a record's provenance is typed as the published files print it: named strings, threads a positive integer, a real date.",
+  "print(xsa.provenance.valid(xsa.provenance.now()))")
 group("xsa.pair", "a paired SA/XSA training run as a cached, recorded, resumable entry of an experiment",
   "ex:pair{...} trains (or reads) the pair; ex:pair_config and ex:results give configurations and another experiment's finished pair. xsa.experiment re-exports the functions under their older names.",
   "local r, status, entry = ex:pair{seed = 0, checkpoints = true}")

@@ -1,7 +1,8 @@
--- xsa.record: the study's record. One small JSON file per finished run,
--- kept in the repository (results/ by default), so that what was trained
--- on any machine, in any session, is never trained again and every
--- published number is generated from these files alone.
+-- xsa.record: the study's record. One small JSON file per finished group
+-- of runs (or per result of no training, as a probe), kept in the
+-- repository (results/ by default), so that what was trained on any
+-- machine, in any session, is never trained again and every published
+-- number is generated from these files alone.
 --
 --   local record = require "xsa.record"
 --   local recs = record.find(dir, "mine", "mine-300steps-seed0", config, check)
@@ -9,42 +10,57 @@
 --   record.write(dir, "mine", "mine-300steps-seed0", config, result)
 --
 -- A record is DIR/PART/NAME-KEY-STAMP.json:
---   KEY    12 hex digits of the hash of the key text: the run's whole
---          configuration, the identity of the data it read (the CRC-64 and
---          size of the corpus and of both tokenizer files, not their paths)
---          and the precision. Whatever changes the numbers changes the key.
---   STAMP  8 hex digits of the hash of the provenance: what should not
---          change the numbers but may (engine commit, OpenBLAS kernel and
---          threads, float32 GEMM library, CPU model) and the date. A second record of the same key
---          (another machine, a rerun) lands beside the first, never over it.
+--   KEY    12 hex digits of the hash of the key text. A group of runs that
+--          shared their batches (format 2, xsa.group): its runs' keys, each
+--          the run's model with its attention and lambda, data, training,
+--          the identity of the data it read (the CRC-64 and size of the
+--          corpus and both tokenizer files, not their paths) and precision;
+--          the record lists every run under its own key beside what the
+--          group shares. Anything else, and records written before groups
+--          (format 1): the whole configuration, its part's name in it, the
+--          data's identity and the precision. Whatever changes the numbers
+--          changes the key; find reads both formats.
+--   STAMP  8 hex digits of the hash of the provenance (xsa.provenance): what
+--          should not change the numbers but may (engine commit, OpenBLAS
+--          kernel and threads, float32 GEMM library, CPU model) and the
+--          date. A second record of the same key (another machine, a rerun)
+--          lands beside the first, never over it.
 -- Which record counts (the rule the statistics state): the oldest by its
 -- provenance date, ties broken by file name; the others are the
 -- cross-machine comparison (record.differences).
 --
 -- Records are data from strangers: a record is read only from DIR/PART,
 -- only when its file name matches the expected NAME-KEY prefix, at most
--- MAX_BYTES long, and it must parse, carry this format, hold the key text
--- of the expected configuration, only finite numbers, and strings of at
--- most MAX_STRING bytes without control characters; nothing in it is used
--- as a path, a command or code; no key twice; typed provenance with a
--- real date (valid_date); a pair's improvement recomputed from its losses.
--- A record that fails is refused with an error naming its file: never
--- skipped silently, never retrained over. Results are stored and read
--- without the fields that name files (checkpoints). A part folder that
--- cannot be listed is an error, not "no records".
+-- MAX_BYTES long, and it must parse, carry the format of its key, hold the
+-- key text of the expected configuration (a group's runs: each under its
+-- key, in the key's order, nothing of them twice: xsa.group.join), only
+-- finite numbers, and strings of at most MAX_STRING bytes without control
+-- characters; nothing in it is used as a path, a command or code; no key
+-- twice; typed provenance with a real date (valid_date); a pair's
+-- improvement recomputed from its losses. A record that fails is refused
+-- with an error naming its file: never skipped silently, never retrained
+-- over. Results are stored and read without the fields that name files
+-- (checkpoints). A part folder that cannot be listed is an error, not "no
+-- records".
 -- Non-goals: deleting or editing records (git does that), locking (every
 -- writer writes a file of its own).
 local sys = require "xsa.sys"
 local cache = require "xsa.cache"
 local numbers = require "xsa.numbers"
+local group = require "xsa.group"
+local provenance = require "xsa.provenance"
 
 local M = {}
 
-M.FORMAT = "xsa-record/1"
+M.FORMAT = "xsa-record/1" -- one result under its configuration's key
+M.GROUP_FORMAT = "xsa-record/2" -- a group of runs, each under its own key (xsa.group)
 M.MAX_BYTES = 4 * 1024 * 1024
 M.MAX_STRING = 400
 -- fields of a result that are never recorded (they name files)
 M.DROPPED = {checkpoints = true}
+-- where a record's numbers were computed: xsa.provenance's, by their older names
+M.commit, M.provenance, M.blas_text = provenance.commit, provenance.now, provenance.blas_text
+M.valid_date, M.FIRST_DATE = provenance.valid_date, provenance.FIRST_DATE
 
 local core = require "xsa.core" -- the C functions and libraries
 
@@ -78,73 +94,21 @@ function M.data_identity()
   return out
 end
 
--- The key of a run: its configuration, its data by content, its precision.
-function M.key(config)
+-- The key of a format-1 record: the whole configuration (its part too),
+-- the data by content (identity: default this checkout's files), the precision.
+function M.legacy_key(config, identity)
   local precision = type(config.model) == "table" and config.model.precision or "f32"
-  return cache.key({config = config, data = M.data_identity(), precision = precision})
+  return cache.key({config = config, data = identity or M.data_identity(), precision = precision})
 end
 
--- The first capture of pattern in a line of the regular file at path (a
--- folder or a missing file: nil).
-local function first_line(path, pattern)
-  local text = core.read_file(path)
-  if not text or #text > M.MAX_BYTES then return nil end
-  for line in text:gmatch("[^\n]+") do
-    local v = line:match(pattern)
-    if v then return v end
-  end
+-- The key a configuration's records are written under: a group of runs'
+-- (xsa.group.key: its runs' keys) when config is one, else M.legacy_key.
+function M.key(config, identity)
+  identity = identity or M.data_identity()
+  return group.key(config, identity) or M.legacy_key(config, identity)
 end
 
--- The commit of the checkout (read from .git, no git process), or "unknown".
-function M.commit()
-  local root = sys.root()
-  local gitdir = root .. "/.git"
-  local pointer = first_line(gitdir, "^gitdir: (.+)$") -- a worktree
-  if pointer then gitdir = pointer:sub(1, 1) == "/" and pointer or (root .. "/" .. pointer) end
-  local head = first_line(gitdir .. "/HEAD", "^(.+)$")
-  if not head then return "unknown" end
-  local ref = head:match("^ref: (.+)$")
-  if not ref then return head:match("^%x+$") or "unknown" end
-  local common = first_line(gitdir .. "/commondir", "^(.+)$")
-  local dirs = {gitdir, common and (common:sub(1, 1) == "/" and common or gitdir .. "/" .. common)}
-  for _, d in ipairs(dirs) do
-    local h = first_line(d .. "/" .. ref, "^(%x+)$")
-    if h then return h end
-    h = first_line(d .. "/packed-refs", "^(%x+) " .. ref:gsub("%p", "%%%0") .. "$")
-    if h then return h end
-  end
-  return "unknown"
-end
-
--- What should not change the numbers but may: engine, commit, BLAS kernel
--- and threads, the float32 GEMM library (OpenBLAS or oneDNN: another
--- summation order, so other last bits), the lm_head's blocking (the order
--- of the softmax's sums), CPU, the load average when the run ended, date.
-function M.provenance()
-  local blas = core.blas()
-  local family, model = first_line("/proc/cpuinfo", "^cpu family%s*:%s*(%d+)"), first_line("/proc/cpuinfo", "^model%s*:%s*(%d+)")
-  return {engine = "xsa " .. core.version(), commit = M.commit(), blas = blas.core, threads = blas.threads,
-    gemm = blas.gemm_lib, lmhead = blas.lmhead,
-    cpu = (first_line("/proc/cpuinfo", "^model name%s*:%s*(.-)%s*$") or "unknown") ..
-      (family and string.format(" (family %s model %s)", family, model or "?") or ""),
-    load = tonumber(first_line("/proc/loadavg", "^(%S+)") or ""), -- a busy machine trains slower: read elapsed_s with it
-    date = os.date("!%Y-%m-%dT%H:%M:%SZ")}
-end
-
-----------------------------------------------------------------------------
 -- reading
-
--- The BLAS of a provenance as text: the OpenBLAS kernel, the float32 GEMM
--- library when the record names one other than OpenBLAS (records from
--- before it was recorded ran OpenBLAS's), and the lm_head's blocking when
--- the record names it (records from before ran chunks of 40 MB, blocks of
--- 4 MB): "Haswell; products oneDNN ...; lm_head chunks of ...".
-function M.blas_text(prov)
-  local t = tostring(prov.blas)
-  if type(prov.gemm) == "string" and not prov.gemm:match("^OpenBLAS") then t = t .. "; products " .. prov.gemm end
-  if type(prov.lmhead) == "string" then t = t .. "; lm_head " .. prov.lmhead end
-  return t
-end
 
 -- Every string in v is short and printable, every number finite, nesting
 -- bounded. Returns true, or false and why (naming the field).
@@ -173,6 +137,15 @@ local function sane_record(rec)
   if type(rec.key) ~= "string" or #rec.key > 65536 then return false, "record.key is not a key text" end
   local rest = {}
   for k, v in pairs(rec) do if k ~= "key" then rest[k] = v end end
+  if type(rec.runs) == "table" then -- a group's: each run's key is checked apart too
+    local runs = {}
+    for i, e in pairs(rec.runs) do
+      if type(e) ~= "table" or type(e.key) ~= "string" or #e.key > 65536 then return false, "record.runs." .. tostring(i) .. ".key is not a key text" end
+      runs[i] = {}
+      for k, v in pairs(e) do if k ~= "key" then runs[i][k] = v end end
+    end
+    rest.runs = runs
+  end
   return sane(rest, "record", 0)
 end
 
@@ -183,45 +156,6 @@ local function stripped(v)
     if not M.DROPPED[k] then out[k] = stripped(x) end
   end
   return setmetatable(out, getmetatable(v))
-end
-
--- The earliest date a record can carry: the day the record format began
--- (the first record of results/ is from that evening). Dates are compared
--- as text to pick the record that counts, so only this one shape is taken.
-M.FIRST_DATE = "2026-12-01T00:00:00Z"
-local DAYS = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
-
--- A date "YYYY-MM-DDTHH:MM:SSZ" of the calendar, not before FIRST_DATE and
--- not after a day from now; true, or false and why.
-function M.valid_date(d)
-  local y, mo, da, h, mi, se = tostring(d):match("^(%d%d%d%d)%-(%d%d)%-(%d%d)T(%d%d):(%d%d):(%d%d)Z$")
-  y, mo, da, h, mi, se = tonumber(y), tonumber(mo), tonumber(da), tonumber(h), tonumber(mi), tonumber(se)
-  if not (y and mo >= 1 and mo <= 12 and da >= 1 and da <= DAYS[mo] and h <= 23 and mi <= 59 and se <= 59) or
-    (mo == 2 and da == 29 and not (y % 4 == 0 and (y % 100 ~= 0 or y % 400 == 0))) then
-    return false, "provenance.date " .. string.format("%q", tostring(d)) .. " is not a date YYYY-MM-DDTHH:MM:SSZ"
-  end
-  if d < M.FIRST_DATE or d > os.date("!%Y-%m-%dT%H:%M:%SZ", os.time() + 86400) then
-    return false, "provenance.date " .. d .. " is before the record format existed (" .. M.FIRST_DATE .. ") or in the future"
-  end
-  return true
-end
-
--- The provenance's fields that the published files print, by type: the
--- strings named, threads a positive integer, load a number when present.
-local PROV_STRINGS = {engine = true, commit = true, blas = true, cpu = true, date = true}
-local PROV_OPTIONAL = {gemm = true, lmhead = true, source = true}
-local function valid_provenance(p)
-  if type(p) ~= "table" or getmetatable(p) then return false, "provenance is not an object" end
-  for k in pairs(PROV_STRINGS) do
-    if type(p[k]) ~= "string" or p[k] == "" then return false, "provenance." .. k .. " is not a string" end
-  end
-  for k in pairs(PROV_OPTIONAL) do
-    if p[k] ~= nil and type(p[k]) ~= "string" then return false, "provenance." .. k .. " is not a string" end
-  end
-  if math.type(p.threads) ~= "integer" or p.threads < 1 then return false, "provenance.threads is not a positive integer" end
-  if p.load ~= nil and type(p.load) ~= "number" then return false, "provenance.load is not a number" end
-  if not (p.commit == "unknown" or p.commit:match("^%x+$")) then return false, "provenance.commit is not a commit" end
-  return M.valid_date(p.date)
 end
 
 -- A result's own numbers as the statistics use them: times non-negative;
@@ -249,14 +183,21 @@ function M.parse(text, key, check)
   local ok, rec = pcall(core.json.decode, text)
   if not ok then return nil, "not valid JSON (" .. tostring(rec):gsub("\n", " ") .. ")" end
   if type(rec) ~= "table" or getmetatable(rec) then return nil, "not a JSON object" end
-  if rec.format ~= M.FORMAT then return nil, "format is " .. tostring(rec.format) .. ", not " .. M.FORMAT end
+  if rec.format ~= M.FORMAT and rec.format ~= M.GROUP_FORMAT then
+    return nil, "format is " .. tostring(rec.format) .. ", not " .. M.FORMAT .. " or " .. M.GROUP_FORMAT
+  end
   if rec.key ~= key then return nil, "its key is not this configuration's (edited, or another data set)" end
   if type(rec.result) ~= "table" then return nil, "it has no result" end
   if type(rec.provenance) ~= "table" or type(rec.provenance.date) ~= "string" then return nil, "it has no provenance date" end
   local good, why = sane_record(rec)
   if not good then return nil, why end
+  if rec.format == M.GROUP_FORMAT then -- the group's runs back where the trainer put them
+    local r, w = group.join(rec)
+    if not r then return nil, w end
+    rec.result = r
+  elseif rec.runs ~= nil or rec.layout ~= nil then return nil, "a format 1 record with a group's runs" end
   rec.result = stripped(rec.result)
-  good, why = valid_provenance(rec.provenance)
+  good, why = provenance.valid(rec.provenance)
   if good then good, why = valid_result(rec.result) end
   if not good then return nil, why end
   if check then
@@ -287,14 +228,23 @@ function M.find(dir, part, name, config, check)
     if tostring(err):find(": No such file or directory$") then return out end
     error(string.format("records folder %s cannot be listed: %s", pdir, tostring(err)), 0)
   end
-  local key = M.key(config)
-  local prefix = name .. "-" .. cache.hash(key):sub(1, 12) .. "-"
+  -- a group's records (format 2) under its key; format 1 under the whole
+  -- configuration's (records written before groups, or not of a group)
+  local identity = M.data_identity()
+  local keys = {{M.legacy_key(config, identity), M.FORMAT}}
+  local gkey = group.key(config, identity)
+  if gkey then table.insert(keys, 1, {gkey, M.GROUP_FORMAT}) end
   for _, f in ipairs(files) do
-    if f:sub(1, #prefix) == prefix and f:match("^[%w%.%-_]+%.json$") then
+    local key, format
+    for _, k in ipairs(keys) do
+      if f:sub(1, #name + 14) == name .. "-" .. cache.hash(k[1]):sub(1, 12) .. "-" then key, format = k[1], k[2] end
+    end
+    if key and f:match("^[%w%.%-_]+%.json$") then
       local path = pdir .. "/" .. f
       local text, err = core.read_file(path)
       local rec, why = nil, err
       if text then rec, why = M.parse(text, key, check) end
+      if rec and rec.format ~= format then rec, why = nil, "its format is " .. rec.format .. ", its key's " .. format end
       if not rec then
         error(string.format("record %s is refused: %s. Restore it (git checkout -- %s) or remove it.", path, why, path), 0)
       end
@@ -314,19 +264,37 @@ end
 -- passes what it knows).
 function M.write(dir, part, name, config, result, provenance)
   assert(type(name) == "string" and name:match(SAFE), "xsa.record: bad run name " .. tostring(name))
-  local key = M.key(config)
-  local prov = provenance or M.provenance()
-  local rec = {format = M.FORMAT, part = part, name = name, key = key, config = config, data = M.data_identity(),
-    precision = type(config.model) == "table" and config.model.precision or "f32", result = stripped(result),
-    provenance = prov}
+  local rec = M.build(part, name, config, result, provenance or M.provenance())
   local ok, why = sane_record(rec)
   if not ok then error("xsa.record: will not write " .. name .. ": " .. why, 2) end
-  local pdir = part_dir(dir, part)
-  sys.mkdir(pdir)
-  local path = string.format("%s/%s-%s-%s.json", pdir, name, cache.hash(key):sub(1, 12),
-    cache.hash(cache.key(prov)):sub(1, 8))
+  local path = M.path(dir, rec)
+  sys.mkdir(part_dir(dir, part))
   core.write_file_atomic(path, core.json.encode(rec, {indent = true}))
   return path
+end
+
+-- The record of a finished run as it is written: a group's (format 2, each
+-- run under its own key: xsa.group) when config is a group's and result one
+-- of its layouts, else format 1. identity: the data files' (default this
+-- checkout's; scripts/migrate_records.lua passes a record's own).
+function M.build(part, name, config, result, provenance, identity)
+  identity = identity or M.data_identity()
+  local rec = {part = part, name = name, config = config, data = identity,
+    precision = type(config.model) == "table" and config.model.precision or "f32", result = stripped(result),
+    provenance = provenance}
+  local runs, rest, layout = group.split(config, rec.result, identity)
+  if runs then
+    rec.format, rec.key, rec.runs, rec.layout, rec.result = M.GROUP_FORMAT, group.key(config, identity), runs, layout, rest
+  else
+    rec.format, rec.key = M.FORMAT, M.legacy_key(config, identity)
+  end
+  return rec
+end
+
+-- Where a record is written: DIR/PART/NAME-KEY-STAMP.json.
+function M.path(dir, rec)
+  return string.format("%s/%s-%s-%s.json", part_dir(dir, rec.part), rec.name, cache.hash(rec.key):sub(1, 12),
+    cache.hash(cache.key(rec.provenance)):sub(1, 8))
 end
 
 ----------------------------------------------------------------------------
