@@ -17,16 +17,7 @@ local record, group, json = xsa.record, xsa.group, xsa.json
 
 local M = {}
 
--- Whether a and b are the same data to the bit: numbers of one subtype and
--- value, strings and booleans equal, tables with the same keys.
-function M.same(a, b)
-  if type(a) ~= type(b) then return false end
-  if type(a) == "number" then return math.type(a) == math.type(b) and a == b end
-  if type(a) ~= "table" then return a == b end
-  for k, v in pairs(a) do if not M.same(v, b[k]) then return false end end
-  for k in pairs(b) do if a[k] == nil then return false end end
-  return true
-end
+M.same = xsa.numbers.same -- the same data to the bit
 
 -- The format 2 record of the format 1 record in `text`, or nil and why it
 -- stays as it is ("format 2 already", "not a group"). Raises when the old

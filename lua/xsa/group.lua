@@ -165,9 +165,14 @@ function M.join(rec)
   if lay == "pair" then
     if #entries ~= 2 or entries[1].arm ~= "sa" or entries[2].arm ~= "xsa" then return nil, "a pair's runs are not sa, xsa" end
   elseif r.runs ~= nil then return nil, "result.runs is in the runs list" end
-  local conf = r.config ~= nil and copy(r.config) or nil
-  local probe = r.probe ~= nil and copy(r.probe) or nil
-  if (conf and type(conf) ~= "table") or (probe and type(probe) ~= "table") then return nil, "result.config or result.probe is not an object" end
+  for _, k in ipairs{"config", "probe"} do
+    if r[k] ~= nil and type(r[k]) ~= "table" then return nil, "result." .. k .. " is not an object" end
+  end
+  local conf = r.config and copy(r.config)
+  local probe = r.probe and copy(r.probe)
+  if lay == "list" and conf and conf.models ~= nil and type(conf.models) ~= "table" then
+    return nil, "result.config.models is not a list"
+  end
   local list, models = {}, nil
   for i, e in ipairs(entries) do
     local why = check_entry(e, key.runs[i], i)

@@ -916,6 +916,9 @@ add("xsa.sys.exists", "xsa.sys.exists(path) -> boolean", "Whether path is a read
 add("xsa.sys.interrupted", "xsa.sys.interrupted(err) -> boolean", "Whether err is Ctrl-C's \"interrupted!\".", "print(xsa.sys.interrupted(\"x: interrupted!\"))")
 add("xsa.sys.traceback_unless_interrupted", "xsa.sys.traceback_unless_interrupted(err) -> err",
   "An xpcall handler adding a traceback to any error but an interrupt.", "xpcall(f, xsa.sys.traceback_unless_interrupted)")
+add("xsa.numbers.same", "xsa.numbers.same(a, b) -> boolean",
+  "Whether a and b are the same data to the bit: numbers of one subtype and value, equal strings and booleans, tables with the same keys.",
+  "print(xsa.numbers.same({1, {2.0}}, {1, {2.0}}))")
 add("xsa.numbers.finite", "xsa.numbers.finite(x) -> boolean", "x is a number, not NaN nor infinite.", "print(xsa.numbers.finite(1 / 0))")
 add("xsa.numbers.text", "xsa.numbers.text(format, x) -> string",
   "string.format(format, x) without the sign of a value that rounds to zero (\"0.0000\", never \"-0.0000\" or \"+0.00%\"): every number of a table.",

@@ -8,12 +8,27 @@
 --   numbers.all_finite({a = {1, 1 / 0}})       -- false, "result.a.2 is inf"
 --   numbers.text("%.4f", -1e-9)                -- "0.0000", never "-0.0000"
 --   numbers.decimals(0.043, 1)                 -- 3: "0.021 (-0.022 to 0.064)", not "0.0 (-0.0 to 0.1)"
+--   numbers.same({1, {2.0}}, {1, {2}})         -- false: 2.0 is a float, 2 an integer
 -- Non-goals: tolerances, wording (see xsa.study.pct and compare_words).
 local M = {}
 
 -- x is a number and neither NaN nor an infinity.
 function M.finite(x)
   return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge
+end
+
+-- Whether a and b are the same data to the bit: numbers of one subtype
+-- and the same bits (0.0 is not -0.0), strings and booleans equal, tables
+-- with the same keys holding the same data (metatables not compared).
+function M.same(a, b)
+  if type(a) ~= type(b) then return false end
+  if type(a) == "number" then
+    return math.type(a) == math.type(b) and (math.type(a) == "integer" and a == b or string.pack("d", a) == string.pack("d", b))
+  end
+  if type(a) ~= "table" then return a == b end
+  for k, v in pairs(a) do if not M.same(v, b[k]) then return false end end
+  for k in pairs(b) do if a[k] == nil then return false end end
+  return true
 end
 
 -- Every number in t (a number or a nested table) is finite. Returns true, or
