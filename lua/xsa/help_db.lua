@@ -92,7 +92,7 @@ group("xsa.args", "command-line flags of the scripts",
 group("xsa.cache", "results cached by configuration",
   "JSON results stored under a hash of their configuration, so rerunning a script is a cache hit.",
   "local r = xsa.cache.fetch(\"cache\", \"demo\", {n = 3}, function() return {v = 1} end)")
-group("xsa.record", "the study's record: one JSON file per finished run",
+group("xsa.record", "the study's record: one JSON file per finished group of runs, each run under its own key",
   "Finished runs kept in the repository (results/), keyed by the whole configuration, the data's content and the " ..
   "precision, with their provenance. A run with a record is not trained again; records of one key from several " ..
   "machines sit side by side (the oldest counts); a damaged record is refused naming its file. doc/records.md.",
@@ -213,12 +213,13 @@ add("xsa.file_checksum", "xsa.file_checksum(path) -> \"crc64:HEX\", bytes | nil,
   "The CRC-64 (as xz computes it) and size of a regular file's bytes: a content identity, not a signature.",
   "print(xsa.file_checksum(\"data/vocab.bpe\"))")
 add("xsa.record.find", "xsa.record.find(dir, part, name, config [, check]) -> {records}",
-  "The records of a run, the chosen (oldest) first; {} when none. Raises, naming the file, on a refused record.",
+  "The records of a group of runs (either format) or of a result, the chosen (oldest) first, each result as the trainer gave it; {} when none. Raises, naming the file, on a refused record.",
   "local r = xsa.record.find(\"results\", \"mine\", \"mine-300steps-seed0\", config)[1]")
 add("xsa.record.write", "xsa.record.write(dir, part, name, config, result [, provenance]) -> path",
   "Writes a new record (atomically, beside any other of its key); paths in the result are not recorded.",
   "xsa.record.write(\"/tmp/res\", \"mine\", \"mine-seed0\", {n = 1}, {v = 2})")
-add("xsa.record.key", "xsa.record.key(config) -> text", "The key text: configuration, data files by content, precision.",
+add("xsa.record.key", "xsa.record.key(config [, identity]) -> text",
+  "The key text config's records are written under: a group of runs' (xsa.group.key: each run's key) when config is one, else the configuration's, with the data files by content and the precision.",
   "print(xsa.record.key({n = 1}))")
 add("xsa.record.data_identity", "xsa.record.data_identity() -> {corpus=, encoder=, vocab=}",
   "CRC-64 and size of the corpus and tokenizer files the loaders read.", "print(xsa.record.data_identity().corpus)")

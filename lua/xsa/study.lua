@@ -56,7 +56,7 @@ function M.options(d, extra, skip)
     {"plots", "string", "plots", "figures folder"},
     {"format", "string", "png", "figure format: png or svg", one_of = {"png", "svg"}},
     {"no-cache", "bool", false, "recompute even when a cached result or a record exists (a new record lands beside)"},
-    {"results", "string", "results", "the study's record: one JSON file per finished run (xsa.record)"},
+    {"results", "string", "results", "the study's record: one JSON file per finished group of runs (xsa.record)"},
     {"from-records", "bool", false, "train nothing: use the runs that have a record, report the seeds that have none"},
     {"resume", "bool", true, "continue an unfinished run from its saved state (--no-resume: start over)"},
     {"save-every", "int", d.save_every or 50, "steps between saved states of a training run (0: only when stopped)", min = 0},
