@@ -80,6 +80,16 @@ function T.read(p)
   return s
 end
 
+-- The output (stdout and stderr together) of a shell command and its exit
+-- status (a number).
+function T.capture(cmd)
+  local p = io.popen(cmd .. " 2>&1; echo \"status $?\"")
+  local out = p:read("a")
+  p:close()
+  local body, status = out:match("^(.-)status (%d+)\n?$")
+  return body, tonumber(status)
+end
+
 -- A new empty folder under the system's temporary folder, removed with
 -- everything in it by T.done() (test_record's alone held 1.4 GB of
 -- checkpoints, left behind by every run); XSA_KEEP_TMP=1 keeps them.
