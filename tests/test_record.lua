@@ -171,9 +171,29 @@ T.case("a run's key: model with attention and lambda, data, training, precision;
   local lam = keys{part = "t", data = {seq_len = 4}, model = {seed = 1}, train = {steps = 2}, lambda = 0.5}
   T.eq(lam[1], base[1], "SA has no lambda: the same run at any lambda")
   T.ok(lam[2] ~= base[2], "XSA(0.5) is another run than XSA(1)")
-  local sweep = keys{part = "t", data = {seq_len = 4}, model = {seed = 1}, train = {steps = 2}, lambda = 0.5,
-    arms = {"sa", "xsa", "xsa"}}
-  T.eq(sweep[1], base[1], "a group of three: its SA is the pair's")
+  -- the lambda sweep as one group of SA and XSA at each lambda: the same runs as the pairs'
+  local sweep_config = {part = "t", data = {seq_len = 4}, model = {seed = 1}, train = {steps = 2},
+    arms = {"sa", {attention = "xsa", lambda = 0.5}, {attention = "xsa", lambda = 1}}}
+  local sweep = keys(sweep_config)
+  T.eq(sweep[1], base[1], "the sweep's SA is the pair's")
+  T.eq(sweep[2], lam[2], "its XSA(0.5) is the lambda 0.5 pair's")
+  T.eq(sweep[3], base[2], "its XSA(1) is the pair's")
+  -- written as one group (xsa.train.runs' layout) and read back as it was given
+  local runs = {}
+  for i = 1, 3 do runs[i] = {label = "run " .. i, final_val = 4 + i / 8, val = {9, 4 + i / 8}} end
+  local res = {status = "done", runs = runs, config = {lr = 1, models = {{attention = "sa"}, {attention = "xsa"},
+    {attention = "xsa"}}}, elapsed_s = 2}
+  local sp = record.write(TMP .. "/res6", "t", "sweep-seed0", sweep_config, res, prov("2026-12-01T00:00:00Z", "A"))
+  local sraw = xsa.json.decode(T.readfile(sp))
+  T.eq(sraw.layout, "list")
+  T.eq(sraw.runs[2].key, lam[2])
+  T.eq(sraw.runs[3].model.attention, "xsa")
+  local back = record.find(TMP .. "/res6", "t", "sweep-seed0", sweep_config)[1].result
+  T.ok(xsa.numbers.same(back.runs, runs) and xsa.numbers.same(back.config.models, res.config.models), "the runs as given")
+  T.eq(back.config.lr, 1)
+  sraw.runs[2].probe = {1}
+  T.writefile(sp, xsa.json.encode(sraw))
+  T.raises(function() record.find(TMP .. "/res6", "t", "sweep-seed0", sweep_config) end, "probe outside a pair")
   T.ok(keys{part = "t", data = {seq_len = 4, seed = 3}, model = {seed = 1}, train = {steps = 2}, lambda = 1}[1] ~= base[1],
     "another batch order: another run")
   T.ok(keys{part = "t", data = {seq_len = 4}, model = {seed = 1, precision = "bf16"}, train = {steps = 2}, lambda = 1}[1] ~=

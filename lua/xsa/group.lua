@@ -20,8 +20,10 @@
 -- A group's key lists its runs' keys in arm order, and what else the
 -- configuration asks of the group (a probe set: part of its result).
 -- The configuration of a group: {data =, model =, train =, lambda =,
--- arms = {"sa", "xsa", ...}} (arms default to SA and XSA: a pair), plus
--- any field of its own (part: where its records are; probe, ...).
+-- arms = {"sa", "xsa", ...}} (arms default to SA and XSA: a pair; an arm
+-- may be {attention =, lambda =}: a lambda sweep is one group of SA and
+-- XSA at each lambda), plus any field of its own (part: where its records
+-- are; probe, ...).
 -- Non-goals: reading or writing files (xsa.record), training (xsa.train).
 local cache = require "xsa.cache"
 
@@ -32,23 +34,36 @@ local SHARED = {part = true, data = true, model = true, train = true, lambda = t
 M.MAX_RUNS = 64
 local ARM = "^[%a][%w_]*$"
 
+-- The attention an arm names: the arm itself, or its attention field.
+local function attention(arm)
+  local a = type(arm) == "table" and arm.attention or arm
+  return type(a) == "string" and a:match(ARM) and a or nil
+end
+
 -- The arms of a group configuration, or nil when config is not one.
 local function arms(config)
   if type(config) ~= "table" or type(config.model) ~= "table" or type(config.data) ~= "table" or
     type(config.train) ~= "table" then return nil end
   local a = config.arms or {"sa", "xsa"}
   if type(a) ~= "table" or #a < 1 or #a > M.MAX_RUNS then return nil end
-  for _, x in ipairs(a) do if type(x) ~= "string" or not x:match(ARM) then return nil end end
+  for _, x in ipairs(a) do
+    if not attention(x) or (type(x) == "table" and x.lambda ~= nil and type(x.lambda) ~= "number") then return nil end
+  end
   return a
 end
 
 -- The model of one arm: the group's, with its attention, and its lambda
--- unless it is SA (xsa.study.new_pair: XSA's lambda defaults to 1).
+-- (the arm's, else the group's) unless it is SA, which has none
+-- (xsa.study.new_pair: XSA's lambda defaults to 1).
 local function arm_model(config, arm)
   local m = {}
   for k, v in pairs(config.model) do m[k] = v end
-  m.attention = arm
-  if arm ~= "sa" then m.lambda = config.lambda or 1.0 else m.lambda = nil end
+  m.attention = attention(arm)
+  if m.attention ~= "sa" then
+    m.lambda = type(arm) == "table" and arm.lambda or config.lambda or 1.0
+  else
+    m.lambda = nil
+  end
   return m
 end
 
@@ -61,7 +76,7 @@ function M.runs(config, identity)
   local precision = config.model.precision or "f32"
   local out = {}
   for i, arm in ipairs(a) do
-    out[i] = {arm = arm, key = {run = {model = arm_model(config, arm), data = config.data, train = config.train},
+    out[i] = {arm = attention(arm), key = {run = {model = arm_model(config, arm), data = config.data, train = config.train},
       data = identity, precision = precision}}
   end
   return out
@@ -113,7 +128,7 @@ function M.split(config, result, identity)
   local entries = {}
   for i, arm in ipairs(a) do
     local slot = lay == "pair" and arm or i
-    local e = {arm = arm, key = M.run_key(runs[i])}
+    local e = {arm = runs[i].arm, key = M.run_key(runs[i])}
     if lay == "pair" then e.result, rest[arm] = result[arm], nil else e.result = result.runs[i] end
     if models and models[slot] ~= nil then e.model, models[slot] = models[slot], nil end
     if probe and probe[arm] ~= nil then e.probe, probe[arm] = probe[arm], nil end
