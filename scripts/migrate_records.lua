@@ -69,12 +69,15 @@ function M.run(dir, folders, check)
   return done
 end
 
--- The folders records are kept in: every part's, and the grid's.
+-- The folders records are kept in: every part's, and those of the grid's
+-- groups (grid.lua's configurations name them: the pilot's, the grid's,
+-- part 10's other lrs, off-plan runs).
+M.GRID_FOLDERS = {"pilot", "grid", "sensitivity", "explore"}
 function M.folders()
   local root = xsa.sys.root()
   local out = {}
   for _, d in ipairs(dofile(root .. "/scripts/parts.lua").load()) do out[#out + 1] = d.name end
-  out[#out + 1], out[#out + 2] = "pilot", "grid"
+  for _, f in ipairs(M.GRID_FOLDERS) do out[#out + 1] = f end
   return out
 end
 
