@@ -70,14 +70,16 @@ static void unpack(float *x, const float *qkv, int i, int B, int T, int C, int N
                        (size_t)HS * sizeof(float));
 }
 
-/* [B,NH,T,HS] -> [B,T,C] (a graph node: the gradient flows back) */
-static xsa_tensor *to_rows(lua_State *L, xsa_tensor **keep, xsa_tensor *x)
+/* [B,NH,T,HS] -> [B,T,C] (graph nodes: the gradient flows back); NULL
+ * with an error */
+static xsa_tensor *to_rows(xsa_tensor *x)
 {
     xsa_tensor *p = xsa_ag_permute(x, PERM);
-    if (!p) xsa_lua_corefail(L);
-    *keep = p;
+    if (!p) return NULL;
     int64_t sh[3] = {x->shape[0], x->shape[2], x->shape[1] * x->shape[3]};
-    return xsa_ag_reshape(p, 3, sh);
+    xsa_tensor *r = xsa_ag_reshape(p, 3, sh);
+    xsa_tensor_free(p); /* the reshape's node holds what it needs */
+    return r;
 }
 
 /* __index of a: y on first read (SA's fused kernel over q, k, v, in the
@@ -88,23 +90,21 @@ static int a_index(lua_State *L)
     if (!k || strcmp(k, "y") != 0)
         return luaL_error(L, "attention: a has q, k, v, y and layer (got %s)",
                           k ? lua_pushfstring(L, "'%s'", k) : luaL_typename(L, 2));
-    xsa_tensor **tl = xsa_lua_newtensorlist(L, 8); /* frees the intermediates on any exit */
+    xsa_tensor **tl = xsa_lua_newtensorlist(L, 7); /* frees the intermediates on any exit */
     for (int i = 0; i < 3; i++) {
         tl[i] = xsa_lua_checktensor(L, lua_upvalueindex(i + 1));
         xsa_tensor_retain(tl[i]);
     }
     int NH = (int)lua_tointeger(L, lua_upvalueindex(4));
     for (int i = 0; i < 3; i++)
-        if (!(tl[i + 3] = to_rows(L, &tl[6], tl[i]))) return xsa_lua_corefail(L);
-        else xsa_tensor_free(tl[6]), tl[6] = NULL;
+        if (!(tl[i + 3] = to_rows(tl[i]))) return xsa_lua_corefail(L);
     xsa_tensor *y = xsa_ag_attention(tl[3], tl[4], tl[5], NH, 0.0, NULL, NULL);
-    if (!y) return xsa_lua_corefail(L);
-    tl[6] = y;
+    if (!(tl[6] = y)) return xsa_lua_corefail(L);
     int64_t sh[4] = {tl[0]->shape[0], tl[0]->shape[2], NH, tl[0]->shape[3]};
     xsa_tensor *v = xsa_ag_view(y, 4, sh);
     if (!v) return xsa_lua_corefail(L);
-    tl[7] = v;
     xsa_tensor *p = xsa_ag_permute(v, PERM);
+    xsa_tensor_free(v);
     xsa_tensor *out = p ? xsa_ag_contiguous(p) : NULL;
     xsa_tensor_free(p);
     xsa_lua_pushtensor(L, out); /* raises if NULL */
