@@ -8,13 +8,12 @@
 local xsa = require "xsa"
 local T = require "testing"
 
-local tiny = {vocab = 64, n_layer = 2, d_model = 32, n_head = 2, seq_len = 16, seed = 1}
-local function cfg(over)
-  local c = {}
-  for k, v in pairs(tiny) do c[k] = v end
+local function cfg(over) -- the tiny model, with over's options on top
+  local c = {vocab = 64, n_layer = 2, d_model = 32, n_head = 2, seq_len = 16, seed = 1}
   for k, v in pairs(over or {}) do c[k] = v end
   return c
 end
+local tiny = cfg()
 
 -- XSA as the paper writes it (doc/lua-api.md's example)
 local function xsa_f(a)
