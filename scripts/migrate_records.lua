@@ -8,7 +8,8 @@
 -- written, and the old file is removed only after. Records of one result
 -- that is no group (part 1's probes, part 5's) stay as they are, and so does
 -- a format 2 record: a second run changes nothing. A record that is refused
--- stops the conversion, naming its file.
+-- (also one not where xsa.record.find reads it: its part's folder, its name
+-- and key in its file name) stops the conversion, naming its file.
 --
 --   xsa scripts/migrate_records.lua [--results results] [--check]
 --   local mig = dofile("scripts/migrate_records.lua")   -- mig.convert(text) -> record | nil, why
@@ -29,8 +30,15 @@ function M.convert(text, what)
   if not ok or type(raw) ~= "table" then error(what .. " is refused: not a JSON object", 0) end
   if raw.format == record.GROUP_FORMAT then return nil, "format 2 already" end
   if type(raw.config) ~= "table" or type(raw.data) ~= "table" then error(what .. " is refused: no configuration or data", 0) end
-  local old, why = record.parse(text, record.legacy_key(raw.config, raw.data))
+  local legacy = record.legacy_key(raw.config, raw.data)
+  local old, why = record.parse(text, legacy)
   if not old then error(what .. " is refused: " .. why, 0) end
+  -- where xsa.record.find reads it: under its part's folder, its name and key (else it was never read)
+  local file, folder = what:match("([^/]+)$"), what:match("([^/]+)/[^/]+$")
+  if folder and (raw.part ~= folder or type(raw.name) ~= "string" or
+    file:sub(1, #raw.name + 14) ~= raw.name .. "-" .. xsa.cache.hash(legacy):sub(1, 12) .. "-") then
+    error(what .. " is refused: its folder and file name are not its part's, name's and key's", 0)
+  end
   local rec = record.build(raw.part, raw.name, raw.config, raw.result, raw.provenance, raw.data)
   if rec.format ~= record.GROUP_FORMAT then return nil, "not a group" end
   local new_text = json.encode(rec, {indent = true})

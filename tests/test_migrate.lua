@@ -143,6 +143,8 @@ T.case("a damaged record stops the conversion, naming its file; the others stay 
     other_key = function(t) local r = json.decode(t); r.key = r.key:gsub('"steps":%d+', '"steps":1'); return json.encode(r) end,
     no_data = function(t) local r = json.decode(t); r.data = nil; return json.encode(r) end,
     runs_in_format1 = function(t) local r = json.decode(t); r.runs = {{arm = "sa"}}; return json.encode(r) end,
+    another_part = function(t) local r = json.decode(t); r.part = "pilot"; return json.encode(r) end,
+    another_name = function(t) local r = json.decode(t); r.name = "../../escaped"; return json.encode(r) end,
   }
   local good = T.readfile(victim)
   for what, edit in pairs(damages) do

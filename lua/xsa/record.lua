@@ -318,6 +318,7 @@ end
 
 -- Where a record is written: DIR/PART/NAME-KEY-STAMP.json.
 function M.path(dir, rec)
+  assert(type(rec.name) == "string" and rec.name:match(SAFE), "xsa.record: bad run name " .. tostring(rec.name))
   return string.format("%s/%s-%s-%s.json", part_dir(dir, rec.part), rec.name, cache.hash(rec.key):sub(1, 12),
     cache.hash(cache.key(rec.provenance)):sub(1, 8))
 end
