@@ -12,7 +12,7 @@
 -- Not here: statistics and verdicts (verdicts.lua), figures (the parts).
 local xsa = xsa or require "xsa"
 xsa.sys.library_file() -- run alone, it says what it is
-local study, train = xsa.study, xsa.train
+local study, train, checkpoint, store = xsa.study, xsa.train, xsa.checkpoint, xsa.store
 
 local M = {}
 
@@ -61,24 +61,56 @@ function M.windows_read(tl, steps)
   return out
 end
 
+-- Steps between the saved states of a group: a stopped session (SIGKILL
+-- too) costs at most this many steps of every run it was training.
+M.save_every = 16
+
+-- The models of a group: from its saved state (said so), else new (the
+-- arms of one initial model).
+local function start_group(config, f, key)
+  local say = function(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
+  local n = #config.arms
+  local saved = checkpoint.load_group(f.base, key, n, config.train.steps, say)
+  local runs = {}
+  for i, arm in ipairs(config.arms) do runs[i] = {label = arm:upper()} end
+  if saved then
+    say("resume: %s from step %d of %d (%s.resume.json)", f.base:match("[^/]+$"), saved.resume.completed_steps,
+      config.train.steps, f.base)
+    for i = 1, n do runs[i].model, runs[i].optimizer = saved.models[i], saved.optimizers[i] end
+    return runs, saved
+  end
+  local base = study.new_model(config.model)
+  for i, arm in ipairs(config.arms) do
+    runs[i].model = arm == "sa" and base or base:clone{attention = arm, lambda = config.lambda}
+  end
+  return runs
+end
+
 -- Trains a group (its record result): runs in arm order, each a plain
 -- record of xsa.train (label, train, val, step_loss, final_val), plus the
--- group's CPU seconds (this process, all threads; elapsed_s is the wall time) and the
--- training tokens each run saw.
-local function train_group(config, label)
+-- group's CPU seconds (all threads, summed over the sessions a resumed
+-- group took; elapsed_s is the wall time, summed too) and the training
+-- tokens each run saw. Every M.save_every steps, and when stopped, the
+-- state is saved beside the cache entry `f`; the same call continues it to
+-- the bit.
+local function train_group(config, label, f, key)
   local tl, vl = M.loaders(config.data, config.train.steps)
-  local base = study.new_model(config.model)
-  local runs = {}
-  for i, arm in ipairs(config.arms) do
-    local m = arm == "sa" and base or base:clone{attention = arm, lambda = config.lambda}
-    runs[i] = {model = m, label = arm:upper()}
-  end
-  local c0 = os.clock()
-  local o = study.pair_options(config.train, {label = label})
+  local runs, saved = start_group(config, f, key)
+  local c0, before = os.clock(), saved and tonumber(saved.extra.cpu_s) or 0
+  local o = study.pair_options(config.train, {label = label, save_every = M.save_every,
+    resume = saved and saved.resume, save = function(_, status, ctx)
+      if status == "checkpoint" or status == "interrupted" then
+        return checkpoint.write_group(f.base, key, ctx, {cpu_s = before + os.clock() - c0})
+      end
+      if status == "nan" then checkpoint.remove_group(f.base, #runs) end -- resuming would diverge again
+    end})
   local r = train.runs(runs, tl, vl, o)
-  r.cpu_s = os.clock() - c0
+  r.cpu_s = before + os.clock() - c0
   r.tokens_seen = config.train.steps * config.data.batch_size * config.data.seq_len
-  for _, e in ipairs(runs) do e.model:free() end
+  for _, e in ipairs(runs) do
+    e.model:free()
+    if e.optimizer then e.optimizer:free() end
+  end
   tl:free()
   vl:free()
   return r
@@ -98,8 +130,13 @@ M.check = check
 -- Returns the result, its status ("record", "hit", "miss") and where.
 function M.group(ex, config, cell, with_lr)
   local name = M.name(config, cell, with_lr)
-  return ex:cached(function(c) return train_group(c, name) end, {name = name, config = config, check = check,
-    label = name})
+  local key = store.cache_config(config)
+  local f = store.files(ex.opts.out, name, key)
+  local r, status, where = ex:cached(function(c) return train_group(c, name, f, key) end, {name = name,
+    config = config, check = check, label = name})
+  -- the entry (or record) holds the finished group now: its saved state is done with
+  if status ~= "record" then checkpoint.remove_group(f.base, #config.arms) end
+  return r, status, where
 end
 
 -- {arm = final val loss} and the end-of-training gap (val - the mean train

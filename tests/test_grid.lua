@@ -178,4 +178,58 @@ T.case("stats.holm and the chi-square quantile against closed forms", function()
   T.raises(function() stats.slope({1, 1}, {1, 2}) end, "the xs are all equal")
 end)
 
+-- A group of the grid killed (SIGKILL, as a session's end kills the lab)
+-- between saves continues from its last saved state on the next call and
+-- ends with the numbers of the group never stopped, to the bit; its CPU
+-- time adds the killed session's; the saved state is gone once the entry
+-- holds the group.
+T.case("a grid group killed between saves resumes to the bit", function()
+  local EXE = os.getenv("XSA_EXE") or "xsa"
+  if EXE:sub(1, 1) ~= "/" then EXE = ROOT .. "/" .. EXE end
+  local shq, dir = xsa.sys.shell_quote, T.tmpdir()
+  local script = dir .. "/group.lua"
+  T.writefile(script, [[
+local root, out = ...
+local grid, plan = dofile(root .. "/scripts/grid.lua"), dofile(root .. "/scripts/plan.lua")
+local ex = xsa.experiment{name = "t", argv = {"--out", out}}
+grid.save_every = 2
+local c = plan.cell["2x128-T64"]
+local cfg = grid.config(plan, "explore", c, 3, 2e-3, {"sa", "xsa"}, {steps = 14, eval_every = 4, eval_batches = 1,
+  val_tokens = 2050})
+local r = grid.group(ex, cfg, c, false)
+xsa.json.write_file(out .. "/group.json", r)
+]])
+  local function run(out, background)
+    local cmd = string.format("XSA_RESULTS=%s XSA_PROGRESS=log %s %s %s %s 2>>%s", shq(out .. "/records"), shq(EXE),
+      shq(script), shq(ROOT), shq(out), shq(out .. ".err"))
+    return background and ("sh -c " .. shq(cmd) .. " & pid=$!") or os.execute(cmd)
+  end
+  xsa.sys.mkdir(dir .. "/ref")
+  xsa.sys.mkdir(dir .. "/killed")
+  T.ok(run(dir .. "/ref"), T.read(dir .. "/ref.err"))
+  -- killed once a state of step 6 or later is on disk
+  local sh = run(dir .. "/killed", true) .. string.format([[
+i=0; until grep -qE '"completed_steps": ?([6-9]|1[0-3])[,}]' %s/*.resume.json 2>/dev/null; do
+  sleep 0.05; i=$((i+1)); [ $i -gt 2400 ] && break; done
+kill -KILL $pid; pkill -KILL -f %s; wait $pid 2>/dev/null; echo done]], dir .. "/killed", shq(dir .. "/killed"))
+  T.capture("sh -c " .. shq(sh))
+  local state = xsa.json.read_file(io.popen("ls " .. shq(dir .. "/killed") .. "/*.resume.json"):read("l") or "")
+  T.ok(type(state) == "table" and state.state.completed_steps >= 6 and state.state.completed_steps < 14,
+    "a state between steps 6 and 13 was left: " .. tostring(T.read(dir .. "/killed.err")))
+  T.ok(run(dir .. "/killed"), T.read(dir .. "/killed.err"))
+  local err = T.read(dir .. "/killed.err")
+  T.ok(err:find("resume: explore%-2x128%-T64%-seed3%-%x+ from step " .. state.state.completed_steps .. " of 14"), err)
+  local a, b = xsa.json.read_file(dir .. "/ref/group.json"), xsa.json.read_file(dir .. "/killed/group.json")
+  T.eq(#b.runs, 2)
+  for i = 1, 2 do
+    for _, k in ipairs{"step_loss", "train", "val", "final_val"} do
+      T.eq(xsa.json.encode(b.runs[i][k]), xsa.json.encode(a.runs[i][k]), "run " .. i .. " " .. k .. " is the uninterrupted run's")
+    end
+  end
+  T.eq(xsa.json.encode(b.steps), xsa.json.encode(a.steps))
+  T.ok(b.cpu_s > state.extra.cpu_s, "the CPU time of the killed session is counted: " .. b.cpu_s)
+  local left = io.popen("ls " .. shq(dir .. "/killed")):read("a")
+  T.ok(not left:find("resume", 1, true), left)
+end)
+
 T.done()

@@ -345,4 +345,87 @@ function M.write_partial(f, config, res, ctx)
   return table.concat(files, ", ")
 end
 
+----------------------------------------------------------------------------
+-- the state of a group of runs on disk (xsa.train.runs)
+--
+-- As for a pair, in two slots written in turn: BASE.resume.json names its
+-- slot and holds the key, the state and `extra` (plain data the caller
+-- keeps with it: the CPU seconds spent before the stop); run i's model with
+-- its AdamW is BASE.resume-i-SLOT.safetensors. A process killed at any
+-- moment leaves the previous state or the new one, complete.
+
+local function group_model(base, i, slot) return string.format("%s.resume-%d-%s.safetensors", base, i, slot) end
+
+-- Writes ctx.state of xsa.train.runs' save hook (ctx.models, ctx.optimizers)
+-- for `key` (the run's cache configuration). Returns what was written, as
+-- words, or nil when the run has no state yet.
+function M.write_group(base, key, ctx, extra)
+  local st = ctx.state
+  if not st then return nil end
+  local path = base .. ".resume.json"
+  local j = core.json.read_file(path)
+  local slot = (type(j) == "table" and j.slot == "a") and "b" or "a"
+  local models = {}
+  for i, m in ipairs(ctx.models) do
+    models[i] = group_model(base, i, slot)
+    m:save(models[i], ctx.optimizers[i] and {optimizer = ctx.optimizers[i]} or nil)
+  end
+  core.json.write_file(path, {key = cache.key(key), slot = slot, models = models, extra = extra,
+    state = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng},
+    result = st.result, saved_at = os.date("!%Y-%m-%dT%H:%M:%SZ")})
+  local other = slot == "a" and "b" or "a"
+  for i = 1, #models do os.remove(group_model(base, i, other)) end
+  return string.format("%s (the same command resumes from step %d)", path, st.completed_steps)
+end
+
+-- Removes a group's saved state: the JSON, both slots of n models, stale temporaries.
+function M.remove_group(base, n)
+  os.remove(base .. ".resume.json")
+  for i = 1, n do
+    os.remove(group_model(base, i, "a"))
+    os.remove(group_model(base, i, "b"))
+  end
+  sys.execute("rm -f -- " .. sys.shell_quote(base) .. ".resume*.tmp.* 2>/dev/null")
+end
+
+-- The saved state of a group of n runs of `steps` steps for `key`: {resume =
+-- <xsa.train's opts.resume>, models = {...}, optimizers = {...}, extra =},
+-- or nil and "none", or nil and why it is unusable (said through say(fmt,
+-- ...) and removed: the group starts over).
+function M.load_group(base, key, n, steps, say)
+  local path = base .. ".resume.json"
+  local text = core.read_file(path)
+  if not text then return nil, "none" end
+  local out = {models = {}, optimizers = {}}
+  local function unusable(why)
+    say("warning: saved state %s %s; starting over", path, why)
+    for i = 1, n do
+      if out.models[i] then out.models[i]:free() end
+      if out.optimizers[i] then out.optimizers[i]:free() end
+    end
+    M.remove_group(base, n)
+    return nil, why
+  end
+  local ok, j = pcall(core.json.decode, text)
+  if not ok or type(j) ~= "table" then return unusable("is not valid JSON") end
+  if j.key ~= cache.key(key) then return unusable("is for another configuration") end
+  local st = j.state
+  if type(st) ~= "table" or type(j.result) ~= "table" or type(j.models) ~= "table" or #j.models ~= n or
+    type(st.model_steps) ~= "table" then
+    return unusable("is incomplete")
+  end
+  for i = 1, n do
+    local good, m, opt = pcall(core.gpt.load, tostring(j.models[i]))
+    if not good then return unusable("names a model that cannot be loaded (" .. tostring(m) .. ")") end
+    out.models[i], out.optimizers[i] = m, opt
+    if not opt or opt.step_count ~= st.model_steps[i] then return unusable("does not match its model " .. i) end
+  end
+  out.resume = {completed_steps = st.completed_steps, model_steps = st.model_steps, loader = st.loader, rng = st.rng,
+    result = j.result}
+  out.extra = type(j.extra) == "table" and j.extra or {}
+  local good, why = M.check(out.resume, steps)
+  if not good then return unusable("is damaged (" .. why .. ")") end
+  return out
+end
+
 return M
