@@ -601,6 +601,15 @@ add("xsa.checkpoint.state", "xsa.checkpoint.state{result=, status=, model_steps=
 add("xsa.checkpoint.resume", "xsa.checkpoint.resume(state, result, steps, what, active) -> {elapsed=, train=, eval=} | nil, why",
   "Continues a fresh training result from a saved state: checks that it is intact and was saved by the same run " ..
   "(settings, records), copies the points and (active[k]) the step losses; returns the time already spent.", nil)
+add("xsa.checkpoint.write_group", "xsa.checkpoint.write_group(base, key, ctx, extra) -> text | nil",
+  "Writes the state of a group of runs (xsa.train.runs' save hook ctx: ctx.state, ctx.models, ctx.optimizers) as " ..
+  "BASE.resume.json and one model file per run, in the slot the JSON does not name, so a kill leaves a complete state; " ..
+  "extra is plain data kept with it.", nil)
+add("xsa.checkpoint.load_group", "xsa.checkpoint.load_group(base, key, n, steps, say) -> {resume=, models=, optimizers=, extra=} | nil, why",
+  "The saved state of a group of n runs for key: models and AdamW loaded and checked against it, or nil and \"none\", " ..
+  "or nil and why it is unusable (said through say and removed).", nil)
+add("xsa.checkpoint.remove_group", "xsa.checkpoint.remove_group(base, n)",
+  "Removes a group's saved state: the JSON, both slots of its n models, temporaries a kill left.", nil)
 add("xsa.checkpoint.restore", "xsa.checkpoint.restore(state, loader)",
   "Puts the train loader where it stood after the state's completed_steps batches (loader:seek, else reset and " ..
   "next() again) and the global generator as it was then.", "xsa.checkpoint.restore(state, train)")
