@@ -64,6 +64,9 @@ function M.units(ex, cells)
     ex.not_yet = why
     return units
   end
+  -- --from-records: the seeds left out are named against this list, and a
+  -- grid still being run is reported, not refused
+  ex.seeds, ex.partial_ok, ex.cells_of_part = list, true, cells
   for _, s in ipairs(list) do
     for _, c in ipairs(cells) do
       lrs[c.size] = lrs[c.size] or V.chosen_lr(ex.opts.results, c.size) or (ex.opts.quick and 2e-3)
@@ -73,7 +76,19 @@ function M.units(ex, cells)
       end}
     end
   end
+  ex.groups_total = #units
   return units
+end
+
+-- How far the part's groups are recorded (--from-records), in words, or nil
+-- when every group was there or none was looked up in the records.
+local function progress(ex)
+  local total, missing = ex.groups_total or 0, #(ex.missing or {})
+  if not ex.opts.from_records or missing == 0 then return nil end
+  local n = #ex.cells_of_part
+  return fmt("%d of %d groups of this part recorded (%d seeds x %d cells); the numbers are those of the seeds with " ..
+    "every cell recorded, and the registered verdicts wait for all %d groups", total - missing, total,
+    total // math.max(1, n), n, total)
 end
 
 -- The slope of the gain per doubling along the axis, per seed that has
@@ -101,6 +116,13 @@ function M.main(ex, runs, axis)
     print(ex.not_yet)
     return ex:summary{incomplete = ex.not_yet}
   end
+  local so_far = progress(ex)
+  if #runs == 0 then
+    print(so_far)
+    local fam = explore(ex.opts) and {} or V.family(ex.opts.results)
+    return ex:summary{incomplete = fam.incomplete or so_far, progress = so_far, seeds = {}, n = fam.n,
+      seeds_rule = fam.how, lrs = fam.lrs}
+  end
   local by, xs, rows, tics, per = {}, {}, {}, {}, {}
   for _, r in ipairs(runs) do by[r.cell] = by[r.cell] or {}; by[r.cell][#by[r.cell] + 1] = r end
   for i, c in ipairs(axis.cells) do
@@ -126,13 +148,14 @@ function M.main(ex, runs, axis)
     "val - train, SA / XSA"}, rows)
   local fam = (not explore(ex.opts)) and V.family(ex.opts.results) or {incomplete = "exploratory flags: no verdict"}
   print(slope.text)
+  if so_far then print("\n" .. so_far) end
   print("\n" .. (fam.incomplete or "registered verdicts (Holm over gain, length, size):"))
   for _, r in ipairs(fam.rows or {}) do
     print(fmt("  %s: %+.3f (95%% t %+.3f to %+.3f), p %.4f, Holm p %.4f: %s", r.key, r.mean, r.lo, r.hi, r.p, r.p_holm,
       r.verdict))
   end
   ex:summary{table = tbl, slope = slope, exploratory = explore(ex.opts) or nil, family = fam.rows, incomplete = fam.incomplete,
-    n = fam.n, seeds_rule = fam.how, lrs = fam.lrs, seeds = (seeds(ex))}
+    n = fam.n, seeds_rule = fam.how, lrs = fam.lrs, seeds = ex.seeds, progress = so_far}
 end
 
 -- A declaration with the grid's flags: d = {name, title, summary, report}.

@@ -277,11 +277,12 @@ local function claims_section(sums)
 end
 
 -- "0-49" for 0, 1, ..., 49; runs of consecutive seeds joined, others listed.
-local function seed_ranges(seeds)
-  local out, i = {}, 1
+local function seed_ranges(list)
+  local seeds, out, i = {}, {}, 1
+  for k, v in ipairs(list) do seeds[k] = tonumber(v) or v end -- a summary's seeds_missing are strings
   while i <= #seeds do
     local j = i
-    while seeds[j + 1] == seeds[j] + 1 do j = j + 1 end
+    while math.type(seeds[j]) and seeds[j + 1] == seeds[j] + 1 do j = j + 1 end
     out[#out + 1] = j > i + 1 and (seeds[i] .. "-" .. seeds[j]) or table.concat(seeds, ", ", i, j)
     i = j + 1
   end
@@ -300,13 +301,15 @@ end
 -- A part's section: its seeds, its statistics (more than three lines of them
 -- collapsed: they restate its table), its table (collapsed when per seed).
 local function part_md(s, out)
-  if s.seeds then out[#out + 1] = "Seeds " .. seed_ranges(s.seeds) .. "." end
+  if s.seeds and #s.seeds > 0 then out[#out + 1] = "Seeds " .. seed_ranges(s.seeds) .. "." end
+  if s.progress then out[#out + 1] = "Registered design still being run: " .. s.progress .. "." end
   if s.seeds_missing and #s.seeds_missing > 0 then
     out[#out + 1] = "Seeds of the design without a complete record yet: " .. seed_ranges(s.seeds_missing) .. "."
   end
   local st = {}
   for i, l in ipairs(s.stats_lines or {}) do st[i] = "- " .. l end
   out[#out + 1] = ""
+  if #st == 0 and not s.table then return end -- a registered part still being run has nothing more yet
   if #st > 3 then collapsed(out, "Every statistic in words (" .. #st .. " lines; the table below has them)", st)
   else for _, l in ipairs(st) do out[#out + 1] = l end; out[#out + 1] = "" end
   local tbl = s.table or ""

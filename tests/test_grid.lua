@@ -232,4 +232,34 @@ kill -KILL $pid; pkill -KILL -f %s; wait $pid 2>/dev/null; echo done]], dir .. "
   T.ok(not left:find("resume", 1, true), left)
 end)
 
+-- --from-records while the grid is being run: a part with no seed complete
+-- says how far its groups are, writes a summary that says so, and exits 0
+-- without a traceback; the claims' rows say "not yet", never "the pilot has
+-- not fixed N". A part without any record at all still fails, in one line.
+T.case("--from-records mid-grid: how far it is, no traceback", function()
+  local EXE = os.getenv("XSA_EXE") or "xsa"
+  if EXE:sub(1, 1) ~= "/" then EXE = ROOT .. "/" .. EXE end
+  local shq, dir = xsa.sys.shell_quote, T.tmpdir()
+  fake_pilot(dir)
+  local n = V.seeds_rule(dir)
+  fake_group(dir, "grid", plan.cell["2x128-T256"], 0, 2e-3, {"sa", "xsa"}, 5, 4.9)
+  fake_group(dir, "grid", plan.cell["6x384-T256"], 0, 4e-3, {"sa", "xsa"}, 5, 4.9) -- not the chosen lr: not the grid's
+  fake_group(dir, "grid", plan.cell["4x256-T256"], 1, 2e-3, {"sa", "xsa"}, 5, 4.9)
+  local function part(script)
+    return T.capture(string.format("cd %s && %s %s --from-records --results %s --out %s --plots %s 2>&1; echo status=$?",
+      shq(dir), shq(EXE), shq(ROOT .. "/scripts/" .. script), shq(dir), shq(dir .. "/out"), shq(dir .. "/plots")))
+  end
+  local out = part("part9_size.lua")
+  T.ok(out:find("status=0", 1, true), out)
+  T.ok(not out:find("traceback", 1, true), out)
+  T.ok(out:find(string.format("2 of %d groups of this part recorded (%d seeds x 3 cells)", 3 * n, n), 1, true), out)
+  T.ok(out:find(string.format("no complete record for seeds 0-%d (%d runs missing", n - 1, 3 * n - 2), 1, true), out)
+  local s = xsa.json.read_file(dir .. "/out/summary/part9.json")
+  T.eq(s.n, n)
+  T.ok(s.incomplete:find("4x256-T256 1 of " .. n, 1, true), s.incomplete)
+  out = part("part3_train.lua")
+  T.ok(out:find("status=1", 1, true), out)
+  T.ok(out:find("part3: no runs of this configuration have records in", 1, true) and not out:find("traceback", 1, true), out)
+end)
+
 T.done()

@@ -267,7 +267,7 @@ T.case("a run with a record is not trained again; more seeds train only the new 
   ok, out, written = part3("--seeds 5 --from-records")
   T.ok(ok, out)
   T.eq(written, 0, "--from-records trains nothing")
-  T.ok(out:find("no record for seeds 3, 4", 1, true), out)
+  T.ok(out:find("no complete record for seeds 3, 4 (2 runs missing: ", 1, true), out)
   T.ok(out:find("N=3", 1, true), "the verdict over the three seeds that have records")
   ok, out = part3("--seed 9 --from-records")
   T.ok(not ok and out:find("no runs of this configuration have records", 1, true), out)

@@ -222,16 +222,31 @@ function Ex:each_seed(fn)
 end
 
 -- --from-records: the seeds without a complete set of records are left
--- out of ex.seeds, and said so (ex:summary keeps the list).
+-- out of ex.seeds, and said so (ex:summary keeps the list; the runs
+-- missing are named, the first 8 of them). With none left the part has no
+-- numbers: an error, unless ex.partial_ok (a registered design still being
+-- run: its main says how far it is).
 function Ex:left_out(kept)
   local have = {}
   for _, s in ipairs(kept) do have[s] = true end
   local gone = {}
   for _, s in ipairs(self.seeds) do if not have[s] then gone[#gone + 1] = tostring(s) end end
-  io.stderr:write(string.format("%s: no record for seed%s %s (%s); using seed%s %s\n", self.name, #gone > 1 and "s" or "",
-    table.concat(gone, ", "), table.concat(self.missing or {}, "; "), #kept == 1 and "" or "s", table.concat(kept, ", ")))
-  if #kept == 0 then error(string.format("%s: no runs of this configuration have records in %s", self.name,
-    self.opts.results), 0) end
+  local missing = self.missing or {}
+  local ranges, i = {}, 1 -- "0-23", "2, 5-7"
+  while i <= #gone do
+    local j = i
+    while j < #gone and tonumber(gone[j + 1]) == tonumber(gone[j]) + 1 do j = j + 1 end
+    ranges[#ranges + 1] = j > i + 1 and (gone[i] .. "-" .. gone[j]) or table.concat(gone, ", ", i, j)
+    i = j + 1
+  end
+  local named = table.concat(missing, "; ", 1, math.min(#missing, 8))
+  if #missing > 8 then named = string.format("%s; and %d more", named, #missing - 8) end
+  io.stderr:write(string.format("%s: no complete record for seed%s %s (%d run%s missing: %s)%s\n", self.name,
+    #gone > 1 and "s" or "", table.concat(ranges, ", "), #missing, #missing == 1 and "" or "s", named,
+    #kept > 0 and string.format("; using seed%s %s", #kept == 1 and "" or "s", table.concat(kept, ", ")) or ""))
+  if #kept == 0 and not self.partial_ok then
+    error(string.format("%s: no runs of this configuration have records in %s", self.name, self.opts.results), 0)
+  end
   self.seeds, self.seeds_missing = kept, gone
 end
 

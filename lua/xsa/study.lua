@@ -422,7 +422,8 @@ function M.main(fn)
   -- an expected stop (a diverging loss) needs no traceback
   -- and so does a refused record (xsa.record names its file and why)
   local plain = type(err) == "string" and (err:match("^(train%.pair: [^\n]*loss became[^\n]*)") or
-    err:match("^(record [^\n]* is refused: [^\n]*)") or err:match("^(records folder [^\n]* cannot be listed: [^\n]*)"))
+    err:match("^(record [^\n]* is refused: [^\n]*)") or err:match("^(records folder [^\n]* cannot be listed: [^\n]*)") or
+    err:match("^([%w_]+: no runs of this configuration have records in [^\n]*)"))
   if plain then stop(plain, 1) end
   stop(tostring(err), 1)
 end
