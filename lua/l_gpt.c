@@ -627,15 +627,30 @@ static const luaL_Reg gpt_meta[] = {
     {"__gc", g_gc}, {"__close", g_gc}, {"__tostring", m_tostring}, {NULL, NULL},
 };
 
+/* xsa.gpt.variants(): the core's attention names, in its order (a Lua
+ * variant's name must not be one of them: lua/xsa/attention.lua) */
+static int l_gpt_variants(lua_State *L)
+{
+    const char *const *names = xsa_gpt_attention_names();
+    lua_newtable(L);
+    for (int i = 0; names[i]; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
 /* Creates the model's metatable; pushes the xsa.gpt table. */
 int xsa_lua_open_gpt(lua_State *L)
 {
     xsa_lua_newtype(L, GPT_MT, gpt_meta, gpt_methods);
 
-    /* xsa.gpt: a table with load, callable as the constructor */
-    lua_createtable(L, 0, 1);
+    /* xsa.gpt: a table with load and variants, callable as the constructor */
+    lua_createtable(L, 0, 2);
     lua_pushcfunction(L, l_gpt_load);
     lua_setfield(L, -2, "load");
+    lua_pushcfunction(L, l_gpt_variants);
+    lua_setfield(L, -2, "variants");
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, l_gpt_new);
     lua_setfield(L, -2, "__call");

@@ -17,10 +17,11 @@
 
 /* The Lua half of the module (lua/xsa/NAME.lua; tests/test_reliability.lua
  * checks this list against the folder). */
-static const char *const lua_modules[] = {"args", "cache", "checkpoint", "data", "endpoints", "executor", "experiment",
-                                          "generate", "group", "help", "help_db", "notebook", "numbers", "options",
-                                          "pair", "plot", "progress", "provenance", "record", "report", "samples", "schedule", "show",
-                                          "stats", "store", "study", "sys", "text", "tokenizer", "train", NULL};
+static const char *const lua_modules[] = {"args", "attention", "cache", "checkpoint", "data", "endpoints", "executor",
+                                          "experiment", "generate", "group", "help", "help_db", "notebook", "numbers",
+                                          "options", "pair", "plot", "progress", "provenance", "record", "report", "runs",
+                                          "samples", "schedule", "show", "stats", "store", "study", "sys", "text",
+                                          "tokenizer", "train", NULL};
 
 static int is_lua_module(const char *name)
 {

@@ -70,9 +70,12 @@ M.save_every = 16
 local function start_group(config, f, key)
   local say = function(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
   local n = #config.arms
-  local saved = checkpoint.load_group(f.base, key, n, config.train.steps, say)
-  local runs = {}
-  for i, arm in ipairs(config.arms) do runs[i] = {label = arm:upper()} end
+  local runs, fns = {}, {} -- an arm written in Lua (xsa.attention) loads with its function
+  for i, arm in ipairs(config.arms) do
+    local att = xsa.attention.get(arm)
+    runs[i], fns[i] = {label = arm:upper()}, type(att) == "function" and att or nil
+  end
+  local saved = checkpoint.load_group(f.base, key, n, config.train.steps, say, fns)
   if saved then
     say("resume: %s from step %d of %d (%s.resume.json)", f.base:match("[^/]+$"), saved.resume.completed_steps,
       config.train.steps, f.base)
@@ -81,7 +84,7 @@ local function start_group(config, f, key)
   end
   local base = study.new_model(config.model)
   for i, arm in ipairs(config.arms) do
-    runs[i].model = arm == "sa" and base or base:clone{attention = arm, lambda = config.lambda}
+    runs[i].model = arm == "sa" and base or xsa.attention.clone(base, arm, config.lambda)
   end
   return runs
 end

@@ -289,7 +289,8 @@ T.case("xsa.train.runs trains a Lua attention beside the built-in one, the same 
   T.eq(r.config.models[2].attention, "function", "the record names it")
   -- the experiment's cache keys a run by its config: a function cannot be
   -- named there (its code and upvalues are not in it), so it is refused,
-  -- never taken for another run's entry
+  -- never taken for another run's entry (xsa.attention.register names it:
+  -- tests/test_attention_experiment.lua)
   T.raises(function() xsa.cache.path(T.tmpdir(), "mine", {model = lua:config()}) end,
     "a value of type function (not representable in JSON) at value.model.attention")
   for i, v in ipairs(r.runs[1].step_loss) do

@@ -46,7 +46,11 @@ end
 function M.key(config)
   local encode = core.json.encode
   local ok, text = pcall(function() return encode(integral(config)) end)
-  if not ok then error("cache.key: " .. tostring(text), 2) end
+  if not ok then
+    local hint = tostring(text):find("of type function", 1, true) and "; an attention written in Lua is keyed by " ..
+      "its name and code: xsa.attention.register(name, f), then arms = {\"sa\", name} (ex:group)" or ""
+    error("cache.key: " .. tostring(text) .. hint, 2)
+  end
   return text
 end
 

@@ -391,8 +391,9 @@ end
 -- The saved state of a group of n runs of `steps` steps for `key`: {resume =
 -- <xsa.train's opts.resume>, models = {...}, optimizers = {...}, extra =},
 -- or nil and "none", or nil and why it is unusable (said through say(fmt,
--- ...) and removed: the group starts over).
-function M.load_group(base, key, n, steps, say)
+-- ...) and removed: the group starts over). attentions[i]: model i's
+-- attention function when it is written in Lua (its checkpoint names none).
+function M.load_group(base, key, n, steps, say, attentions)
   local path = base .. ".resume.json"
   local text = core.read_file(path)
   if not text then return nil, "none" end
@@ -415,7 +416,8 @@ function M.load_group(base, key, n, steps, say)
     return unusable("is incomplete")
   end
   for i = 1, n do
-    local good, m, opt = pcall(core.gpt.load, tostring(j.models[i]))
+    local f = attentions and attentions[i]
+    local good, m, opt = pcall(core.gpt.load, tostring(j.models[i]), f and {attention = f} or nil)
     if not good then return unusable("names a model that cannot be loaded (" .. tostring(m) .. ")") end
     out.models[i], out.optimizers[i] = m, opt
     if not opt or opt.step_count ~= st.model_steps[i] then return unusable("does not match its model " .. i) end

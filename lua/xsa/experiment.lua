@@ -20,6 +20,8 @@
 -- The rest is in one module per job, whose methods an experiment has:
 --   xsa.store      cache entries and records: ex:cached{...}, ex:record, ...
 --   xsa.pair       paired SA/XSA runs: ex:pair{...}, ex:pair_config, ex:results
+--   xsa.runs       a group of runs, one per attention arm (Lua variants too):
+--                  ex:group{...}
 --   xsa.checkpoint a run's saved state (resuming) and partial saves
 --   xsa.executor   where units run: ex:run(units) in this process, in --jobs
 --                  children, or over the ranks of an MPI job
@@ -35,13 +37,14 @@ local args = require "xsa.args"
 local options = require "xsa.options"
 local store = require "xsa.store"
 local pair = require "xsa.pair"
+local runs = require "xsa.runs"
 local executor = require "xsa.executor"
 
 local M = {}
 
 local Ex = {}
 Ex.__index = Ex
-for _, mod in ipairs{store, pair} do
+for _, mod in ipairs{store, pair, runs} do
   for k, f in pairs(mod.methods) do Ex[k] = f end
 end
 

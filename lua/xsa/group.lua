@@ -9,7 +9,9 @@
 --   local result = xsa.group.join(rec)          -- the result as the trainer returned it
 --
 -- A run's key: its model configuration with its attention and, for any
--- attention but SA (which has no lambda), its lambda; the data configuration
+-- built-in attention but SA (which has no lambda), its lambda, for a
+-- variant written in Lua (xsa.attention.register) the identity of its
+-- code and its version, if named, instead; the data configuration
 -- (with the seed of the batch order); the training configuration; the data
 -- files by content; the precision. Neither the part nor the group's name
 -- is in it: the same run trained for two parts has one key. What is not
@@ -22,10 +24,11 @@
 -- The configuration of a group: {data =, model =, train =, lambda =,
 -- arms = {"sa", "xsa", ...}} (arms default to SA and XSA: a pair; an arm
 -- may be {attention =, lambda =}: a lambda sweep is one group of SA and
--- XSA at each lambda), plus any field of its own (part: where its records
+-- XSA at each lambda; an arm may name a registered Lua variant), plus any field of its own (part: where its records
 -- are; probe, ...).
 -- Non-goals: reading or writing files (xsa.record), training (xsa.train).
 local cache = require "xsa.cache"
+local variants = require "xsa.attention"
 
 local M = {}
 
@@ -59,7 +62,13 @@ local function arm_model(config, arm)
   local m = {}
   for k, v in pairs(config.model) do m[k] = v end
   m.attention = attention(arm)
-  if m.attention ~= "sa" then
+  local lua = variants.registered(m.attention)
+  if lua then -- a Lua variant: its code's identity, and no lambda (f holds its own)
+    if type(arm) == "table" and arm.lambda ~= nil then
+      error(string.format("xsa.group: arm %s is written in Lua and takes no lambda (f holds its own)", m.attention), 0)
+    end
+    m.lambda, m.attention_code, m.attention_version = nil, lua.code, lua.version
+  elseif m.attention ~= "sa" then
     m.lambda = type(arm) == "table" and arm.lambda or config.lambda or 1.0
   else
     m.lambda = nil
@@ -91,6 +100,23 @@ function M.key(config, identity)
   for i, r in ipairs(runs) do keys[i] = r.key end
   for k, v in pairs(config) do if not SHARED[k] then own[k] = v end end
   return cache.key({runs = keys, with = next(own) and own or nil})
+end
+
+-- The Lua variants (xsa.attention.register) among the arms of a group
+-- configuration: name -> {code =, version =}; nil when there are none (or
+-- config is not a group's), so that a key made with it is the same as one
+-- made without it for every group of built-in variants.
+function M.variants(config)
+  local a = arms(config)
+  local out
+  for _, arm in ipairs(a or {}) do
+    local lua = variants.registered(attention(arm))
+    if lua then
+      out = out or {}
+      out[lua.name] = {code = lua.code, version = lua.version}
+    end
+  end
+  return out
 end
 
 -- The key text of one run of a group (M.runs' key).

@@ -17,7 +17,7 @@ D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.j
   "xsa.data", "xsa.train", "xsa.checkpoint", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
   "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text", "xsa.notebook", "xsa.schedule", "xsa.show",
-  "xsa.store", "xsa.pair", "xsa.executor", "xsa.group", "xsa.provenance"}
+  "xsa.store", "xsa.pair", "xsa.executor", "xsa.group", "xsa.provenance", "xsa.attention", "xsa.runs"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -421,6 +421,9 @@ add("xsa.gpt.load", "xsa.gpt.load(path [, {attention=}]) -> model, optimizer | n
   "Reads a checkpoint written by model:save, validating names, shapes and config; returns the AdamW it carries, if any. " ..
   "A model whose attention was a Lua function needs it again: {attention = f}.",
   "local model, opt = xsa.gpt.load(\"cache/mine-xsa-300steps-HASH.safetensors\")")
+add("xsa.gpt.variants", "xsa.gpt.variants() -> {names}",
+  "The core's attention variants, in its order (\"sa\", \"xsa\", \"vsub\"): the names attention = takes beside a function.",
+  "print(table.concat(xsa.gpt.variants(), \", \"))")
 add("xsa.gpt.sample", "xsa.gpt.sample(logits [, {temperature=1, top_k=, top_p=, generator=}]) -> id | int32 tensor",
   "Draws a token id (0-based) from logits [V], or one per row of [B,V]: temperature 0 is greedy; top_k keeps the k most probable, " ..
   "top_p the smallest set reaching that probability; from the global generator unless one is given.",
@@ -605,9 +608,9 @@ add("xsa.checkpoint.write_group", "xsa.checkpoint.write_group(base, key, ctx, ex
   "Writes the state of a group of runs (xsa.train.runs' save hook ctx: ctx.state, ctx.models, ctx.optimizers) as " ..
   "BASE.resume.json and one model file per run, in the slot the JSON does not name, so a kill leaves a complete state; " ..
   "extra is plain data kept with it.", nil)
-add("xsa.checkpoint.load_group", "xsa.checkpoint.load_group(base, key, n, steps, say) -> {resume=, models=, optimizers=, extra=} | nil, why",
+add("xsa.checkpoint.load_group", "xsa.checkpoint.load_group(base, key, n, steps, say [, attentions]) -> {resume=, models=, optimizers=, extra=} | nil, why",
   "The saved state of a group of n runs for key: models and AdamW loaded and checked against it, or nil and \"none\", " ..
-  "or nil and why it is unusable (said through say and removed).", nil)
+  "or nil and why it is unusable (said through say and removed); attentions[i] is model i's attention function when it is written in Lua.", nil)
 add("xsa.checkpoint.remove_group", "xsa.checkpoint.remove_group(base, n)",
   "Removes a group's saved state: the JSON, both slots of its n models, temporaries a kill left.", nil)
 add("xsa.checkpoint.restore", "xsa.checkpoint.restore(state, loader)",
@@ -1038,6 +1041,29 @@ add("xsa.group.split", "xsa.group.split(config, result, identity) -> entries, re
 add("xsa.group.join", "xsa.group.join(rec) -> result | nil, why",
   "The result of a group record as the trainer returned it, its runs checked against the record's key (order, arms, keys) first.",
   "local r, why = xsa.group.join(xsa.json.decode(text))")
+add("xsa.group.variants", "xsa.group.variants(config) -> {name = {code=, version=}} | nil",
+  "The Lua variants (xsa.attention.register) among a group's arms with their code's identity; nil when there are none, so keys of built-in groups are unchanged.",
+  "print(xsa.group.variants({data = {}, model = {}, train = {}, arms = {\"sa\", \"xsa\"}}))")
+group("xsa.attention", "attention variants written in Lua, by name, for caches and records",
+  "register(name, f) names a Lua attention function (xsa.gpt{attention = f}) so that an experiment's arms can list it beside \"sa\" and \"xsa\" (ex:group): its runs are keyed by the name and the identity of its code (its bytecode and upvalues), so an edited function is a cache miss, never a stale hit.",
+  "xsa.attention.register(\"half\", function(a) return a.y * 0.5 end)\nprint(xsa.attention.get(\"half\"))")
+add("xsa.attention.register", "xsa.attention.register(name, f [, {version=}]) -> code",
+  "Names Lua function f as an attention variant (again: replaced); returns its code's identity. Refused: a built-in name, a name other than letters, digits and _, a C function, and an upvalue that cannot be identified (a table, a tensor) unless version names what it holds.",
+  "local code = xsa.attention.register(\"half\", function(a) return a.y * 0.5 end)")
+add("xsa.attention.get", "xsa.attention.get(name) -> attention, {name=, code=, version=} | nil",
+  "What xsa.gpt's attention takes for a variant: a built-in's name (and nil), a registered one's function and its identity; an unknown name is an error listing the known ones.",
+  "local f, id = xsa.attention.get(\"half\")\nlocal model = xsa.gpt{attention = f}")
+add("xsa.attention.registered", "xsa.attention.registered(name) -> {name=, code=, version=} | nil",
+  "The identity of a registered Lua variant; nil for a built-in or unknown name.", "print(xsa.attention.registered(\"sa\"))")
+add("xsa.attention.code", "xsa.attention.code(f) -> code | nil, upvalue",
+  "The identity of a Lua function: FNV-1a 64 of its bytecode without debug information and of its upvalues (values, functions, library names); nil and the upvalue that cannot be identified.",
+  "print(xsa.attention.code(function(a) return a.y end))")
+add("xsa.attention.clone", "xsa.attention.clone(model, name [, lambda]) -> model",
+  "A model with model's weights and variant name's attention (lambda for a built-in one that takes it).",
+  "local gated = xsa.attention.clone(xsa.gpt{seed = 0}, \"half\")")
+group("xsa.runs", "a group of runs, one per attention arm, as a cached, recorded, resumable entry of an experiment",
+  "Its method is an experiment's: ex:group{seed=, arms=, config=, name=, label=, checkpoints=} trains the arms (built-in names or registered Lua variants) from one initial model on the same batches (xsa.train.runs); the result lists them in arm order (r.runs).",
+  "xsa.attention.register(\"half\", function(a) return a.y * 0.5 end)\nlocal r = ex:group{seed = 0, arms = {\"sa\", \"half\"}}")
 add("xsa.record.legacy_key", "xsa.record.legacy_key(config [, identity]) -> text",
   "The key of a format 1 record: the whole configuration (its part too), the data files by content, the precision.",
   "print(xsa.record.legacy_key({n = 1}))")

@@ -16,6 +16,7 @@ local options = require "xsa.options"
 local numbers = require "xsa.numbers"
 local cache = require "xsa.cache"
 local record = require "xsa.record"
+local group = require "xsa.group"
 
 local M = {}
 
@@ -26,9 +27,11 @@ local core = require "xsa.core" -- the C functions and libraries
 -- CRC-64 and size of the corpus and the tokenizer files), so that another
 -- corpus or tokenizer at the same path is a miss, never a stale hit. An
 -- entry written before the data was part of the key has another name: a
--- miss, computed again.
+-- miss, computed again. A group with arms written in Lua adds their code's
+-- identity (xsa.group.variants; nothing for built-in arms): an edited
+-- function is a miss.
 function M.cache_config(config)
-  return {config = config, data = record.data_identity()}
+  return {config = config, data = record.data_identity(), attention = group.variants(config)}
 end
 
 -- The seed part of a cache name: "seed3" (weights and batch order from
