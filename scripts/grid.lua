@@ -119,14 +119,8 @@ local function train_group(config, label, f, key)
   return r
 end
 
-local function check(r)
-  if r.status ~= "done" then return false, "run did not finish" end
-  if type(r.runs) ~= "table" then return false, "no runs" end
-  for _, x in ipairs(r.runs) do
-    if not xsa.numbers.finite(x.final_val) then return false, "final val loss missing" end
-  end
-  return xsa.numbers.all_finite(r)
-end
+-- a finished group's result: every run done, every number finite (xsa.runs')
+local check = xsa.runs.check
 M.check = check
 
 -- The group of `config`: from its record, else trained (and recorded).

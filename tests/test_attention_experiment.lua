@@ -118,6 +118,16 @@ T.case("the identity of a function: its body and captured values count, comments
   T.ok(code(with(8, h1)) ~= code(with("8", h1)), "a string is not a number")
   T.ok(code(with(8, math.sqrt)) ~= code(with(8, math.exp)), "library functions by their names")
   T.eq(code(with(8, xsa)), code(with(8, xsa)), "a module")
+  -- a Lua function that is also a global, or a field of a module of the
+  -- user's own, is the script's code: keyed by its body, not its name
+  rawset(_G, "lattn_helper", h1)
+  package.loaded.lattn_mylib = {helper = h1}
+  local by_global = code(with(8, h1))
+  rawset(_G, "lattn_helper", h2)
+  package.loaded.lattn_mylib.helper = h2
+  T.ok(code(with(8, h2)) ~= by_global, "the global helper edited")
+  rawset(_G, "lattn_helper", nil)
+  package.loaded.lattn_mylib = nil
   -- recursion through an upvalue ends
   local rec = assert(load("local f; f = function(a, n) if n then return a.y end return f(a, 1) end; return f"))()
   T.ok(code(rec))
@@ -220,8 +230,13 @@ T.case("hostile: names, functions, versions and arms get clear errors before any
     "--plots", dir .. "/plots"}, quick = {steps = 2, max_tokens = 6000, batch = 2, eval_every = 1, eval_batches = 1}}
   T.raises(function() ex:group{arms = {"sa", "nope"}} end, 'no variant named "nope"')
   T.raises(function() ex:group{arms = {"sa", "plain", "plain"}} end, "arm 3, plain, is in the group twice")
+  T.raises(function() ex:group{arms = {{attention = "xsa", lambda = 0.5}, {attention = "xsa", lambda = 0.5}}} end,
+    "arm 2, xsa-l0.5, is in the group twice")
   T.raises(function() ex:group{arms = {"sa", {attention = "plain", lambda = 0.5}}} end, "takes no lambda")
   T.raises(function() ex:group{arms = {}} end, "arms must be a list of 1 to")
+  T.raises(function() ex:group{arms = {"sa", {attention = "xsa", lambda = "0.5"}}} end, "lambda must be a finite number")
+  T.raises(function() ex:group{arms = {"sa", {attention = "xsa", lambda = 0 / 0}}} end, "lambda must be a finite number")
+  T.raises(function() ex:group{config = {model = {}}, arms = {"sa"}} end, "config is not a group's")
   T.raises(function() ex:group{arms = {"sa", f}} end, "no variant named function")
   T.raises(function() ex:group{armz = {"sa"}} end, "armz")
   local files = T.capture("find " .. shq(dir) .. " -type f")

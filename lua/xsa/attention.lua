@@ -13,11 +13,11 @@
 -- not count, its body does, and so do the lines it starts and ends at,
 -- which Lua keeps in a stripped dump: moving it in its file is a miss) and
 -- of its upvalues, each in
--- turn: a number, string, boolean or nil by value; a Lua function by its
--- own identity (recursively); a library value (a module of
--- package.loaded, or a function or table that is a field of one) by its
--- name, as "math.sqrt", since the engine's code is not in a built-in run's
--- key either; _ENV is not part of it (the globals f reads are not). Any
+-- turn: a number, string, boolean or nil by value; a library value (a
+-- module of Lua's or xsa's, or a field of one) by its name, as
+-- "math.sqrt", since the engine's code is not in a built-in run's key
+-- either; any other Lua function by its own identity (recursively); _ENV
+-- is not part of it (the globals f reads are not). Any
 -- other upvalue (a table of its own, a tensor, a C function of no module)
 -- cannot be identified: register refuses f unless the caller names a
 -- version ({version = "v2"}), which is then part of the key instead of
@@ -44,13 +44,22 @@ local MAX_DEPTH = 16 -- functions nested through upvalues
 
 local registry = {} -- name -> {fn =, code =, version =}
 
--- The name of a library value (a module of package.loaded, or a field of
--- one), the smallest in byte order so that it does not depend on the
--- order of a table's traversal; nil when it is none.
+-- The modules whose values count as the engine's (keyed by name, as the
+-- engine's code is not in a built-in run's key): Lua's standard libraries
+-- and xsa's own; a value of any other module (yours) is keyed by its code.
+local STD = {string = true, table = true, math = true, utf8 = true, coroutine = true, io = true, os = true,
+  debug = true, package = true, _G = true}
+local function library(mod) return STD[mod] or mod == "xsa" or mod:match("^xsa%.") ~= nil end
+
+-- The name of a library value (a module, or a field of one; of _G only C
+-- functions: a global Lua function or table is the script's own), the
+-- smallest in byte order so that it does not depend on the order of a
+-- table's traversal; nil when it is none.
 local function library_name(v)
   local best
+  local own = type(v) ~= "function" or debug.getinfo(v, "S").what ~= "C"
   for mod, t in pairs(package.loaded) do
-    if type(mod) == "string" and type(t) == "table" then
+    if type(mod) == "string" and type(t) == "table" and library(mod) and not (mod == "_G" and own) then
       if t == v and (not best or mod < best) then best = mod end
       for k, x in next, t do
         if x == v and type(k) == "string" then

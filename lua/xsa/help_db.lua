@@ -1064,6 +1064,9 @@ add("xsa.attention.clone", "xsa.attention.clone(model, name [, lambda]) -> model
 group("xsa.runs", "a group of runs, one per attention arm, as a cached, recorded, resumable entry of an experiment",
   "Its method is an experiment's: ex:group{seed=, arms=, config=, name=, label=, checkpoints=} trains the arms (built-in names or registered Lua variants) from one initial model on the same batches (xsa.train.runs); the result lists them in arm order (r.runs).",
   "xsa.attention.register(\"half\", function(a) return a.y * 0.5 end)\nlocal r = ex:group{seed = 0, arms = {\"sa\", \"half\"}}")
+add("xsa.runs.check", "xsa.runs.check(result) -> true | false, why",
+  "Whether a result is a finished group's (xsa.train.runs): done, every run with a final val loss, every number finite.",
+  "print(xsa.runs.check({status = \"done\", runs = {}}))")
 add("xsa.record.legacy_key", "xsa.record.legacy_key(config [, identity]) -> text",
   "The key of a format 1 record: the whole configuration (its part too), the data files by content, the precision.",
   "print(xsa.record.legacy_key({n = 1}))")

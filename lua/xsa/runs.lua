@@ -29,6 +29,13 @@ local M = {}
 -- The arm's variant name (an arm is a name or {attention =, lambda =}).
 local function arm_name(arm) return type(arm) == "table" and arm.attention or arm end
 
+-- The arm's label (progress, checkpoint file names): its name, and its
+-- own lambda when it has one ("xsa-l0.5").
+local function arm_label(arm)
+  local l = type(arm) == "table" and arm.lambda
+  return type(l) == "number" and string.format("%s-l%g", arm_name(arm), l) or arm_name(arm)
+end
+
 -- The configuration of the group: o.config (default ex:pair_config{seed =
 -- o.seed}) with its arms, each a known variant, none twice.
 local function group_config(ex, o)
@@ -42,12 +49,16 @@ local function group_config(ex, o)
   for i, arm in ipairs(c.arms) do
     local name = arm_name(arm)
     variants.get(name) -- raises for an unknown name, naming the known ones
+    if type(arm) == "table" and arm.lambda ~= nil and not numbers.finite(arm.lambda) then
+      error(string.format("ex:group: arm %d's lambda must be a finite number (got %s)", i, tostring(arm.lambda)), 0)
+    end
     if type(arm) == "table" and arm.lambda ~= nil and variants.registered(name) then
       error(string.format("ex:group: arm %d, %s, is written in Lua and takes no lambda (f holds its own)", i, name), 0)
     end
-    if seen[name] then error(string.format("ex:group: arm %d, %s, is in the group twice", i, name), 0) end
-    seen[name] = true
+    if seen[arm_label(arm)] then error(string.format("ex:group: arm %d, %s, is in the group twice", i, arm_label(arm)), 0) end
+    seen[arm_label(arm)] = true
   end
+  if not group.runs(c) then error("ex:group: config is not a group's (data, model and train tables: xsa.group)", 0) end
   return c
 end
 
@@ -58,7 +69,7 @@ local function start(config, f, key, say)
   for i, arm in ipairs(config.arms) do
     local att = variants.get(arm_name(arm))
     fns[i] = type(att) == "function" and att or nil
-    runs[i] = {label = arm_name(arm)}
+    runs[i] = {label = arm_label(arm)}
   end
   local saved = checkpoint.load_group(f.base, key, #runs, config.train.steps, say, fns)
   if saved then
@@ -98,7 +109,8 @@ local function train_group(ex, config, p)
   return r
 end
 
-local function check(r)
+-- Whether r is a finished group's result: true, or false and why.
+function M.check(r)
   if r.status ~= "done" then return false, "run did not finish" end
   if type(r.runs) ~= "table" then return false, "no runs" end
   for _, x in ipairs(r.runs) do
@@ -120,7 +132,8 @@ M.methods = Ex
 --   name         the cache name (default NAME-<steps>steps-seedS)
 --   label        progress label (default the name)
 --   checkpoints  keep each trained model as NAME-ARM-...-HASH.safetensors
---                (r.checkpoints[arm] when the file is on this machine)
+--                (r.checkpoints[ARM] when the file is on this machine; ARM
+--                is the arm's name, with "-l<lambda>" when it has its own)
 -- Returns result (r.runs in arm order), status ("record", "hit", "miss",
 -- ...), entry path.
 function Ex:group(o)
@@ -130,13 +143,13 @@ function Ex:group(o)
   local key = store.cache_config(config)
   local p = {f = store.files(self.opts.out, name, key), key = key, label = o.label or name, checkpoints = o.checkpoints}
   local r, status, where = self:cached(function(c) return train_group(self, c, p) end,
-    {name = name, config = config, check = check, label = p.label})
+    {name = name, config = config, check = M.check, label = p.label})
   if status ~= "record" then checkpoint.remove_group(p.f.base, #config.arms) end
   if o.checkpoints then
     local c = {}
     for _, arm in ipairs(config.arms) do
-      local path = p.f.checkpoint(arm_name(arm))
-      if sys.exists(path) then c[arm_name(arm)] = path end
+      local path = p.f.checkpoint(arm_label(arm))
+      if sys.exists(path) then c[arm_label(arm)] = path end
     end
     local copy = {}
     for k, v in pairs(r) do copy[k] = v end
