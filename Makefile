@@ -189,7 +189,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB_A) $(wildcard tests/*.h)
 # test` also builds the kernel tests for the narrower paths this CPU can run
 # (build-isa-avx2 on an AVX-512 host; build-isa-c, x86-64 baseline, always)
 # and runs them there.
-ISA_TESTS    := test_simd test_nn test_attention test_attention_variant test_lmhead test_gpt test_generate test_autograd test_autograd_gpt
+ISA_TESTS    := test_simd test_rng_normal test_nn test_attention test_attention_variant test_lmhead test_gpt test_generate test_autograd test_autograd_gpt
 HOST_AVX512  := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo y)
 ISA_BUILDS   := $(if $(HOST_AVX512),build-isa-avx2) build-isa-c
 ISA_OPT_build-isa-avx2 := -O2 -march=native -mno-avx512f

@@ -184,7 +184,7 @@ static void init_weights(xsa_gpt *m)
         xsa_gpt_tensor_info t;
         xsa_gpt_layout_info(&m->cfg, i, &t);
         if (t.std > 0.0) {
-            for (size_t j = 0; j < n; j++) p[j] = (float)(xsa_rng_normal(&g) * t.std);
+            xsa_rng_normal_fill(&g, p, n, t.std); /* (float)(xsa_rng_normal(&g) * t.std) */
         } else if (t.fill != 0.0f) {
             for (size_t j = 0; j < n; j++) p[j] = t.fill;
         } /* biases stay 0 from the zero-filled block */

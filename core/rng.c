@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "rng.h"
+#include "rng_impl.h"
 #include "tensor.h"
 #include "tensor_impl.h"
 
@@ -82,11 +83,8 @@ double xsa_rng_normal(xsa_rng *g)
     /* u1 in (0, 1] keeps log finite */
     double u1 = 1.0 - xsa_rng_uniform(g);
     double u2 = xsa_rng_uniform(g);
-    double r = sqrt(-2.0 * log(u1));
-    double th = 6.283185307179586476925286766559 * u2;
-    g->spare = r * sin(th);
     g->has_spare = 1;
-    return r * cos(th);
+    return xsa_rng_box_muller(u1, u2, &g->spare);
 }
 
 int64_t xsa_rng_int(xsa_rng *g, int64_t lo, int64_t hi)

@@ -26,7 +26,14 @@
  *    partial sums): they run it only when XSA_SIMD is 1, and their scalar
  *    loop is both the plain C path and the vector paths' tail.
  *
- * Non-goals: double vectors, integer arithmetic beyond the bf16 rounding,
+ * Double vectors (vd, VD_W = 4 lanes, XSA_SIMD_F64) exist on the vector
+ * ISAs only, for kernels that compute in double and round to float once
+ * (rng_normal.c's normals); the plain C build leaves those to libm. They
+ * are 256 bits on AVX-512 builds too: every AVX-512 CPU runs AVX2 + FMA,
+ * so the one mapping is the one tested everywhere.
+ *
+ * Non-goals: integer arithmetic beyond the bf16 rounding and the double
+ * exponent fields,
  * runtime dispatch (a build targets one ISA; `make test` builds the others),
  * other architectures (an ARM mapping would be one more block here).
  */
@@ -275,6 +282,67 @@ static inline void vf_store_bf16(uint16_t *p, vf v) { *p = sf_to_bf16(v); }
 static inline void vf_store_bf16_normal(uint16_t *p, vf v) { *p = sf_to_bf16(v); }
 static inline float sf_fmadd(float a, float b, float c) { return a * b + c; }
 
+#endif
+
+/* ---- double vectors: 4 lanes on AVX2 and AVX-512 builds -------------------- */
+#if defined(__AVX2__) && defined(__FMA__)
+
+#define XSA_SIMD_F64 1
+#define VD_W 4
+
+typedef __m256d vd;
+
+static inline vd vd_set1(double x) { return _mm256_set1_pd(x); }
+static inline vd vd_load(const double *p) { return _mm256_loadu_pd(p); }
+static inline void vd_store(double *p, vd v) { _mm256_storeu_pd(p, v); }
+static inline vd vd_add(vd a, vd b) { return _mm256_add_pd(a, b); }
+static inline vd vd_sub(vd a, vd b) { return _mm256_sub_pd(a, b); }
+static inline vd vd_mul(vd a, vd b) { return _mm256_mul_pd(a, b); }
+static inline vd vd_div(vd a, vd b) { return _mm256_div_pd(a, b); }
+static inline vd vd_sqrt(vd a) { return _mm256_sqrt_pd(a); }
+static inline vd vd_abs(vd a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
+static inline vd vd_neg(vd a) { return _mm256_xor_pd(_mm256_set1_pd(-0.0), a); }
+/* c - a * b, one rounding */
+static inline vd vd_fnmadd(vd a, vd b, vd c) { return _mm256_fnmadd_pd(a, b, c); }
+static inline vd vd_round(vd a)
+{
+    return _mm256_round_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+/* lane masks are all-ones lanes; k ? a : b per lane */
+static inline vd vd_eq(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
+static inline vd vd_ge(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_GE_OQ); }
+static inline vd vd_lt(vd a, vd b) { return _mm256_cmp_pd(a, b, _CMP_LT_OQ); }
+static inline vd vd_or(vd a, vd b) { return _mm256_or_pd(a, b); }
+static inline vd vd_select(vd k, vd a, vd b) { return _mm256_blendv_pd(b, a, k); }
+/* bit i set when lane i of the mask is */
+static inline int vd_bits(vd k) { return _mm256_movemask_pd(k); }
+/* for positive normal x = m 2^e, m in [1, 2): e (exact, as a double) and m */
+static inline vd vd_getexp(vd x)
+{
+    __m256i b = _mm256_srli_epi64(_mm256_castpd_si256(x), 52);
+    b = _mm256_or_si256(b, _mm256_set1_epi64x(0x4330000000000000LL)); /* 2^52 + e + 1023 */
+    return _mm256_sub_pd(_mm256_castsi256_pd(b), _mm256_set1_pd(0x1p52 + 1023.0));
+}
+static inline vd vd_getmant(vd x)
+{
+    __m256i b = _mm256_and_si256(_mm256_castpd_si256(x), _mm256_set1_epi64x(0x000fffffffffffffLL));
+    return _mm256_castsi256_pd(_mm256_or_si256(b, _mm256_set1_epi64x(0x3ff0000000000000LL)));
+}
+/* bit i set when (float)a_i == (float)b_i, each rounded as C's (float) */
+static inline int vd_f32_equal(vd a, vd b)
+{
+    return _mm_movemask_ps(_mm_cmpeq_ps(_mm256_cvtpd_ps(a), _mm256_cvtpd_ps(b)));
+}
+/* p[2i] = (float)a_i, p[2i + 1] = (float)b_i */
+static inline void vd_store_f32_zip(float *p, vd a, vd b)
+{
+    __m128 fa = _mm256_cvtpd_ps(a), fb = _mm256_cvtpd_ps(b);
+    _mm_storeu_ps(p, _mm_unpacklo_ps(fa, fb));
+    _mm_storeu_ps(p + 4, _mm_unpackhi_ps(fa, fb));
+}
+
+#else
+#define XSA_SIMD_F64 0
 #endif
 
 /* ---- written once over the vocabulary ------------------------------------- */

@@ -443,11 +443,63 @@ static void test_lmhead_block(void)
     free(scr);
 }
 
+/* the double vectors (XSA_SIMD_F64), lane by lane against C on doubles */
+static void test_vd_ops(void)
+{
+#if XSA_SIMD_F64
+    double a[VD_W], b[VD_W], c[VD_W], o[VD_W];
+    int bad = 0;
+    for (int rep = 0; rep < 4000; rep++) {
+        for (int i = 0; i < VD_W; i++) {
+            double m = (double)frand(0.5f, 1.0f) + (double)frand(0, 1) * 0x1p-30;
+            a[i] = ldexp(m, (int)frand(-60, 60));
+            b[i] = (double)frand(-3, 3) + (double)frand(-1, 1) * 0x1p-35;
+            c[i] = (double)frand(-50, 50);
+        }
+        vd va = vd_load(a), vb = vd_load(b), vc = vd_load(c);
+#define DLANES(expr, ref)                                                      \
+    do {                                                                       \
+        vd_store(o, (expr));                                                   \
+        for (int i = 0; i < VD_W; i++) bad += memcmp(&o[i], &(double){(ref)}, 8) != 0; \
+    } while (0)
+        DLANES(vd_add(va, vb), a[i] + b[i]);
+        DLANES(vd_sub(va, vb), a[i] - b[i]);
+        DLANES(vd_mul(va, vb), a[i] * b[i]);
+        DLANES(vd_div(vb, va), b[i] / a[i]);
+        DLANES(vd_sqrt(va), sqrt(a[i]));
+        DLANES(vd_abs(vb), fabs(b[i]));
+        DLANES(vd_neg(vb), -b[i]);
+        DLANES(vd_fnmadd(va, vb, vc), fma(-a[i], b[i], c[i]));
+        DLANES(vd_round(vc), nearbyint(c[i]));
+        DLANES(vd_getexp(va), (double)(ilogb(a[i])));
+        DLANES(vd_getmant(va), ldexp(a[i], -ilogb(a[i])));
+        DLANES(vd_select(vd_ge(vb, vc), va, vc), b[i] >= c[i] ? a[i] : c[i]);
+        DLANES(vd_select(vd_or(vd_lt(vb, vc), vd_eq(va, va)), va, vc), a[i]);
+#undef DLANES
+        float f[2 * VD_W];
+        vd_store_f32_zip(f, va, vb);
+        int eq = vd_f32_equal(va, vd_mul(va, vd_set1(1.0 + 0x1p-40)));
+        for (int i = 0; i < VD_W; i++) {
+            bad += !same(f[2 * i], (float)a[i]) || !same(f[2 * i + 1], (float)b[i]);
+            bad += ((eq >> i) & 1) != ((float)a[i] == (float)(a[i] * (1.0 + 0x1p-40)));
+        }
+        bad += vd_bits(vd_lt(vb, vc)) != ((b[0] < c[0]) | (b[1] < c[1]) << 1 | (b[2] < c[2]) << 2 |
+                                         (b[3] < c[3]) << 3);
+    }
+    /* across a float rounding midpoint: 1 + 2^-24 is one */
+    double mid = 1.0 + 0x1p-24;
+    CHECK(vd_f32_equal(vd_set1(mid - 0x1p-50), vd_set1(mid + 0x1p-50)) == 0, "midpoint straddled");
+    CHECK(vd_f32_equal(vd_set1(mid - 0x1p-50), vd_set1(mid - 0x1p-52)) == 0xf, "same side");
+    CHECK(bad == 0, "double vector operations: %d lanes differ from C", bad);
+#endif
+}
+
 int main(void)
 {
-    printf("  simd.h: VF_W %d, XSA_SIMD %d, GELU %d, BF16 %d\n", VF_W, XSA_SIMD, XSA_SIMD_GELU,
-           XSA_SIMD_BF16);
+    printf("  simd.h: VF_W %d, XSA_SIMD %d, GELU %d, BF16 %d, F64 %d\n", VF_W, XSA_SIMD,
+           XSA_SIMD_GELU, XSA_SIMD_BF16, XSA_SIMD_F64);
     test_ops();
+    test_vd_ops();
     test_exp();
     test_dot_axpy();
     test_row_updates();
