@@ -37,6 +37,10 @@
  * near the zeros of sin and cos) and holds them to the 14u above.
  * y == 0 (u1 = 1: r is -0 or +0) always takes the scalar path, and so do
  * stds whose products could leave the normal range.
+ *
+ * Not here: the generator and the one-at-a-time normal (rng.c). Non-goals:
+ * xsa_tensor_randn (mean + std n is another rounding; it stays scalar), an
+ * 8-lane AVX-512 path (VD_W is 4 on every vector build; see simd.h).
  */
 #include <stdint.h>
 
