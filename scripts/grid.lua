@@ -65,30 +65,6 @@ end
 -- too) costs at most this many steps of every run it was training.
 M.save_every = 16
 
--- The models of a group: from its saved state (said so), else new (the
--- arms of one initial model).
-local function start_group(config, f, key)
-  local say = function(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
-  local n = #config.arms
-  local runs, fns = {}, {} -- an arm written in Lua (xsa.attention) loads with its function
-  for i, arm in ipairs(config.arms) do
-    local att = xsa.attention.get(arm)
-    runs[i], fns[i] = {label = arm:upper()}, type(att) == "function" and att or nil
-  end
-  local saved = checkpoint.load_group(f.base, key, n, config.train.steps, say, fns)
-  if saved then
-    say("resume: %s from step %d of %d (%s.resume.json)", f.base:match("[^/]+$"), saved.resume.completed_steps,
-      config.train.steps, f.base)
-    for i = 1, n do runs[i].model, runs[i].optimizer = saved.models[i], saved.optimizers[i] end
-    return runs, saved
-  end
-  local base = study.new_model(config.model)
-  for i, arm in ipairs(config.arms) do
-    runs[i].model = arm == "sa" and base or xsa.attention.clone(base, arm, config.lambda)
-  end
-  return runs
-end
-
 -- Trains a group (its record result): runs in arm order, each a plain
 -- record of xsa.train (label, train, val, step_loss, final_val), plus the
 -- group's CPU seconds (all threads, summed over the sessions a resumed
@@ -98,7 +74,8 @@ end
 -- the bit.
 local function train_group(config, label, f, key)
   local tl, vl = M.loaders(config.data, config.train.steps)
-  local runs, saved = start_group(config, f, key)
+  local say = function(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
+  local runs, saved = xsa.runs.start(config, f, key, say, function(arm) return arm:upper() end)
   local c0, before = os.clock(), saved and tonumber(saved.extra.cpu_s) or 0
   local o = study.pair_options(config.train, {label = label, save_every = M.save_every,
     resume = saved and saved.resume, save = function(_, status, ctx)

@@ -276,19 +276,6 @@ local function claims_section(sums)
   return {meaning = claims.meaning(rows), lines = lines, table = claims.table(rows)}
 end
 
--- "0-49" for 0, 1, ..., 49; runs of consecutive seeds joined, others listed.
-local function seed_ranges(list)
-  local seeds, out, i = {}, {}, 1
-  for k, v in ipairs(list) do seeds[k] = tonumber(v) or v end -- a summary's seeds_missing are strings
-  while i <= #seeds do
-    local j = i
-    while math.type(seeds[j]) and seeds[j + 1] == seeds[j] + 1 do j = j + 1 end
-    out[#out + 1] = j > i + 1 and (seeds[i] .. "-" .. seeds[j]) or table.concat(seeds, ", ", i, j)
-    i = j + 1
-  end
-  return table.concat(out, ", ")
-end
-
 -- Lines collapsed under a summary line (GitHub renders <details> closed).
 local function collapsed(out, summary, lines)
   out[#out + 1] = "<details><summary>" .. summary .. "</summary>"
@@ -301,10 +288,10 @@ end
 -- A part's section: its seeds, its statistics (more than three lines of them
 -- collapsed: they restate its table), its table (collapsed when per seed).
 local function part_md(s, out)
-  if s.seeds and #s.seeds > 0 then out[#out + 1] = "Seeds " .. seed_ranges(s.seeds) .. "." end
+  if s.seeds and #s.seeds > 0 then out[#out + 1] = "Seeds " .. study.seed_ranges(s.seeds) .. "." end
   if s.progress then out[#out + 1] = "Registered design still being run: " .. s.progress .. "." end
   if s.seeds_missing and #s.seeds_missing > 0 then
-    out[#out + 1] = "Seeds of the design without a complete record yet: " .. seed_ranges(s.seeds_missing) .. "."
+    out[#out + 1] = "Seeds of the design without a complete record yet: " .. study.seed_ranges(s.seeds_missing) .. "."
   end
   local st = {}
   for i, l in ipairs(s.stats_lines or {}) do st[i] = "- " .. l end

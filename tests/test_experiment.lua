@@ -323,4 +323,12 @@ ex:main(function() print("steps", ex.opts.steps) error("interrupted!") end)]])
 end)
 
 os.execute("rm -rf " .. shq(TMP))
+T.case("seed ranges: consecutive runs of three or more joined, strings read as numbers", function()
+  T.eq(xsa.study.seed_ranges({}), "")
+  T.eq(xsa.study.seed_ranges({4}), "4")
+  T.eq(xsa.study.seed_ranges({0, 1}), "0, 1")
+  T.eq(xsa.study.seed_ranges({0, 1, 2, 5, 7, 8, 9, 11, 12}), "0-2, 5, 7-9, 11, 12")
+  T.eq(xsa.study.seed_ranges({"0", "1", "2", "3"}), "0-3")
+end)
+
 T.done()

@@ -235,17 +235,10 @@ function Ex:left_out(kept)
   local gone = {}
   for _, s in ipairs(self.seeds) do if not have[s] then gone[#gone + 1] = tostring(s) end end
   local missing = self.missing or {}
-  local ranges, i = {}, 1 -- "0-23", "2, 5-7"
-  while i <= #gone do
-    local j = i
-    while j < #gone and tonumber(gone[j + 1]) == tonumber(gone[j]) + 1 do j = j + 1 end
-    ranges[#ranges + 1] = j > i + 1 and (gone[i] .. "-" .. gone[j]) or table.concat(gone, ", ", i, j)
-    i = j + 1
-  end
   local named = table.concat(missing, "; ", 1, math.min(#missing, 8))
   if #missing > 8 then named = string.format("%s; and %d more", named, #missing - 8) end
   io.stderr:write(string.format("%s: no complete record for seed%s %s (%d run%s missing: %s)%s\n", self.name,
-    #gone > 1 and "s" or "", table.concat(ranges, ", "), #missing, #missing == 1 and "" or "s", named,
+    #gone > 1 and "s" or "", study.seed_ranges(gone), #missing, #missing == 1 and "" or "s", named,
     #kept > 0 and string.format("; using seed%s %s", #kept == 1 and "" or "s", table.concat(kept, ", ")) or ""))
   if #kept == 0 and not self.partial_ok then
     error(string.format("%s: no runs of this configuration have records in %s", self.name, self.opts.results), 0)

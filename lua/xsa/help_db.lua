@@ -810,6 +810,9 @@ add("xsa.study.run_label", "xsa.study.run_label(opts) -> label | nil",
 add("xsa.study.pair_options", "xsa.study.pair_options(train, extra) -> table", "xsa.train.pair's options from a training configuration.",
   "local po = xsa.study.pair_options(tc, {label = \"x\"})")
 add("xsa.study.check_pair", "xsa.study.check_pair(result) -> ok, why", "The cache check of a pair result.", "print(xsa.study.check_pair({}))")
+add("xsa.study.seed_ranges", "xsa.study.seed_ranges(seeds) -> string",
+  "Seeds as ranges: \"0-49\" for 0..49, \"2, 3, 5-7\"; numbers given as strings are read as numbers.",
+  "print(xsa.study.seed_ranges({0, 1, 2, 5}))")
 add("xsa.study.pct", "xsa.study.pct(x) -> string", "\"+1.80%\" or \"n/a\".", "print(xsa.study.pct(1.8))")
 add("xsa.study.compare_words", "xsa.study.compare_words(sa, xsa [, what]) -> string", "The sentence comparing two losses.", "print(xsa.study.compare_words(4.2, 4.1))")
 add("xsa.study.default_base", "xsa.study.default_base(root) -> dir", "Where a run's default cache/, plots/ and results/ go: root for a script inside the checkout, else the running script's folder, else the working directory.", "print(xsa.study.default_base(xsa.sys.root()))")
@@ -1064,6 +1067,9 @@ add("xsa.attention.clone", "xsa.attention.clone(model, name [, lambda]) -> model
 group("xsa.runs", "a group of runs, one per attention arm, as a cached, recorded, resumable entry of an experiment",
   "Its method is an experiment's: ex:group{seed=, arms=, config=, name=, label=, checkpoints=} trains the arms (built-in names or registered Lua variants) from one initial model on the same batches (xsa.train.runs); the result lists them in arm order (r.runs).",
   "xsa.attention.register(\"half\", function(a) return a.y * 0.5 end)\nlocal r = ex:group{seed = 0, arms = {\"sa\", \"half\"}}")
+add("xsa.runs.start", "xsa.runs.start(config, f, key, say [, label]) -> runs, saved",
+  "The runs of a group for xsa.train.runs ({label=, model=, optimizer=}): from its saved state beside the cache " ..
+  "entry f (said through say), else the arms of one new initial model; label(arm) names a run.", nil)
 add("xsa.runs.check", "xsa.runs.check(result) -> true | false, why",
   "Whether a result is a finished group's (xsa.train.runs): done, every run with a final val loss, every number finite.",
   "print(xsa.runs.check({status = \"done\", runs = {}}))")

@@ -62,14 +62,17 @@ local function group_config(ex, o)
   return c
 end
 
--- The models of a group: from its saved state (said so), else new (the
--- arms of one initial model, each with its lambda as its key has it).
-local function start(config, f, key, say)
+-- The runs of a group ({label=, model=, optimizer=} for xsa.train.runs):
+-- from its saved state beside the cache entry f (said so), else new (the
+-- arms of one initial model, each with its lambda as its key has it), and
+-- the saved state. label(arm) names a run (default: the arm's name and
+-- lambda; the grid's records say "SA", "XSA").
+function M.start(config, f, key, say, label)
   local runs, fns, keys = {}, {}, group.runs(config)
   for i, arm in ipairs(config.arms) do
     local att = variants.get(arm_name(arm))
     fns[i] = type(att) == "function" and att or nil
-    runs[i] = {label = arm_label(arm)}
+    runs[i] = {label = (label or arm_label)(arm)}
   end
   local saved = checkpoint.load_group(f.base, key, #runs, config.train.steps, say, fns)
   if saved then
@@ -89,7 +92,7 @@ end
 local function train_group(ex, config, p)
   local say = function(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
   local tl, vl = study.loaders(config.data)
-  local runs, saved = start(config, p.f, p.key, say)
+  local runs, saved = M.start(config, p.f, p.key, say)
   local o = study.pair_options(config.train, {label = p.label, save_every = ex.opts.save_every or 0,
     resume = saved and saved.resume, save = function(_, status, ctx)
       if status == "checkpoint" or status == "interrupted" then return checkpoint.write_group(p.f.base, p.key, ctx) end

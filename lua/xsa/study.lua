@@ -323,6 +323,21 @@ end
 ----------------------------------------------------------------------------
 -- numbers in words and tables
 
+-- "0-49" for seeds 0, 1, ..., 49: runs of three or more consecutive seeds
+-- joined, others listed ("2, 3, 5-7"); seeds given as strings (a summary's
+-- seeds_missing) read as numbers.
+function M.seed_ranges(list)
+  local seeds, out, i = {}, {}, 1
+  for k, v in ipairs(list) do seeds[k] = tonumber(v) or v end
+  while i <= #seeds do
+    local j = i
+    while math.type(seeds[j]) and seeds[j + 1] == seeds[j] + 1 do j = j + 1 end
+    out[#out + 1] = j > i + 1 and (seeds[i] .. "-" .. seeds[j]) or table.concat(seeds, ", ", i, j)
+    i = j + 1
+  end
+  return table.concat(out, ", ")
+end
+
 -- "+1.80%", or "n/a" for a missing or non-finite value.
 function M.pct(x)
   if not numbers.finite(x) then return "n/a" end
