@@ -14,8 +14,9 @@
 # peak RSS is its own, with the PyTorch reference interleaved in the same run
 # when /usr/bin/python3 has torch.
 # bench_grid: issue 38's grid of shapes (16 x 64 to 1 x 4096, 2 x 128 to
-# 6 x 384), one process per shape, each step against its limit and its
-# peak RSS, the goals marked met or not; bench_attention: attention's
+# 6 x 384), one process per shape, the median step (at least 3 and at
+# least 4 s of steps) against its limit and its peak RSS, the goals marked
+# met or not; bench_attention: attention's
 # forward + backward alone from 64 to 4096 positions.
 # tests/bench_attention_lua.lua: the training step with XSA written in Lua
 # against the fused XSA at 16 x 64, as a ratio.

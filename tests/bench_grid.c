@@ -7,7 +7,7 @@
  * shape, each a process of its own so the RSS is the shape's.
  *
  *   bench_grid --batch B --seq T --layers L --width C [--steps N]
- *              [--peak-f32 GFLOPS]
+ *              [--seconds S] [--peak-f32 GFLOPS]
  *
  * Goals (issue 38): a step at most 1.4x its limit on an AVX-512 machine,
  * 1.3 times that (1.82x) where the CPU has AVX2 at most, or make bench
@@ -41,45 +41,65 @@ static int arg_int(const char *v)
     return (int)x;
 }
 
-/* median milliseconds of `steps` training steps after one warm-up */
+/* median milliseconds of at least `steps` training steps after one warm-up,
+ * and of as many more (63 at most) as fit in `seconds`: a median of three
+ * short steps moved by 15% from one run to the next under load */
 static double step_ms(xsa_gpt *m, xsa_adamw *o, const int32_t *in, const int32_t *tg, int B, int T,
-                      int steps)
+                      int *steps, double seconds)
 {
-    double t[64];
-    for (int s = 0; s <= steps; s++) {
+    double t[64], spent = 0;
+    int n = 0;
+    for (int s = 0; s < 64 && (s <= *steps || spent < seconds); s++) {
         double t0 = bench_seconds();
         float loss;
         xsa_adamw_zero_grad(o);
         if (xsa_gpt_forward(m, in, tg, B, T, &loss) != 0) die("forward");
         if (xsa_gpt_backward(m, 1.0f) != 0) die("backward");
         xsa_adamw_step(o);
-        if (s > 0) t[s - 1] = 1e3 * (bench_seconds() - t0);
+        double dt = bench_seconds() - t0;
+        if (s > 0) t[n++] = 1e3 * dt, spent += dt;
     }
-    return bench_median(t, steps);
+    *steps = n;
+    return bench_median(t, n);
+}
+
+static double arg_seconds(const char *v)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (*v == 0 || *end != 0 || !(x >= 0 && x <= 600)) {
+        fprintf(stderr, "bench_grid: --seconds %s is not a number of seconds from 0 to 600\n", v);
+        exit(2);
+    }
+    return x;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench_grid --batch B --seq T --layers L --width C (a multiple of 64) "
+                    "[--steps N (at least N, default 3)] [--seconds S (steps until S seconds, default 4, "
+                    "63 steps at most)] [--peak-f32 GFLOPS]\n");
+    exit(2);
 }
 
 int main(int argc, char **argv)
 {
     int B = 0, T = 0, L = 0, C = 0, steps = 3;
-    double peak = 0;
-    for (int i = 1; i < argc; i++) {
+    double peak = 0, seconds = 4;
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) break;
+        if (!v) usage();
         if (!strcmp(a, "--batch")) B = arg_int(v);
         else if (!strcmp(a, "--seq")) T = arg_int(v);
         else if (!strcmp(a, "--layers")) L = arg_int(v);
         else if (!strcmp(a, "--width")) C = arg_int(v);
         else if (!strcmp(a, "--steps")) steps = arg_int(v) > 63 ? 63 : arg_int(v);
+        else if (!strcmp(a, "--seconds")) seconds = arg_seconds(v);
         else if (!strcmp(a, "--peak-f32")) peak = atof(v);
         else if (!strcmp(a, "--peak-bf16")) ; /* make bench's PEAK_STEP may carry it */
-        else break;
-        i++;
+        else usage();
     }
-    if (!B || !T || !L || !C || C % 64 != 0) {
-        fprintf(stderr, "usage: bench_grid --batch B --seq T --layers L --width C (a multiple of 64) "
-                        "[--steps N] [--peak-f32 GFLOPS]\n");
-        return 2;
-    }
+    if (!B || !T || !L || !C || C % 64 != 0) usage();
     if (peak <= 0) peak = peak_f32(xsa_threads(), 20).gflops;
     const char *isa = getenv("XSA_PEAK_ISA");
     __builtin_cpu_init();
@@ -97,7 +117,7 @@ int main(int argc, char **argv)
     free(ps);
     int32_t *in, *tg;
     if (!o || bench_batch(B * T, c.vocab, &in, &tg) != 0) die("out of memory");
-    double ms = step_ms(m, o, in, tg, B, T, steps);
+    double ms = step_ms(m, o, in, tg, B, T, &steps, seconds);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss = ru.ru_maxrss / 1024.0, lim = peak_step_flops(B, T, C, c.vocab, L, 1) / (peak * 1e6);
