@@ -121,7 +121,7 @@ function M.main(ex, runs, axis)
     print(so_far)
     local fam = explore(ex.opts) and {} or V.family(ex.opts.results)
     return ex:summary{incomplete = fam.incomplete or so_far, progress = so_far, seeds = {}, n = fam.n,
-      seeds_rule = fam.how, lrs = fam.lrs}
+      seeds_rule = fam.how, lrs = fam.lrs, recorded = fam.recorded, total = fam.total}
   end
   local by, xs, rows, tics, per = {}, {}, {}, {}, {}
   for _, r in ipairs(runs) do by[r.cell] = by[r.cell] or {}; by[r.cell][#by[r.cell] + 1] = r end
@@ -155,7 +155,8 @@ function M.main(ex, runs, axis)
       r.verdict))
   end
   ex:summary{table = tbl, slope = slope, exploratory = explore(ex.opts) or nil, family = fam.rows, incomplete = fam.incomplete,
-    n = fam.n, seeds_rule = fam.how, lrs = fam.lrs, seeds = ex.seeds, progress = so_far}
+    n = fam.n, seeds_rule = fam.how, lrs = fam.lrs, seeds = ex.seeds, progress = so_far, recorded = fam.recorded,
+    total = fam.total}
 end
 
 -- A declaration with the grid's flags: d = {name, title, summary, report}.

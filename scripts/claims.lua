@@ -211,9 +211,17 @@ function M.verdict(rows, claim)
   return any_no and "contradicted" or all and "supported" or "inconclusive", sec
 end
 
+-- A registered claim whose grid is under way: the reason its row gives.
+local function pending(rows, claim)
+  for _, r in ipairs(rows) do if r.claim == claim and r.pending then return r.pending end end
+end
+
 function M.overall(rows, claim)
   local word, sec = M.verdict(rows, claim)
-  if not word then return "no records yet" end
+  if not word then
+    local why = pending(rows, claim)
+    return why and "not decided yet: " .. why or "no records yet"
+  end
   if sec.n == 0 then return word .. " on the final val loss" end
   local out = string.format("%s on the final val loss; secondary endpoints%s: supported on %d of %d, contradicted on %d",
     word, sec.escape and string.format(" (the %d step endpoints counted once, as one phenomenon: the plateau escape)",
@@ -238,10 +246,10 @@ end
 -- which claims the primary endpoint decides, which it leaves open and where
 -- the secondary endpoints lean.
 function M.meaning(rows)
-  local by, lean, list = {supported = {}, contradicted = {}, inconclusive = {}, none = {}}, {}, M.list()
+  local by, lean, list = {supported = {}, contradicted = {}, inconclusive = {}, none = {}, pending = {}}, {}, M.list()
   for i, c in ipairs(list) do
     local word, sec = M.verdict(rows, c.text)
-    table.insert(by[word or "none"], i)
+    table.insert(by[word or (pending(rows, c.text) and "pending" or "none")], i)
     if word == "inconclusive" and sec.n > 0 then
       lean[#lean + 1] = string.format("claim %d is supported on %d of its %d secondary endpoint%s and contradicted on %d",
         i, sec.yes, sec.n, sec.n == 1 and "" or "s", sec.no)
@@ -250,6 +258,10 @@ function M.meaning(rows)
   local out = {string.format("Of the %d claims, the primary endpoint (the final val loss) supports %s, contradicts %s " ..
     "and leaves %s open.", #list, #by.supported > 0 and names(by.supported) or "none",
     #by.contradicted > 0 and names(by.contradicted) or "none", #by.inconclusive > 0 and names(by.inconclusive) or "none")}
+  if #by.pending > 0 then
+    out[#out + 1] = string.format("%s %s registered and not decided yet: the plan decides once every cell has its seeds.",
+      names(by.pending):gsub("^c", "C"), #by.pending == 1 and "is" or "are")
+  end
   if #by.none > 0 then out[#out + 1] = string.format("%s %s no records yet.", names(by.none):gsub("^c", "C"), #by.none == 1 and "has" or "have") end
   if #lean > 0 then out[#out + 1] = "Of the open ones, " .. table.concat(lean, "; ") .. "." end
   out[#out + 1] = "Open means the 95% interval still contains 0 at the seeds run, not that there is no effect: " ..

@@ -148,20 +148,23 @@ end
 -- The family from the records: {rows = M.decide's, n = N, seeds =, gains =,
 -- gaps =, lrs =} when every cell has its N seeds; else {incomplete = text,
 -- have = {cell key = seeds recorded}} (the stopping rule: no verdict before N).
+-- Once N is fixed, recorded and total count the groups over all cells.
 function M.family(results)
   local n, how = M.seeds_rule(results)
   if not n then return {incomplete = "the pilot is not finished: " .. how} end
   local seeds, gains, gaps, have, lrs = {}, {}, {}, {}, {}
   for s = 0, n - 1 do seeds[#seeds + 1] = s end
-  local short = {}
+  local short, recorded_n = {}, 0
   for _, c in ipairs(plan.cells) do
     lrs[c.size] = lrs[c.size] or M.chosen_lr(results, c.size)
     if not lrs[c.size] then return {incomplete = "the lr sweep of " .. c.size .. " is not finished"} end
     local g, gp, missing = M.cell_gains(results, "grid", c, seeds, lrs[c.size])
     gains[c.key], gaps[c.key], have[c.key] = g, gp, n - #missing
+    recorded_n = recorded_n + n - #missing
     if #missing > 0 then short[#short + 1] = fmt("%s %d of %d", c.key, n - #missing, n) end
   end
-  local base = {n = n, how = how, seeds = seeds, gains = gains, gaps = gaps, have = have, lrs = lrs}
+  local base = {n = n, how = how, seeds = seeds, gains = gains, gaps = gaps, have = have, lrs = lrs,
+    recorded = recorded_n, total = n * #plan.cells}
   if #short > 0 then
     base.incomplete = "seeds recorded: " .. table.concat(short, ", ") .. " (no verdict before all N: the stopping rule)"
     return base

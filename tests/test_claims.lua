@@ -164,6 +164,28 @@ T.case("the meaning: which claims the primary endpoint decides and where the ope
   T.ok(m:find("claim 1 is supported on 1 of its 1 secondary endpoint and contradicted on 0", 1, true), m)
 end)
 
+-- A registered claim whose grid is under way has records but no verdict: its
+-- row says how far the grid is in a few words, its sentence gives the whole
+-- reason, and the meaning says "not decided yet", never "no records yet".
+T.case("a registered claim mid-grid: not decided yet, with the reason", function()
+  local family = dofile(os.getenv("XSA_ROOT") .. "/scripts/report/family.lua")
+  local key = "part9.size"
+  T.ok(claims.CLAIMS[key], "the registry declares part 9's size claim")
+  local why = "seeds recorded: 4x256-T256 3 of 24 (no verdict before all N: the stopping rule)"
+  local rows = family.claim("size", "x").rows({n = 24, incomplete = why, recorded = 7, total = 120}, claims,
+    claims.CLAIMS[key])
+  T.eq(#rows, 1)
+  T.eq(rows[1].word, "not yet: 7 of 120 groups")
+  T.eq(rows[1].pending, why)
+  T.eq(claims.overall(rows, claims.CLAIMS[key]), "not decided yet: " .. why)
+  local m = claims.meaning(rows)
+  T.ok(m:find("Claim " .. claims.CLAIMS[key]:match("^(%d+)") .. " is registered and not decided yet", 1, true), m)
+  local none = family.claim("size", "x").rows(nil, claims, claims.CLAIMS[key])
+  T.eq(none[1].word, "no records yet")
+  T.eq(claims.overall(none, claims.CLAIMS[key]), "no records yet", "no summary at all: nothing recorded")
+  T.ok(claims.meaning(none):find("has no records yet", 1, true) or claims.meaning(none):find("have no records yet", 1, true))
+end)
+
 T.case("the step endpoints count once (one phenomenon), and an escape against an equal final loss is said so", function()
   local c = claims.CLAIMS.part3
   local rows = {

@@ -261,7 +261,7 @@ table{border-collapse:collapse;margin:.8em 0;font-size:.92em}td,th{border:1px so
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}table.cfg td{text-align:left;font-family:monospace}
 .sa{color:#E74C3C;font-weight:bold}.xsa{color:#2471A3;font-weight:bold}.missing{color:#a00}
 .numbers li{margin:.2em 0}.paper{color:#555;font-style:italic}.explain{background:#f7f9fb;border-left:3px solid #2471A3;padding:.3em .7em}.cap{color:#333;font-size:1.1em}pre{background:#f4f4f4;padding:.5em;overflow-x:auto}table.samples td{text-align:left;vertical-align:top;max-width:30em}code{background:#f4f4f4;padding:0 .2em}details{margin:.6em 0}
-h1.top{margin:.3em 0 .2em}table.claims{font-size:.84em;margin-top:.4em}table.claims td,table.claims th{padding:.12em .45em}table.claims td{white-space:nowrap}table.claims td:nth-child(2){white-space:normal}
+h1.top{margin:.3em 0 .2em}table.claims{font-size:.84em;margin-top:.4em}table.claims td,table.claims th{padding:.12em .45em}table.claims td{white-space:nowrap}table.claims td:nth-child(-n+2){white-space:normal}table.claims td:nth-child(2){min-width:17em}
 ]]
 
 -- One present section: its heading, texts, sentences from the summary s,
@@ -311,8 +311,8 @@ local function head_html(o, info, by_key)
   }
   if o.claims then -- the answers first (published: scripts/claims.lua's table, computed by the caller)
     head[#head + 1] = '<h2 id="claims">The claims, tested</h2>'
-    head[#head + 1] = md_table_html(o.claims.table, "claims")
     head[#head + 1] = "<p>" .. esc(o.claims.meaning or "") .. "</p>"
+    head[#head + 1] = md_table_html(o.claims.table, "claims")
     local li = {}
     for i, l in ipairs(o.claims.lines or {}) do li[i] = "<li>" .. esc(l) .. "</li>" end
     head[#head + 1] = "<ul>" .. table.concat(li) .. "</ul>"

@@ -20,9 +20,16 @@ function M.claim(key, text, short)
   return {key = key, text = text, short = short, rows = function(s, _, claim)
     local w, r = WHAT[key], row_of(s, key)
     if not r then
-      local why = not s and "no records yet" or (s.n and ("not yet: " .. (s.incomplete or "")) or
-        "not yet: the pilot has not fixed N")
-      return {{claim = claim, endpoint = w[1] .. " (registered)", n = 0, unit = w[2], word = why, registered = true}}
+      -- the table's cell stays short (the full reason would hide the verdict
+      -- column); the claim's sentence carries `pending`, the whole reason
+      if not s then
+        return {{claim = claim, endpoint = w[1] .. " (registered)", n = 0, unit = w[2], word = "no records yet",
+          registered = true}}
+      end
+      local why = s.n and (s.incomplete or "") or "the pilot has not fixed N"
+      local word = s.total and fmt("not yet: %d of %d groups", s.recorded, s.total) or "not yet"
+      return {{claim = claim, endpoint = w[1] .. " (registered)", n = 0, unit = w[2], word = word, registered = true,
+        pending = why}}
     end
     return {{claim = claim, endpoint = fmt("%s (registered: Holm over 3, adjusted p %s)", w[1],
       xsa.numbers.text("%.3g", r.p_holm)), n = r.n, unit = w[2], mean = r.mean, lo = r.lo, hi = r.hi,
