@@ -196,27 +196,10 @@ static xsa_bpe *load_fail(xsa_bpe *b, cJSON *json)
     return NULL;
 }
 
-xsa_bpe *xsa_bpe_load_buffers(const char *enc, size_t enc_len, const char *vbpe, size_t vlen)
+/* encoder.json's keys into the pool, each checked against its id; the
+ * tables sized for count tokens. -1 with xsa_error. */
+static int read_encoder(xsa_bpe *b, const cJSON *json, int count, const int cp_byte[512])
 {
-    int byte_cp[256], cp_byte[512];
-    byte_alphabet(byte_cp, cp_byte);
-    xsa_bpe *b = calloc(1, sizeof *b);
-    if (!b) {
-        xsa_error("bpe: out of memory");
-        return NULL;
-    }
-    b->eot = -1;
-    cJSON *json = cJSON_ParseWithLength(enc, enc_len);
-    if (!json || !cJSON_IsObject(json)) {
-        xsa_error("bpe: encoder.json is not a JSON object");
-        return load_fail(b, json);
-    }
-    int count = cJSON_GetArraySize(json);
-    if (count < 256 || count > (1 << 24)) {
-        xsa_error("bpe: encoder.json has %d entries (need at least the 256 bytes)", count);
-        return load_fail(b, json);
-    }
-    b->n_tokens = count;
     size_t pool_cap = 0;
     for (cJSON *e = json->child; e; e = e->next) pool_cap += strlen(e->string);
     b->pool = malloc(pool_cap + 1);
@@ -231,8 +214,7 @@ xsa_bpe *xsa_bpe_load_buffers(const char *enc, size_t enc_len, const char *vbpe,
     if (!b->pool || !b->tok_off || !b->tok_len || !b->rank || !b->vocab || !seen ||
         cache_init(b) != 0) {
         free(seen);
-        xsa_error("bpe: out of memory");
-        return load_fail(b, json);
+        return xsa_error("bpe: out of memory");
     }
     size_t pool_n = 0;
     for (cJSON *e = json->child; e; e = e->next) {
@@ -243,7 +225,7 @@ xsa_bpe *xsa_bpe_load_buffers(const char *enc, size_t enc_len, const char *vbpe,
             xsa_error("bpe: encoder.json: entry \"%.40s\" has id %.17g (ids must be 0..%d, each once)",
                       e->string, v, count - 1);
             free(seen);
-            return load_fail(b, json);
+            return -1;
         }
         seen[id] = 1;
         size_t slen = strlen(e->string);
@@ -258,7 +240,7 @@ xsa_bpe *xsa_bpe_load_buffers(const char *enc, size_t enc_len, const char *vbpe,
         if (nb <= 0 || nb > 65535) {
             xsa_error("bpe: encoder.json: key \"%.40s\" is not in GPT-2's byte alphabet", e->string);
             free(seen);
-            return load_fail(b, json);
+            return -1;
         }
         b->tok_off[id] = (uint32_t)pool_n;
         b->tok_len[id] = (uint16_t)nb;
@@ -266,36 +248,38 @@ xsa_bpe *xsa_bpe_load_buffers(const char *enc, size_t enc_len, const char *vbpe,
         pool_n += (size_t)nb;
     }
     free(seen);
-    cJSON_Delete(json);
-    json = NULL;
-    for (int id = 0; id < count; id++) {
+    return 0;
+}
+
+/* The mergeable tokens into the vocab table, and the 256 bytes' ids. */
+static int index_vocab(xsa_bpe *b)
+{
+    for (int id = 0; id < b->n_tokens; id++) {
         if (id == b->eot) continue;
-        if (vocab_find(b, b->pool + b->tok_off[id], b->tok_len[id]) >= 0) {
-            xsa_error("bpe: encoder.json: token %d duplicates the bytes of another token", id);
-            return load_fail(b, NULL);
-        }
+        if (vocab_find(b, b->pool + b->tok_off[id], b->tok_len[id]) >= 0)
+            return xsa_error("bpe: encoder.json: token %d duplicates the bytes of another token",
+                             id);
         vocab_insert(b, id);
     }
     for (int c = 0; c < 256; c++) {
         uint8_t by = (uint8_t)c;
         b->byte_id[c] = vocab_find(b, &by, 1);
-        if (b->byte_id[c] < 0) {
-            xsa_error("bpe: encoder.json has no token for byte 0x%02x", c);
-            return load_fail(b, NULL);
-        }
+        if (b->byte_id[c] < 0)
+            return xsa_error("bpe: encoder.json has no token for byte 0x%02x", c);
         b->rank[b->byte_id[c]] = 0; /* bytes never compete in a merge */
     }
+    return 0;
+}
 
-    /* vocab.bpe: "#version" header, then "A B" per line; later lines rank
-     * higher (merge later). tiktoken overwrites a repeated result with the
-     * later rank; so do we. */
+/* vocab.bpe: "#version" header, then "A B" per line; later lines rank
+ * higher (merge later). tiktoken overwrites a repeated result with the
+ * later rank; so do we. */
+static int read_merges(xsa_bpe *b, const char *vbpe, size_t vlen, const int cp_byte[512])
+{
     size_t tmp_n;
     uint8_t *tmp = xsa_ckd_mul_size(vlen, 2, &tmp_n) || xsa_ckd_add_size(tmp_n, 2, &tmp_n)
                        ? NULL : malloc(tmp_n);
-    if (!tmp) {
-        xsa_error("bpe: out of memory");
-        return load_fail(b, NULL);
-    }
+    if (!tmp) return xsa_error("bpe: out of memory");
     size_t pos = 0;
     int line = 0, merges = 0;
     while (pos < vlen) {
@@ -317,25 +301,58 @@ xsa_bpe *xsa_bpe_load_buffers(const char *enc, size_t enc_len, const char *vbpe,
             xsa_error("bpe: vocab.bpe line %d: expected two symbols of GPT-2's byte alphabet separated by one space",
                       line);
             free(tmp);
-            return load_fail(b, NULL);
+            return -1;
         }
         int id = vocab_find(b, tmp, (size_t)(na + nb));
         if (id < 0) {
             xsa_error("bpe: vocab.bpe line %d: the merged token is not in encoder.json", line);
             free(tmp);
-            return load_fail(b, NULL);
+            return -1;
         }
         b->rank[id] = 256 + merges++;
     }
     free(tmp);
-    for (int id = 0; id < count; id++) {
+    return 0;
+}
+
+/* Every token but the special one must be a byte or a merge's result. */
+static int check_ranks(xsa_bpe *b)
+{
+    for (int id = 0; id < b->n_tokens; id++) {
         if (id == b->eot) continue;
-        if (b->rank[id] == NO_RANK) {
-            xsa_error("bpe: token %d of encoder.json is neither a byte nor the result of a merge in vocab.bpe", id);
-            return load_fail(b, NULL);
-        }
+        if (b->rank[id] == NO_RANK)
+            return xsa_error("bpe: token %d of encoder.json is neither a byte nor the result of "
+                             "a merge in vocab.bpe", id);
         if (b->tok_len[id] > b->max_len) b->max_len = b->tok_len[id];
     }
+    return 0;
+}
+
+xsa_bpe *xsa_bpe_load_buffers(const char *enc, size_t enc_len, const char *vbpe, size_t vlen)
+{
+    int byte_cp[256], cp_byte[512];
+    byte_alphabet(byte_cp, cp_byte);
+    xsa_bpe *b = calloc(1, sizeof *b);
+    if (!b) {
+        xsa_error("bpe: out of memory");
+        return NULL;
+    }
+    b->eot = -1;
+    cJSON *json = cJSON_ParseWithLength(enc, enc_len);
+    if (!json || !cJSON_IsObject(json)) {
+        xsa_error("bpe: encoder.json is not a JSON object");
+        return load_fail(b, json);
+    }
+    int count = cJSON_GetArraySize(json);
+    if (count < 256 || count > (1 << 24)) {
+        xsa_error("bpe: encoder.json has %d entries (need at least the 256 bytes)", count);
+        return load_fail(b, json);
+    }
+    b->n_tokens = count;
+    if (read_encoder(b, json, count, cp_byte) != 0) return load_fail(b, json);
+    cJSON_Delete(json);
+    if (index_vocab(b) != 0 || read_merges(b, vbpe, vlen, cp_byte) != 0 || check_ranks(b) != 0)
+        return load_fail(b, NULL);
     b->identity = hbytes((const uint8_t *)enc, enc_len, 0x5851u) ^
                   mix(hbytes((const uint8_t *)vbpe, vlen, 0x5852u) + XSA_BPE_ALGO_VERSION);
     return b;
