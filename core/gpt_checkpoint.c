@@ -37,13 +37,11 @@ static int opt_matches(const xsa_gpt *m, const xsa_adamw *o)
     return 1;
 }
 
-int xsa_gpt_save(const xsa_gpt *m, const char *path, const xsa_adamw *opt)
+/* The configuration (and opt's hyperparameters) as metadata strings in
+ * vals and keys; returns how many. */
+static int save_meta(const xsa_gpt *m, const xsa_adamw *opt, char vals[NMETA + 5][40],
+                     const char *keys[NMETA + 5])
 {
-    if (opt && !opt_matches(m, opt))
-        return xsa_error("gpt save: the optimizer does not hold exactly this model's parameters");
-    int nt = xsa_gpt_num_tensors(m), n = nt;
-    char vals[NMETA + 5][40];
-    const char *keys[NMETA + 5], *values[NMETA + 5];
     const xsa_gpt_config *c = xsa_gpt_get_config(m);
     snprintf(vals[0], sizeof vals[0], "%d", c->vocab);
     snprintf(vals[1], sizeof vals[1], "%d", c->n_layer);
@@ -63,8 +61,55 @@ int xsa_gpt_save(const xsa_gpt *m, const char *path, const xsa_adamw *opt)
             keys[NMETA + i] = adam_keys[i];
         }
         nmeta += 5;
-        n = 3 * nt + 1;
     }
+    return nmeta;
+}
+
+/* opt's moments as views of its state, named after their parameters, and
+ * its step counts: entries nt..3*nt of names and ts. What it allocated is
+ * in owned[0..*made) and ts[nt..3*nt], for the caller to free. */
+static int save_adamw_tensors(const xsa_gpt *m, const xsa_adamw *opt, const char **names,
+                              char **owned, xsa_tensor **ts, int *made)
+{
+    int nt = xsa_gpt_num_tensors(m);
+    float *base = opt->state->data;
+    for (int i = 0; i < nt; i++) {
+        const xsa_tensor *p = xsa_gpt_param(m, i);
+        size_t len = strlen(xsa_gpt_param_name(m, i)) + 16;
+        owned[*made] = malloc(len);
+        owned[*made + 1] = malloc(len);
+        xsa_tensor *tm = xsa_tensor_from_storage(opt->state, XSA_FLOAT32, p->ndim, p->shape,
+                                                 (int64_t)(opt->m[i] - base));
+        xsa_tensor *tv = xsa_tensor_from_storage(opt->state, XSA_FLOAT32, p->ndim, p->shape,
+                                                 (int64_t)(opt->v[i] - base));
+        ts[nt + 2 * i] = tm;
+        ts[nt + 2 * i + 1] = tv;
+        *made += 2;
+        if (!owned[*made - 2] || !owned[*made - 1] || !tm || !tv)
+            return xsa_error("gpt save: out of memory");
+        snprintf(owned[*made - 2], len, "adamw.m.%s", xsa_gpt_param_name(m, i));
+        snprintf(owned[*made - 1], len, "adamw.v.%s", xsa_gpt_param_name(m, i));
+        names[nt + 2 * i] = owned[*made - 2];
+        names[nt + 2 * i + 1] = owned[*made - 1];
+    }
+    int64_t sh[1] = {nt};
+    xsa_tensor *steps = xsa_tensor_new(XSA_INT32, 1, sh);
+    ts[3 * nt] = steps;
+    names[3 * nt] = "adamw.steps";
+    if (!steps) return -1;
+    int32_t *s = xsa_tensor_i32(steps);
+    for (int i = 0; i < nt; i++) s[i] = (int32_t)opt->steps[i];
+    return 0;
+}
+
+int xsa_gpt_save(const xsa_gpt *m, const char *path, const xsa_adamw *opt)
+{
+    if (opt && !opt_matches(m, opt))
+        return xsa_error("gpt save: the optimizer does not hold exactly this model's parameters");
+    int nt = xsa_gpt_num_tensors(m), n = opt ? 3 * nt + 1 : nt;
+    char vals[NMETA + 5][40];
+    const char *keys[NMETA + 5], *values[NMETA + 5];
+    int nmeta = save_meta(m, opt, vals, keys);
     for (int i = 0; i < nmeta; i++) values[i] = vals[i];
     const char **names = calloc((size_t)n, sizeof *names);
     char **owned = calloc((size_t)n, sizeof *owned);
@@ -78,37 +123,7 @@ int xsa_gpt_save(const xsa_gpt *m, const char *path, const xsa_adamw *opt)
         names[i] = xsa_gpt_param_name(m, i);
         ts[i] = xsa_gpt_param(m, i);
     }
-    if (opt) {
-        float *base = opt->state->data;
-        for (int i = 0; i < nt; i++) {
-            const xsa_tensor *p = xsa_gpt_param(m, i);
-            size_t len = strlen(xsa_gpt_param_name(m, i)) + 16;
-            owned[made] = malloc(len);
-            owned[made + 1] = malloc(len);
-            xsa_tensor *tm = xsa_tensor_from_storage(opt->state, XSA_FLOAT32, p->ndim, p->shape,
-                                                     (int64_t)(opt->m[i] - base));
-            xsa_tensor *tv = xsa_tensor_from_storage(opt->state, XSA_FLOAT32, p->ndim, p->shape,
-                                                     (int64_t)(opt->v[i] - base));
-            ts[nt + 2 * i] = tm;
-            ts[nt + 2 * i + 1] = tv;
-            made += 2;
-            if (!owned[made - 2] || !owned[made - 1] || !tm || !tv) {
-                xsa_error("gpt save: out of memory");
-                goto done;
-            }
-            snprintf(owned[made - 2], len, "adamw.m.%s", xsa_gpt_param_name(m, i));
-            snprintf(owned[made - 1], len, "adamw.v.%s", xsa_gpt_param_name(m, i));
-            names[nt + 2 * i] = owned[made - 2];
-            names[nt + 2 * i + 1] = owned[made - 1];
-        }
-        int64_t sh[1] = {nt};
-        xsa_tensor *steps = xsa_tensor_new(XSA_INT32, 1, sh);
-        ts[3 * nt] = steps;
-        names[3 * nt] = "adamw.steps";
-        if (!steps) goto done;
-        int32_t *s = xsa_tensor_i32(steps);
-        for (int i = 0; i < nt; i++) s[i] = (int32_t)opt->steps[i];
-    }
+    if (opt && save_adamw_tensors(m, opt, names, owned, ts, &made) != 0) goto done;
     rc = xsa_st_save(path, n, names, ts, nmeta, keys, values);
 done:
     if (ts && opt)
@@ -196,19 +211,15 @@ static int parse_attention(const char *path, const char *att, const xsa_gpt_ext_
     return 0;
 }
 
-xsa_gpt *xsa_gpt_load_ext(const char *path, xsa_adamw **opt_out, const xsa_gpt_ext_attention *ext)
+/* The configuration from path's metadata into *c, validated. */
+static int load_config(const xsa_st_file *f, const char *path, const xsa_gpt_ext_attention *ext,
+                       xsa_gpt_config *c)
 {
-    if (opt_out) *opt_out = NULL;
-    xsa_st_file *f = xsa_st_load(path);
-    if (!f) return NULL;
-    xsa_gpt *m = NULL;
-    xsa_adamw *o = NULL;
-    xsa_gpt_config c;
     long long iv[5];
     unsigned long long seed;
     const int64_t lim = (int64_t)1 << 30;
     for (int i = 0; i < 5; i++)
-        if (meta_int(f, path, meta_keys[i], 0, lim, &iv[i]) != 0) goto fail;
+        if (meta_int(f, path, meta_keys[i], 0, lim, &iv[i]) != 0) return -1;
     {
         const char *s = xsa_st_meta(f, "seed");
         char *end = NULL;
@@ -217,82 +228,103 @@ xsa_gpt *xsa_gpt_load_ext(const char *path, xsa_adamw **opt_out, const xsa_gpt_e
         if (!s || errno || end == s || *end || s[0] == '-') {
             if (s) xsa_error("%s: metadata seed = \"%s\" is not a non-negative integer", path, s);
             else xsa_error("%s: missing metadata key seed", path);
-            goto fail;
+            return -1;
         }
         seed = u;
     }
-    c.vocab = (int)iv[0];
-    c.n_layer = (int)iv[1];
-    c.d_model = (int)iv[2];
-    c.n_head = (int)iv[3];
-    c.seq_len = (int)iv[4];
-    c.seed = (uint64_t)seed;
-    c.precision = XSA_PREC_F32;
+    c->vocab = (int)iv[0];
+    c->n_layer = (int)iv[1];
+    c->d_model = (int)iv[2];
+    c->n_head = (int)iv[3];
+    c->seq_len = (int)iv[4];
+    c->seed = (uint64_t)seed;
+    c->precision = XSA_PREC_F32;
     const char *att = xsa_st_meta(f, "attention");
-    if (!att) {
-        xsa_error("%s: missing metadata key attention", path);
-        goto fail;
-    }
-    if (parse_attention(path, att, ext, &c.attention) != 0) goto fail;
-    if (meta_double(f, path, "lambda", &c.lambda) != 0) goto fail;
-    if (xsa_gpt_config_validate(&c) != 0) {
+    if (!att) return xsa_error("%s: missing metadata key attention", path);
+    if (parse_attention(path, att, ext, &c->attention) != 0) return -1;
+    if (meta_double(f, path, "lambda", &c->lambda) != 0) return -1;
+    if (xsa_gpt_config_validate(c) != 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", xsa_last_error());
-        xsa_error("%s: invalid configuration: %s", path, msg);
-        goto fail;
+        return xsa_error("%s: invalid configuration: %s", path, msg);
     }
-    m = xsa_gpt_alloc(&c);
-    if (!m || (ext && xsa_gpt_set_ext_attention(m, ext) != 0)) goto fail;
-    for (int i = 0; i < xsa_gpt_num_tensors(m); i++)
-        if (load_tensor(f, path, xsa_gpt_param_name(m, i), xsa_gpt_param(m, i), XSA_FLOAT32, P(m, i)) != 0) goto fail;
+    return 0;
+}
+
+/* Every tensor of f is a parameter of m or an optimizer's ("adamw.");
+ * returns whether there are optimizer tensors, -1 for a stranger. */
+static int check_tensor_names(const xsa_st_file *f, const char *path, const xsa_gpt *m)
+{
     int has_adam = 0;
     for (int i = 0; i < f->n; i++) {
         if (strncmp(f->names[i], "adamw.", 6) == 0) {
             has_adam = 1;
             continue;
         }
-        if (!xsa_gpt_find_param(m, f->names[i])) {
-            xsa_error("%s: unexpected tensor %s", path, f->names[i]);
-            goto fail;
-        }
+        if (!xsa_gpt_find_param(m, f->names[i]))
+            return xsa_error("%s: unexpected tensor %s", path, f->names[i]);
     }
-    if (opt_out && has_adam) {
-        double h[5];
-        for (int i = 0; i < 5; i++)
-            if (meta_double(f, path, adam_keys[i], &h[i]) != 0) goto fail;
-        o = xsa_adamw_new(xsa_gpt_num_tensors(m), xsa_gpt_params(m), h[0], h[1], h[2], h[3], h[4]);
-        if (!o) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s", xsa_last_error());
-            xsa_error("%s: invalid optimizer state: %s", path, msg);
-            goto fail;
-        }
-        char name[160];
-        for (int i = 0; i < xsa_gpt_num_tensors(m); i++) {
-            snprintf(name, sizeof name, "adamw.m.%s", xsa_gpt_param_name(m, i));
-            if (load_tensor(f, path, name, xsa_gpt_param(m, i), XSA_FLOAT32, o->m[i]) != 0) goto fail;
-            snprintf(name, sizeof name, "adamw.v.%s", xsa_gpt_param_name(m, i));
-            if (load_tensor(f, path, name, xsa_gpt_param(m, i), XSA_FLOAT32, o->v[i]) != 0) goto fail;
-        }
-        xsa_tensor *st = xsa_st_get(f, "adamw.steps");
-        if (!st || st->dtype != XSA_INT32 || st->ndim != 1 || st->shape[0] != xsa_gpt_num_tensors(m)) {
-            xsa_error("%s: missing or malformed tensor adamw.steps (int32 [%d])", path, xsa_gpt_num_tensors(m));
-            goto fail;
-        }
-        const int32_t *s = xsa_tensor_i32(st);
-        for (int i = 0; i < xsa_gpt_num_tensors(m); i++) {
-            if (s[i] < 0) {
-                xsa_error("%s: adamw.steps holds a negative count", path);
-                goto fail;
-            }
-            o->steps[i] = s[i];
-        }
-        *opt_out = o;
+    return has_adam;
+}
+
+/* The AdamW state f holds for m's parameters; NULL with xsa_error. */
+static xsa_adamw *load_adamw(const xsa_st_file *f, const char *path, xsa_gpt *m)
+{
+    double h[5];
+    for (int i = 0; i < 5; i++)
+        if (meta_double(f, path, adam_keys[i], &h[i]) != 0) return NULL;
+    xsa_adamw *o = xsa_adamw_new(xsa_gpt_num_tensors(m), xsa_gpt_params(m), h[0], h[1], h[2],
+                                 h[3], h[4]);
+    if (!o) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", xsa_last_error());
+        xsa_error("%s: invalid optimizer state: %s", path, msg);
+        return NULL;
     }
+    char name[160];
+    for (int i = 0; i < xsa_gpt_num_tensors(m); i++) {
+        snprintf(name, sizeof name, "adamw.m.%s", xsa_gpt_param_name(m, i));
+        if (load_tensor(f, path, name, xsa_gpt_param(m, i), XSA_FLOAT32, o->m[i]) != 0) goto fail;
+        snprintf(name, sizeof name, "adamw.v.%s", xsa_gpt_param_name(m, i));
+        if (load_tensor(f, path, name, xsa_gpt_param(m, i), XSA_FLOAT32, o->v[i]) != 0) goto fail;
+    }
+    xsa_tensor *st = xsa_st_get(f, "adamw.steps");
+    if (!st || st->dtype != XSA_INT32 || st->ndim != 1 || st->shape[0] != xsa_gpt_num_tensors(m)) {
+        xsa_error("%s: missing or malformed tensor adamw.steps (int32 [%d])", path, xsa_gpt_num_tensors(m));
+        goto fail;
+    }
+    const int32_t *s = xsa_tensor_i32(st);
+    for (int i = 0; i < xsa_gpt_num_tensors(m); i++) {
+        if (s[i] < 0) {
+            xsa_error("%s: adamw.steps holds a negative count", path);
+            goto fail;
+        }
+        o->steps[i] = s[i];
+    }
+    return o;
+fail:
+    xsa_adamw_free(o);
+    return NULL;
+}
+
+xsa_gpt *xsa_gpt_load_ext(const char *path, xsa_adamw **opt_out, const xsa_gpt_ext_attention *ext)
+{
+    if (opt_out) *opt_out = NULL;
+    xsa_st_file *f = xsa_st_load(path);
+    if (!f) return NULL;
+    xsa_gpt *m = NULL;
+    xsa_gpt_config c;
+    if (load_config(f, path, ext, &c) != 0) goto fail;
+    m = xsa_gpt_alloc(&c);
+    if (!m || (ext && xsa_gpt_set_ext_attention(m, ext) != 0)) goto fail;
+    for (int i = 0; i < xsa_gpt_num_tensors(m); i++)
+        if (load_tensor(f, path, xsa_gpt_param_name(m, i), xsa_gpt_param(m, i), XSA_FLOAT32, P(m, i)) != 0) goto fail;
+    int has_adam = check_tensor_names(f, path, m);
+    if (has_adam < 0) goto fail;
+    if (opt_out && has_adam && !(*opt_out = load_adamw(f, path, m))) goto fail;
     xsa_st_free(f);
     return m;
 fail:
-    xsa_adamw_free(o);
     xsa_gpt_free(m);
     xsa_st_free(f);
     return NULL;
