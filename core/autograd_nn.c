@@ -386,71 +386,95 @@ static xsa_tensor *weights(const xsa_tensor *qkv, const xsa_tensor *saved, const
     return w;
 }
 
-xsa_tensor *xsa_ag_attention(xsa_tensor *q, xsa_tensor *k, xsa_tensor *v, int n_head,
-                             double lambda, double *probe, xsa_tensor **att_out)
+/* Checks q, k, v (or a packed qkv alone, k and v NULL), the heads and
+ * lambda; *C_out the channels of one of q, k, v. */
+static int attention_check(const char *fn, const xsa_tensor *q, const xsa_tensor *k,
+                           const xsa_tensor *v, int n_head, double lambda, int64_t *C_out)
 {
-    const char *fn = "attention";
-    if (att_out) *att_out = NULL;
     int packed = !k && !v;
-    if (!packed && (!k || !v)) return xsa_error("%s: give q, k and v, or a packed qkv alone", fn), NULL;
-    if (want_f32(fn, packed ? "qkv" : "q", q, 3)) return NULL;
-    if (!packed && (want_f32(fn, "k", k, 3) || want_f32(fn, "v", v, 3))) return NULL;
-    if (!packed && !xsa_tensor_same_shape(q, k)) return shape_err(fn, "q", q, "k", k), NULL;
-    if (!packed && !xsa_tensor_same_shape(q, v)) return shape_err(fn, "q", q, "v", v), NULL;
-    int64_t B = q->shape[0], T = q->shape[1], C = q->shape[2];
+    if (!packed && (!k || !v)) return xsa_error("%s: give q, k and v, or a packed qkv alone", fn);
+    if (want_f32(fn, packed ? "qkv" : "q", q, 3)) return -1;
+    if (!packed && (want_f32(fn, "k", k, 3) || want_f32(fn, "v", v, 3))) return -1;
+    if (!packed && !xsa_tensor_same_shape(q, k)) return shape_err(fn, "q", q, "k", k);
+    if (!packed && !xsa_tensor_same_shape(q, v)) return shape_err(fn, "q", q, "v", v);
+    int64_t C = q->shape[2];
     if (packed) {
         if (C % 3 != 0) {
             char b[64];
             return xsa_error("%s: qkv %s: the last dimension must be 3*C", fn,
-                             xsa_shape_str(q->ndim, q->shape, b, sizeof b)), NULL;
+                             xsa_shape_str(q->ndim, q->shape, b, sizeof b));
         }
         C /= 3;
     }
     if (C == 0) {
         char b[64];
         return xsa_error("%s: %s %s has no channels (C = 0)", fn, packed ? "qkv" : "q",
-                         xsa_shape_str(q->ndim, q->shape, b, sizeof b)), NULL;
+                         xsa_shape_str(q->ndim, q->shape, b, sizeof b));
     }
     if (n_head < 1 || C % n_head != 0)
-        return xsa_error("%s: %d heads do not divide C = %lld", fn, n_head, (long long)C), NULL;
-    if (!isfinite(lambda)) return xsa_error("%s: lambda must be finite", fn), NULL;
-    xsa_tensor *in[3] = {q, k, v};
-    if (B == 0 || T == 0) { /* an empty batch: empty results */
-        int64_t os[3] = {B, T, C}, as[4] = {B, n_head, T, T};
-        xsa_tensor *e = xsa_tensor_zeros(XSA_FLOAT32, 3, os);
-        if (e && att_out && !(*att_out = xsa_tensor_zeros(XSA_FLOAT32, 4, as))) {
-            xsa_tensor_free(e);
-            return NULL;
-        }
-        if (!e || !xsa_agi_any_needs(packed ? 1 : 3, in)) return e;
-        e = xsa_agi_attach(e, xsa_agi_node_new("AttentionBackward", bw_zeros, packed ? 1 : 3, in), 0);
-        if (!e && att_out) {
-            xsa_tensor_free(*att_out);
-            *att_out = NULL;
-        }
-        return e;
+        return xsa_error("%s: %d heads do not divide C = %lld", fn, n_head, (long long)C);
+    if (!isfinite(lambda)) return xsa_error("%s: lambda must be finite", fn);
+    *C_out = C;
+    return 0;
+}
+
+/* An empty batch (B or T = 0): empty results, and a backward of zeros for
+ * the n_in inputs in. */
+static xsa_tensor *attention_empty(int64_t B, int64_t T, int64_t C, int n_head, int n_in,
+                                   xsa_tensor **in, xsa_tensor **att_out)
+{
+    int64_t os[3] = {B, T, C}, as[4] = {B, n_head, T, T};
+    xsa_tensor *e = xsa_tensor_zeros(XSA_FLOAT32, 3, os);
+    if (e && att_out && !(*att_out = xsa_tensor_zeros(XSA_FLOAT32, 4, as))) {
+        xsa_tensor_free(e);
+        return NULL;
     }
+    if (!e || !xsa_agi_any_needs(n_in, in)) return e;
+    e = xsa_agi_attach(e, xsa_agi_node_new("AttentionBackward", bw_zeros, n_in, in), 0);
+    if (!e && att_out) {
+        xsa_tensor_free(*att_out);
+        *att_out = NULL;
+    }
+    return e;
+}
+
+/* The kernel's input: a packed qkv made contiguous, or q, k and v copied
+ * side by side into a new [B,T,3C]. */
+static xsa_tensor *attention_qkv(xsa_tensor *q, xsa_tensor *k, xsa_tensor *v, int packed,
+                                 const int64_t *qshape, int64_t C)
+{
+    if (packed) return xsa_tensor_contiguous(q);
+    xsa_tensor *qkv = xsa_tensor_new(XSA_FLOAT32, 3, qshape);
+    xsa_tensor *parts[3] = {q, k, v};
+    for (int i = 0; qkv && i < 3; i++) {
+        xsa_tensor *dst = xsa_tensor_narrow(qkv, 2, i * C, C);
+        if (!dst || xsa_tensor_copy_(dst, parts[i]) != 0) {
+            xsa_tensor_free(qkv);
+            qkv = NULL;
+        }
+        xsa_tensor_free(dst);
+    }
+    return qkv;
+}
+
+xsa_tensor *xsa_ag_attention(xsa_tensor *q, xsa_tensor *k, xsa_tensor *v, int n_head,
+                             double lambda, double *probe, xsa_tensor **att_out)
+{
+    const char *fn = "attention";
+    if (att_out) *att_out = NULL;
+    int packed = !k && !v;
+    int64_t C = 0;
+    if (attention_check(fn, q, k, v, n_head, lambda, &C) != 0) return NULL;
+    int64_t B = q->shape[0], T = q->shape[1];
+    xsa_tensor *in[3] = {q, k, v};
+    if (B == 0 || T == 0) return attention_empty(B, T, C, n_head, packed ? 1 : 3, in, att_out);
     if (fits_int(fn, B) || fits_int(fn, T) || fits_int(fn, 3 * C)) return NULL;
     int blocked = T > XSA_NN_ATTN_FULL_MAX; /* att: the blocked kernel's row statistics */
     if ((!blocked || att_out) && (double)B * n_head * T * T > (double)XSA_MAX_NUMEL)
         return xsa_error("%s: attention weights of %lld x %d x %lld x %lld are too large", fn,
                          (long long)B, n_head, (long long)T, (long long)T), NULL;
     int64_t qshape[3] = {B, T, 3 * C}, oshape[3] = {B, T, C}, ashape[4] = {B, n_head, T, T};
-    xsa_tensor *qkv = NULL;
-    if (packed) {
-        qkv = xsa_tensor_contiguous(q);
-    } else {
-        qkv = xsa_tensor_new(XSA_FLOAT32, 3, qshape);
-        xsa_tensor *parts[3] = {q, k, v};
-        for (int i = 0; qkv && i < 3; i++) {
-            xsa_tensor *dst = xsa_tensor_narrow(qkv, 2, i * C, C);
-            if (!dst || xsa_tensor_copy_(dst, parts[i]) != 0) {
-                xsa_tensor_free(qkv);
-                qkv = NULL;
-            }
-            xsa_tensor_free(dst);
-        }
-    }
+    xsa_tensor *qkv = attention_qkv(q, k, v, packed, qshape, C);
     xsa_tensor *out = qkv ? xsa_tensor_new(XSA_FLOAT32, 3, oshape) : NULL;
     int64_t saved = (int64_t)xsa_nn_attention_saved_floats((int)B, (int)T, (int)C, n_head);
     xsa_tensor *att = !out ? NULL : blocked ? xsa_tensor_new(XSA_FLOAT32, 1, &saved)
