@@ -78,10 +78,9 @@ static int full_forward_logits(xsa_gpt *m, gen_state *g)
     return 0;
 }
 
-int xsa_gpt_generate(xsa_gpt *m, int B, const int32_t *const *prompts, const int *lens,
-                     const xsa_generate_opts *o, int32_t *out, int *nout)
+static int check_generate_args(const xsa_gpt_config *cfg, int B, const int32_t *const *prompts,
+                               const int *lens, const xsa_generate_opts *o, int *nout)
 {
-    const xsa_gpt_config *cfg = xsa_gpt_get_config(m);
     if (B < 1) return xsa_error("generate: no prompts");
     if (o->max_new_tokens < 0)
         return xsa_error("generate: max_new_tokens must be >= 0 (got %d)", o->max_new_tokens);
@@ -95,6 +94,85 @@ int xsa_gpt_generate(xsa_gpt *m, int B, const int32_t *const *prompts, const int
                 return xsa_error("generate: prompt %d has token %d, outside [0, %d)", b + 1,
                                  (int)prompts[b][t], cfg->vocab);
     }
+    return 0;
+}
+
+/* g's buffers, each row's history its prompt's last seq_len tokens and
+ * its generator seeded; -1 when out of memory (no message: the caller's). */
+static int gen_alloc(gen_state *g, const int32_t *const *prompts, const int *lens, uint64_t seed)
+{
+    int B = g->B;
+    g->hist = calloc((size_t)B, sizeof *g->hist);
+    g->hlen = calloc((size_t)B, sizeof *g->hlen);
+    g->ids = malloc((size_t)B * g->S * sizeof *g->ids);
+    g->lens = malloc((size_t)B * sizeof *g->lens);
+    g->logits = malloc((size_t)B * g->V * sizeof *g->logits);
+    g->work = malloc(xsa_sample_work_bytes(g->V) + (size_t)g->V * sizeof(float));
+    g->rng = malloc((size_t)B * sizeof *g->rng);
+    g->active = malloc((size_t)B * sizeof *g->active);
+    if (!g->hist || !g->hlen || !g->ids || !g->lens || !g->logits || !g->work || !g->rng ||
+        !g->active)
+        return -1;
+    for (int b = 0; b < B; b++) {
+        int keep = lens[b] < g->S ? lens[b] : g->S;
+        g->hist[b] = malloc(((size_t)keep + g->maxn) * sizeof(int32_t));
+        if (!g->hist[b]) return -1;
+        memcpy(g->hist[b], prompts[b] + lens[b] - keep, (size_t)keep * sizeof(int32_t));
+        g->hlen[b] = keep;
+        g->active[b] = 1;
+        xsa_rng_seed(&g->rng[b], seed + (uint64_t)b);
+    }
+    return 0;
+}
+
+/* One token drawn for each active row (a row that draws eot stops);
+ * returns whether any row took a token, -1 with xsa_error. */
+static int sample_rows(gen_state *g, const xsa_generate_opts *o, int32_t *out, int *nout)
+{
+    int any = 0;
+    for (int b = 0; b < g->B; b++) {
+        if (!g->active[b]) continue;
+        int32_t id = xsa_sample(g->logits + (size_t)b * g->V, g->V, &o->sampling, &g->rng[b],
+                                g->work);
+        if (id < 0) {
+            char why[256]; /* xsa_error writes the buffer last_error reads */
+            snprintf(why, sizeof why, "%s", xsa_last_error() + strlen("sampling: "));
+            return xsa_error("generate: row %d, new token %d: the model's %s", b + 1,
+                             nout[b] + 1, why);
+        }
+        if (id == o->eot) {
+            g->active[b] = 0;
+            continue;
+        }
+        out[(size_t)b * g->maxn + nout[b]++] = id;
+        g->hist[b][g->hlen[b]++] = id;
+        any = 1;
+    }
+    return any;
+}
+
+/* The logits that follow each row's newest token: through the cache, or
+ * (no cache) full forwards of ref. */
+static int next_logits(gen_state *g, xsa_kv_cache *cache, xsa_gpt *ref)
+{
+    if (!cache) return full_forward_logits(ref, g);
+    if (xsa_kv_cache_len(cache) < g->S) {
+        /* one new token per row; finished rows repeat their last one
+         * (their logits are no longer read) */
+        for (int b = 0; b < g->B; b++) g->ids[b] = g->hist[b][g->hlen[b] - 1];
+        return xsa_kv_cache_append(cache, g->ids, 1, NULL, g->logits, 0);
+    }
+    /* the window is full: recompute over the last seq_len tokens */
+    xsa_kv_cache_rewind(cache);
+    int T = pack_window(g);
+    return xsa_kv_cache_append(cache, g->ids, T, g->lens, g->logits, 0);
+}
+
+int xsa_gpt_generate(xsa_gpt *m, int B, const int32_t *const *prompts, const int *lens,
+                     const xsa_generate_opts *o, int32_t *out, int *nout)
+{
+    const xsa_gpt_config *cfg = xsa_gpt_get_config(m);
+    if (check_generate_args(cfg, B, prompts, lens, o, nout) != 0) return -1;
     if (o->max_new_tokens == 0) return 0;
     gen_state g = {.B = B, .S = cfg->seq_len, .V = cfg->vocab, .maxn = o->max_new_tokens};
     int rc = -1;
@@ -103,24 +181,9 @@ int xsa_gpt_generate(xsa_gpt *m, int B, const int32_t *const *prompts, const int
      * computed before generate keeps its activations for its backward, as
      * with the cache */
     xsa_gpt *ref = NULL;
-    g.hist = calloc((size_t)B, sizeof *g.hist);
-    g.hlen = calloc((size_t)B, sizeof *g.hlen);
-    g.ids = malloc((size_t)B * g.S * sizeof *g.ids);
-    g.lens = malloc((size_t)B * sizeof *g.lens);
-    g.logits = malloc((size_t)B * g.V * sizeof *g.logits);
-    g.work = malloc(xsa_sample_work_bytes(g.V) + (size_t)g.V * sizeof(float));
-    g.rng = malloc((size_t)B * sizeof *g.rng);
-    g.active = malloc((size_t)B * sizeof *g.active);
-    if (!g.hist || !g.hlen || !g.ids || !g.lens || !g.logits || !g.work || !g.rng || !g.active)
-        goto oom;
-    for (int b = 0; b < B; b++) {
-        int keep = lens[b] < g.S ? lens[b] : g.S;
-        g.hist[b] = malloc(((size_t)keep + g.maxn) * sizeof(int32_t));
-        if (!g.hist[b]) goto oom;
-        memcpy(g.hist[b], prompts[b] + lens[b] - keep, (size_t)keep * sizeof(int32_t));
-        g.hlen[b] = keep;
-        g.active[b] = 1;
-        xsa_rng_seed(&g.rng[b], o->seed + (uint64_t)b);
+    if (gen_alloc(&g, prompts, lens, o->seed) != 0) {
+        xsa_error("generate: out of memory");
+        goto done;
     }
     if (o->use_cache) {
         cache = xsa_kv_cache_new(m, B);
@@ -133,43 +196,12 @@ int xsa_gpt_generate(xsa_gpt *m, int B, const int32_t *const *prompts, const int
         goto done;
     }
     for (int step = 0;; step++) {
-        int any = 0;
-        for (int b = 0; b < B; b++) {
-            if (!g.active[b]) continue;
-            int32_t id = xsa_sample(g.logits + (size_t)b * g.V, g.V, &o->sampling, &g.rng[b], g.work);
-            if (id < 0) {
-                char why[256]; /* xsa_error writes the buffer last_error reads */
-                snprintf(why, sizeof why, "%s", xsa_last_error() + strlen("sampling: "));
-                xsa_error("generate: row %d, new token %d: the model's %s", b + 1, nout[b] + 1, why);
-                goto done;
-            }
-            if (id == o->eot) {
-                g.active[b] = 0;
-                continue;
-            }
-            out[(size_t)b * g.maxn + nout[b]++] = id;
-            g.hist[b][g.hlen[b]++] = id;
-            any = 1;
-        }
+        int any = sample_rows(&g, o, out, nout);
+        if (any < 0) goto done;
         if (!any || step + 1 == g.maxn) break;
-        if (!o->use_cache) {
-            if (full_forward_logits(ref, &g) != 0) goto done;
-        } else if (xsa_kv_cache_len(cache) < g.S) {
-            /* one new token per row; finished rows repeat their last one
-             * (their logits are no longer read) */
-            for (int b = 0; b < B; b++) g.ids[b] = g.hist[b][g.hlen[b] - 1];
-            if (xsa_kv_cache_append(cache, g.ids, 1, NULL, g.logits, 0) != 0) goto done;
-        } else {
-            /* the window is full: recompute over the last seq_len tokens */
-            xsa_kv_cache_rewind(cache);
-            int T = pack_window(&g);
-            if (xsa_kv_cache_append(cache, g.ids, T, g.lens, g.logits, 0) != 0) goto done;
-        }
+        if (next_logits(&g, cache, ref) != 0) goto done;
     }
     rc = 0;
-    goto done;
-oom:
-    xsa_error("generate: out of memory");
 done:
     xsa_gpt_free(ref);
     xsa_kv_cache_free(cache);

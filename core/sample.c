@@ -112,6 +112,70 @@ static int check_logits(const float *logits, int V)
     return inf;
 }
 
+/* Keeps the top_k largest probs (ties at the k-th: the lowest ids) and
+ * zeroes the rest; vals is scratch of V floats. */
+static void keep_top_k(float *probs, int V, int top_k, float *vals)
+{
+    memcpy(vals, probs, (size_t)V * sizeof(float));
+    float tau = kth_largest(vals, V, top_k);
+    int above = 0;
+    for (int i = 0; i < V; i++) above += probs[i] > tau;
+    int ties = top_k - above; /* equal to tau: the lowest ids */
+    for (int i = 0; i < V; i++) {
+        if (probs[i] > tau) continue;
+        if (probs[i] == tau && ties > 0) {
+            ties--;
+            continue;
+        }
+        probs[i] = 0.0f;
+    }
+}
+
+/* Keeps the nucleus of probs and zeroes the rest: buckets of probabilities
+ * from the top until the sum reaches top_p of the total, then a sort of the
+ * one bucket that crosses. bsum, bcount (4096 each) and cand (V) are
+ * scratch. */
+static void keep_top_p(float *probs, int V, double top_p, double *bsum, int *bcount, cand_t *cand)
+{
+    double total = 0.0;
+    memset(bsum, 0, 4096 * sizeof(double));
+    memset(bcount, 0, 4096 * sizeof(int));
+    for (int i = 0; i < V; i++)
+        if (probs[i] > 0.0f) {
+            int bk = bucket_of(probs[i]);
+            bsum[bk] += probs[i];
+            bcount[bk]++;
+            total += probs[i];
+        }
+    double target = top_p * total, cum = 0.0;
+    int cross = 0;
+    for (int bk = 4095; bk >= 0; bk--) {
+        if (cum + bsum[bk] >= target) {
+            cross = bk;
+            break;
+        }
+        cum += bsum[bk];
+    }
+    int n = 0;
+    for (int i = 0; i < V; i++)
+        if (probs[i] > 0.0f && bucket_of(probs[i]) == cross) {
+            cand[n].p = probs[i];
+            cand[n++].i = i;
+        }
+    qsort(cand, (size_t)n, sizeof *cand, by_prob);
+    int keep = n;
+    for (int j = 0; j < n; j++) {
+        cum += cand[j].p;
+        if (cum >= target) {
+            keep = j + 1;
+            break;
+        }
+    }
+    for (int j = keep; j < n; j++) probs[cand[j].i] = 0.0f;
+    for (int i = 0; i < V; i++)
+        if (probs[i] > 0.0f && bucket_of(probs[i]) < cross) probs[i] = 0.0f;
+}
+
 int xsa_sample_probs(float *probs, const float *logits, int V, const xsa_sampling *s, void *work)
 {
     int inf = check_logits(logits, V);
@@ -138,62 +202,8 @@ int xsa_sample_probs(float *probs, const float *logits, int V, const xsa_samplin
         float e = expf((logits[i] - mx) * invt);
         probs[i] = e == e ? e : 0.0f;
     }
-    if (s->top_k > 0 && s->top_k < V) {
-        memcpy(vals, probs, (size_t)V * sizeof(float));
-        float tau = kth_largest(vals, V, s->top_k);
-        int above = 0;
-        for (int i = 0; i < V; i++) above += probs[i] > tau;
-        int ties = s->top_k - above; /* equal to tau: the lowest ids */
-        for (int i = 0; i < V; i++) {
-            if (probs[i] > tau) continue;
-            if (probs[i] == tau && ties > 0) {
-                ties--;
-                continue;
-            }
-            probs[i] = 0.0f;
-        }
-    }
-    if (s->top_p < 1.0) {
-        /* the nucleus: buckets of probabilities from the top until the sum
-         * reaches top_p, then a sort of the one bucket that crosses */
-        double total = 0.0;
-        memset(bsum, 0, 4096 * sizeof(double));
-        memset(bcount, 0, 4096 * sizeof(int));
-        for (int i = 0; i < V; i++)
-            if (probs[i] > 0.0f) {
-                int bk = bucket_of(probs[i]);
-                bsum[bk] += probs[i];
-                bcount[bk]++;
-                total += probs[i];
-            }
-        double target = s->top_p * total, cum = 0.0;
-        int cross = 0;
-        for (int bk = 4095; bk >= 0; bk--) {
-            if (cum + bsum[bk] >= target) {
-                cross = bk;
-                break;
-            }
-            cum += bsum[bk];
-        }
-        int n = 0;
-        for (int i = 0; i < V; i++)
-            if (probs[i] > 0.0f && bucket_of(probs[i]) == cross) {
-                cand[n].p = probs[i];
-                cand[n++].i = i;
-            }
-        qsort(cand, (size_t)n, sizeof *cand, by_prob);
-        int keep = n;
-        for (int j = 0; j < n; j++) {
-            cum += cand[j].p;
-            if (cum >= target) {
-                keep = j + 1;
-                break;
-            }
-        }
-        for (int j = keep; j < n; j++) probs[cand[j].i] = 0.0f;
-        for (int i = 0; i < V; i++)
-            if (probs[i] > 0.0f && bucket_of(probs[i]) < cross) probs[i] = 0.0f;
-    }
+    if (s->top_k > 0 && s->top_k < V) keep_top_k(probs, V, s->top_k, vals);
+    if (s->top_p < 1.0) keep_top_p(probs, V, s->top_p, bsum, bcount, cand);
     double total = 0.0;
     int kept = 0;
     for (int i = 0; i < V; i++)
