@@ -116,28 +116,11 @@ static const char *json_kind(const cJSON *v)
     return "invalid";
 }
 
-/* Fills e from one header entry; -1 with xsa_error on any problem. */
-static int parse_entry(const char *path, const cJSON *item, int64_t data_len, entry *e)
+/* e's shape from one header entry, and its element count into *numel;
+ * -1 with xsa_error on any problem. */
+static int parse_shape(const char *path, const cJSON *item, entry *e, int64_t *numel_out)
 {
     const char *nm = item->string;
-    e->name = nm;
-    if (!cJSON_IsObject(item))
-        return xsa_error("%s: tensor " NAMEFMT " entry is %s, not an object", path, nm,
-                         json_kind(item));
-    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(item, "dtype");
-    if (!dt) return xsa_error("%s: tensor " NAMEFMT " has no dtype", path, nm);
-    if (!cJSON_IsString(dt))
-        return xsa_error("%s: tensor " NAMEFMT " has a dtype that is %s, not a string", path,
-                         nm, json_kind(dt));
-    if (strcmp(dt->valuestring, "F32") == 0) {
-        e->dtype = XSA_FLOAT32;
-    } else if (strcmp(dt->valuestring, "I32") == 0) {
-        e->dtype = XSA_INT32;
-    } else {
-        return xsa_error("%s: tensor " NAMEFMT " has dtype %.40s, which xsa does not support "
-                         "(only F32 and I32)", path, nm, dt->valuestring);
-    }
-
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(item, "shape");
     if (!sh) return xsa_error("%s: tensor " NAMEFMT " has no shape", path, nm);
     if (!cJSON_IsArray(sh))
@@ -171,6 +154,34 @@ static int parse_entry(const char *path, const cJSON *item, int64_t data_len, en
         return xsa_error("%s: tensor " NAMEFMT " has shape %s, over xsa's limit of %" PRId64
                          " elements", path, nm, xsa_shape_str(nd, e->shape, shp, sizeof shp),
                          (int64_t)XSA_MAX_NUMEL);
+    *numel_out = numel;
+    return 0;
+}
+
+/* Fills e from one header entry; -1 with xsa_error on any problem. */
+static int parse_entry(const char *path, const cJSON *item, int64_t data_len, entry *e)
+{
+    const char *nm = item->string;
+    e->name = nm;
+    if (!cJSON_IsObject(item))
+        return xsa_error("%s: tensor " NAMEFMT " entry is %s, not an object", path, nm,
+                         json_kind(item));
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(item, "dtype");
+    if (!dt) return xsa_error("%s: tensor " NAMEFMT " has no dtype", path, nm);
+    if (!cJSON_IsString(dt))
+        return xsa_error("%s: tensor " NAMEFMT " has a dtype that is %s, not a string", path,
+                         nm, json_kind(dt));
+    if (strcmp(dt->valuestring, "F32") == 0) {
+        e->dtype = XSA_FLOAT32;
+    } else if (strcmp(dt->valuestring, "I32") == 0) {
+        e->dtype = XSA_INT32;
+    } else {
+        return xsa_error("%s: tensor " NAMEFMT " has dtype %.40s, which xsa does not support "
+                         "(only F32 and I32)", path, nm, dt->valuestring);
+    }
+
+    int64_t numel = 0;
+    if (parse_shape(path, item, e, &numel) != 0) return -1;
 
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
     if (!off) return xsa_error("%s: tensor " NAMEFMT " has no data_offsets", path, nm);
@@ -190,10 +201,11 @@ static int parse_entry(const char *path, const cJSON *item, int64_t data_len, en
                          "] outside the data section of %" PRId64 " bytes", path, nm, b, en,
                          data_len);
     int64_t want = numel * (int64_t)xsa_dtype_size(e->dtype);
+    char shp[160];
     if (en - b != want)
         return xsa_error("%s: tensor " NAMEFMT " has shape %s (%" PRId64 " bytes as %s) but "
                          "data_offsets [%" PRId64 ",%" PRId64 "] span %" PRId64 " bytes",
-                         path, nm, xsa_shape_str(nd, e->shape, shp, sizeof shp), want,
+                         path, nm, xsa_shape_str(e->ndim, e->shape, shp, sizeof shp), want,
                          dt->valuestring, b, en, en - b);
     e->begin = b;
     e->end = en;
@@ -335,6 +347,43 @@ static int read_at(const char *path, FILE *fp, int64_t pos, void *dst, size_t n,
     return 0;
 }
 
+/* The header's length from the file's first 8 bytes (little-endian),
+ * checked against the file's size. */
+static int read_header_len(const char *path, FILE *fp, int64_t fsize, uint64_t *hlen_out)
+{
+    if (fsize < 8)
+        return xsa_error("%s: file is %" PRId64 " bytes, shorter than the 8-byte header length "
+                         "(not a safetensors file?)", path, fsize);
+    unsigned char lenb[8];
+    if (read_at(path, fp, 0, lenb, 8, "the header length") != 0) return -1;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
+    if (hlen > MAX_HEADER)
+        return xsa_error("%s: header length %" PRIu64 " is absurd (over %" PRIu64 " bytes; not a "
+                         "safetensors file?)", path, hlen, MAX_HEADER);
+    if ((int64_t)hlen > fsize - 8)
+        return xsa_error("%s: header length %" PRIu64 " is larger than the %" PRId64 " bytes after "
+                         "the length field (truncated?)", path, hlen, fsize - 8);
+    *hlen_out = hlen;
+    return 0;
+}
+
+/* Each of the n entries' bytes straight into its tensor of f. */
+static int read_tensors(const char *path, FILE *fp, int64_t data_start, const entry *es, int n,
+                        xsa_st_file *f)
+{
+    for (int i = 0; i < n; i++) {
+        char what[256];
+        snprintf(what, sizeof what, "tensor '%.200s'", es[i].name);
+        void *dst = (char *)f->tensors[i]->storage->data +
+                    f->tensors[i]->offset * (int64_t)xsa_dtype_size(es[i].dtype);
+        if (read_at(path, fp, data_start + es[i].begin, dst, (size_t)(es[i].end - es[i].begin),
+                    what) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 xsa_st_file *xsa_st_load(const char *path)
 {
     if (!path || !*path) {
@@ -360,25 +409,8 @@ xsa_st_file *xsa_st_load(const char *path)
         xsa_error("%s: out of memory", path);
         goto fail;
     }
-    if (fsize < 8) {
-        xsa_error("%s: file is %" PRId64 " bytes, shorter than the 8-byte header length "
-                  "(not a safetensors file?)", path, fsize);
-        goto fail;
-    }
-    unsigned char lenb[8];
-    if (read_at(path, fp, 0, lenb, 8, "the header length") != 0) goto fail;
     uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
-    if (hlen > MAX_HEADER) {
-        xsa_error("%s: header length %" PRIu64 " is absurd (over %" PRIu64 " bytes; not a "
-                  "safetensors file?)", path, hlen, MAX_HEADER);
-        goto fail;
-    }
-    if ((int64_t)hlen > fsize - 8) {
-        xsa_error("%s: header length %" PRIu64 " is larger than the %" PRId64 " bytes after "
-                  "the length field (truncated?)", path, hlen, fsize - 8);
-        goto fail;
-    }
+    if (read_header_len(path, fp, fsize, &hlen) != 0) goto fail;
     hdr = malloc((size_t)hlen + 1);
     if (!hdr) {
         xsa_error("%s: out of memory for a %" PRIu64 "-byte header", path, hlen);
@@ -398,15 +430,7 @@ xsa_st_file *xsa_st_load(const char *path)
     int64_t data_start = 8 + (int64_t)hlen, data_len = fsize - data_start;
     int n = parse_header(path, root, data_len, f, &es);
     if (n < 0) goto fail;
-    for (int i = 0; i < n; i++) {
-        char what[256];
-        snprintf(what, sizeof what, "tensor '%.200s'", es[i].name);
-        void *dst = (char *)f->tensors[i]->storage->data +
-                    f->tensors[i]->offset * (int64_t)xsa_dtype_size(es[i].dtype);
-        if (read_at(path, fp, data_start + es[i].begin, dst, (size_t)(es[i].end - es[i].begin),
-                    what) != 0)
-            goto fail;
-    }
+    if (read_tensors(path, fp, data_start, es, n, f) != 0) goto fail;
     cJSON_Delete(root);
     free(es);
     free(hdr);
