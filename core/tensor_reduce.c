@@ -172,6 +172,43 @@ static void reduce_i32(xsa_redop op, const int32_t *x, int64_t n, int64_t s, flo
     else *po = (float)best;
 }
 
+/* Reduces the contiguous x, seen as [outer, n, inner], into out; -1 when
+ * out of memory (the caller says so, after freeing). */
+static int reduce_blocks(xsa_redop op, const xsa_tensor *x, xsa_tensor *out, int64_t outer,
+                         int64_t n, int64_t inner)
+{
+    int argop = op == XSA_ARGMAX || op == XSA_ARGMIN;
+    const float *px = x->dtype == XSA_FLOAT32 ? xsa_fptr(x, 0) : NULL;
+    float *po = out->dtype == XSA_FLOAT32 ? xsa_fptr(out, 0) : NULL;
+    int32_t *pi = out->dtype == XSA_INT32 ? xsa_iptr(out, 0) : NULL;
+    if (x->dtype == XSA_INT32 && n > 0) {
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t j = 0; j < inner; j++)
+                reduce_i32(op, xsa_iptr(x, o * n * inner + j), n, inner, po ? po + o * inner + j : NULL,
+                           pi ? pi + o * inner + j : NULL);
+    } else if (n == 0) {
+        int64_t m = xsa_tensor_numel(out);
+        for (int64_t i = 0; i < m; i++) po[i] = op == XSA_SUM ? 0.0f : NAN;
+    } else if (inner > 1) {
+        /* sweep whole rows of the [n, inner] block: reads stay sequential */
+        double *acc = malloc((size_t)inner * (sizeof(double) + sizeof(int64_t)));
+        if (!acc) return -1;
+        int64_t *idx = (int64_t *)(acc + inner);
+        for (int64_t o = 0; o < outer; o++)
+            reduce_cols(op, px + o * n * inner, n, inner, acc, idx,
+                        po ? po + o * inner : NULL, pi ? pi + o * inner : NULL);
+        free(acc);
+    } else {
+        for (int64_t o = 0; o < outer; o++) {
+            int64_t arg = 0;
+            double v = reduce_run(op, px + o * n, n, 1, &arg);
+            if (argop) pi[o] = (int32_t)arg;
+            else po[o] = (float)v;
+        }
+    }
+    return 0;
+}
+
 xsa_tensor *xsa_tensor_reduce(xsa_redop op, const xsa_tensor *a, int dim, int keepdim)
 {
     const char *fn = redop_name(op);
@@ -218,38 +255,11 @@ xsa_tensor *xsa_tensor_reduce(xsa_redop op, const xsa_tensor *a, int dim, int ke
         for (int i = 0; i < d; i++) outer *= a->shape[i];
         for (int i = d + 1; i < a->ndim; i++) inner *= a->shape[i];
     }
-    const float *px = x->dtype == XSA_FLOAT32 ? xsa_fptr(x, 0) : NULL;
-    float *po = odt == XSA_FLOAT32 ? xsa_fptr(out, 0) : NULL;
-    int32_t *pi = odt == XSA_INT32 ? xsa_iptr(out, 0) : NULL;
-    if (x->dtype == XSA_INT32 && n > 0) {
-        for (int64_t o = 0; o < outer; o++)
-            for (int64_t j = 0; j < inner; j++)
-                reduce_i32(op, xsa_iptr(x, o * n * inner + j), n, inner, po ? po + o * inner + j : NULL,
-                           pi ? pi + o * inner + j : NULL);
-    } else if (n == 0) {
-        int64_t m = xsa_tensor_numel(out);
-        for (int64_t i = 0; i < m; i++) po[i] = op == XSA_SUM ? 0.0f : NAN;
-    } else if (inner > 1) {
-        /* sweep whole rows of the [n, inner] block: reads stay sequential */
-        double *acc = malloc((size_t)inner * (sizeof(double) + sizeof(int64_t)));
-        if (!acc) {
-            xsa_tensor_free(x);
-            xsa_tensor_free(out);
-            xsa_error("%s: out of memory", fn);
-            return NULL;
-        }
-        int64_t *idx = (int64_t *)(acc + inner);
-        for (int64_t o = 0; o < outer; o++)
-            reduce_cols(op, px + o * n * inner, n, inner, acc, idx,
-                        po ? po + o * inner : NULL, pi ? pi + o * inner : NULL);
-        free(acc);
-    } else {
-        for (int64_t o = 0; o < outer; o++) {
-            int64_t arg = 0;
-            double v = reduce_run(op, px + o * n, n, 1, &arg);
-            if (argop) pi[o] = (int32_t)arg;
-            else po[o] = (float)v;
-        }
+    if (reduce_blocks(op, x, out, outer, n, inner) != 0) {
+        xsa_tensor_free(x);
+        xsa_tensor_free(out);
+        xsa_error("%s: out of memory", fn);
+        return NULL;
     }
     xsa_tensor_free(x);
     return out;
