@@ -152,6 +152,46 @@ T.case("damaged and hostile records are refused, naming the file", function()
   T.eq(rec.format, record.GROUP_FORMAT, "a pair's record is a group's")
 end)
 
+-- Every record of some folders, for accounting (scripts/results.lua counts
+-- each run's CPU time once, also the runs no part's table reads): each read
+-- only where find would read it, each run's records once, the damage of
+-- one a refusal naming its file.
+T.case("record.all: every run's records of the folders, each once; a misplaced or damaged one refused", function()
+  local dir = TMP .. "/res-all"
+  T.eq(#record.all(dir, {"t", "u"}), 0, "no folders: no records")
+  local a = record.write(dir, "t", "run-seed0", config, result(4.5), prov("2026-12-02T00:00:00Z", "B"))
+  record.write(dir, "t", "run-seed0", config, result(4.25), prov("2026-12-01T00:00:00Z", "A"))
+  -- another run with the same provenance (one stamp): a record of its own, not a copy
+  local c1 = {part = "t", data = {seq_len = 4}, model = {seed = 2}, train = {steps = 2}, lambda = 1}
+  record.write(dir, "t", "run-seed1", c1, result(4), prov("2026-12-01T00:00:00Z", "A"))
+  local u = {part = "u", data = {seq_len = 4}, model = {seed = 1}, train = {steps = 2}, lambda = 1}
+  record.write(dir, "u", "run-seed0", u, result(5), prov("2026-12-03T00:00:00Z", "C"))
+  T.writefile(dir .. "/t/notes.txt", "not a record")
+  local all = record.all(dir, {"t", "u", "missing"})
+  T.eq(#all, 4, "two records of one run, one of another, one in the second folder")
+  local seen = {}
+  for _, r in ipairs(all) do seen[r.folder .. ":" .. r.provenance.cpu .. ":" .. r.result.sa.final_val] = true end
+  for _, k in ipairs{"t:A:4.25", "t:B:4.5", "t:A:4", "u:C:5"} do T.ok(seen[k], k) end
+  -- a record where find would never read it: another folder, or a file name not its key's
+  local text = T.readfile(a)
+  local moved = dir .. "/u/" .. a:match("[^/]+$")
+  T.writefile(moved, text)
+  local ok, err = pcall(record.all, dir, {"u"})
+  T.ok(not ok and tostring(err):find(moved, 1, true) and tostring(err):find("refused", 1, true), tostring(err))
+  os.remove(moved)
+  local renamed = dir .. "/t/run-seed0-000000000000-00000000.json"
+  T.writefile(renamed, text)
+  ok, err = pcall(record.all, dir, {"t"})
+  T.ok(not ok and tostring(err):find(renamed, 1, true), tostring(err))
+  os.remove(renamed)
+  T.writefile(a, text:sub(1, #text // 2))
+  ok, err = pcall(record.all, dir, {"t"})
+  T.ok(not ok and tostring(err):find(a, 1, true) and tostring(err):find("refused", 1, true), tostring(err))
+  T.writefile(a, text)
+  T.eq(#record.all(dir, {"t"}), 3, "restored")
+  T.raises(function() record.all(dir, {"../etc"}) end, "bad part name")
+end)
+
 -- Runs, not pairs: a run's key is what determines its numbers (its model
 -- with its attention and lambda, data, training, precision), never the part
 -- or the group it was trained in; a group's record lists its runs' keys.

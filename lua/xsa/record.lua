@@ -281,6 +281,51 @@ function M.find(dir, part, name, config, check)
   return out
 end
 
+-- Every record of the folders `folders` (names) of `dir`, for accounting
+-- (a run's CPU time and machine, each record once): each checked as find
+-- checks it, against the key its own file holds, where find would read it
+-- (its folder its part's, its file name its name's and key's). A folder
+-- that does not exist has none. Raises, naming the file, on one refused.
+function M.all(dir, folders)
+  local out = {}
+  for _, folder in ipairs(folders) do
+    local pdir = part_dir(dir, folder)
+    local files, err = core.list_files(pdir)
+    if not files and not tostring(err):find(": No such file or directory$") then
+      error(string.format("records folder %s cannot be listed: %s", pdir, tostring(err)), 0)
+    end
+    local runs, order = {}, {} -- a run's records (its name and key), as find gathers them
+    for _, f in ipairs(files or {}) do
+      if f:match("^[%w%.%-_]+%.json$") then
+        local path = pdir .. "/" .. f
+        local text, why = core.read_file(path)
+        local rec, raw
+        if text and #text <= M.MAX_BYTES then
+          local ok, j = pcall(core.json.decode, text)
+          raw = ok and type(j) == "table" and j or nil
+        end
+        if raw and type(raw.key) == "string" and raw.part == folder and type(raw.name) == "string" and
+          f:sub(1, #raw.name + 14) == raw.name .. "-" .. cache.hash(raw.key):sub(1, 12) .. "-" then
+          rec, why = M.parse(text, raw.key)
+        elseif text then
+          why = "not a record where its part, name and key would put it"
+        end
+        if not rec then
+          error(string.format("record %s is refused: %s. Restore it (git checkout -- %s) or remove it.", path, why, path), 0)
+        end
+        rec.file, rec.path, rec.folder = f, path, folder
+        local id = f:sub(1, #raw.name + 13)
+        if not runs[id] then runs[id], order[#order + 1] = {}, id end
+        table.insert(runs[id], rec)
+      end
+    end
+    for _, id in ipairs(order) do
+      for _, r in ipairs(once(runs[id])) do out[#out + 1] = r end
+    end
+  end
+  return out
+end
+
 ----------------------------------------------------------------------------
 -- writing
 
