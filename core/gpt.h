@@ -201,6 +201,12 @@ int xsa_gpt_probe(xsa_gpt *m, const int32_t *inputs, int B, int T, double *out);
  * be an AdamW over exactly this model's parameters, and its state is saved
  * as adamw.m.<name>, adamw.v.<name>, adamw.steps plus adamw.* metadata. */
 int xsa_gpt_save(const xsa_gpt *m, const char *path, const struct xsa_adamw *opt);
+/* The same with n_extra (at most 64) more metadata entries: what a binding
+ * records beside the config, e.g. which Lua function an external attention
+ * was (lua/l_attention.c's "attention.name", "attention.code"). A key of
+ * the config's or the optimizer's is refused (a duplicate). */
+int xsa_gpt_save_meta(const xsa_gpt *m, const char *path, const struct xsa_adamw *opt, int n_extra,
+                      const char *const *extra_keys, const char *const *extra_values);
 /* Loads and validates (names, shapes, dtypes, config). When opt_out is
  * non-NULL, *opt_out receives the saved AdamW (over the new model's
  * parameters) or NULL when the file holds none. */

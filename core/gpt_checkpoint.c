@@ -104,13 +104,29 @@ static int save_adamw_tensors(const xsa_gpt *m, const xsa_adamw *opt, const char
 
 int xsa_gpt_save(const xsa_gpt *m, const char *path, const xsa_adamw *opt)
 {
+    return xsa_gpt_save_meta(m, path, opt, 0, NULL, NULL);
+}
+
+enum { MAX_EXTRA = 64 };
+
+int xsa_gpt_save_meta(const xsa_gpt *m, const char *path, const xsa_adamw *opt, int n_extra,
+                      const char *const *extra_keys, const char *const *extra_values)
+{
     if (opt && !opt_matches(m, opt))
         return xsa_error("gpt save: the optimizer does not hold exactly this model's parameters");
+    if (n_extra < 0 || n_extra > MAX_EXTRA || (n_extra > 0 && (!extra_keys || !extra_values)))
+        return xsa_error("gpt save: %d extra metadata entries (0 to %d, with their keys and values)", n_extra,
+                         MAX_EXTRA);
     int nt = xsa_gpt_num_tensors(m), n = opt ? 3 * nt + 1 : nt;
     char vals[NMETA + 5][40];
-    const char *keys[NMETA + 5], *values[NMETA + 5];
+    const char *keys[NMETA + 5 + MAX_EXTRA], *values[NMETA + 5 + MAX_EXTRA];
     int nmeta = save_meta(m, opt, vals, keys);
     for (int i = 0; i < nmeta; i++) values[i] = vals[i];
+    for (int i = 0; i < n_extra; i++) { /* a key of ours again: xsa_st_save refuses duplicates */
+        keys[nmeta + i] = extra_keys[i];
+        values[nmeta + i] = extra_values[i];
+    }
+    nmeta += n_extra;
     const char **names = calloc((size_t)n, sizeof *names);
     char **owned = calloc((size_t)n, sizeof *owned);
     xsa_tensor **ts = calloc((size_t)n, sizeof *ts);

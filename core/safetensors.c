@@ -384,7 +384,9 @@ static int read_tensors(const char *path, FILE *fp, int64_t data_start, const en
     return 0;
 }
 
-xsa_st_file *xsa_st_load(const char *path)
+/* Opens path for reading (a regular file); *fsize gets its size. NULL
+ * with an error. */
+static FILE *open_file(const char *path, int64_t *fsize)
 {
     if (!path || !*path) {
         xsa_error("safetensors load: empty path");
@@ -400,49 +402,93 @@ xsa_st_file *xsa_st_load(const char *path)
         else close(fd);
         return NULL;
     }
-    int64_t fsize = (int64_t)st.st_size;
+    *fsize = (int64_t)st.st_size;
+    return fp;
+}
+
+/* The parsed JSON header of fp (fsize bytes); *data_start gets where the
+ * data section starts. NULL with an error. */
+static cJSON *read_header(const char *path, FILE *fp, int64_t fsize, int64_t *data_start)
+{
+    uint64_t hlen = 0;
+    if (read_header_len(path, fp, fsize, &hlen) != 0) return NULL;
+    char *hdr = malloc((size_t)hlen + 1);
+    if (!hdr) {
+        xsa_error("%s: out of memory for a %" PRIu64 "-byte header", path, hlen);
+        return NULL;
+    }
+    cJSON *root = NULL;
+    if (read_at(path, fp, 8, hdr, (size_t)hlen, "the header") == 0) {
+        hdr[hlen] = '\0';
+        const char *end = NULL;
+        /* length hlen+1 so cJSON's "nothing after the value" test sees the NUL */
+        root = cJSON_ParseWithLengthOpts(hdr, (size_t)hlen + 1, &end, 1);
+        if (!root) {
+            size_t pos = end ? (size_t)(end - hdr) : 0;
+            xsa_error("%s: invalid JSON in the header at byte %zu of %" PRIu64 " (near \"%.20s\")",
+                      path, pos, hlen, pos < hlen ? hdr + pos : "");
+        }
+    }
+    free(hdr);
+    *data_start = 8 + (int64_t)hlen;
+    return root;
+}
+
+xsa_st_file *xsa_st_load(const char *path)
+{
+    int64_t fsize, data_start;
+    FILE *fp = open_file(path, &fsize);
+    if (!fp) return NULL;
     xsa_st_file *f = calloc(1, sizeof *f);
-    char *hdr = NULL;
     cJSON *root = NULL;
     entry *es = NULL;
     if (!f) {
         xsa_error("%s: out of memory", path);
         goto fail;
     }
-    uint64_t hlen = 0;
-    if (read_header_len(path, fp, fsize, &hlen) != 0) goto fail;
-    hdr = malloc((size_t)hlen + 1);
-    if (!hdr) {
-        xsa_error("%s: out of memory for a %" PRIu64 "-byte header", path, hlen);
-        goto fail;
-    }
-    if (read_at(path, fp, 8, hdr, (size_t)hlen, "the header") != 0) goto fail;
-    hdr[hlen] = '\0';
-    const char *end = NULL;
-    /* length hlen+1 so cJSON's "nothing after the value" test sees the NUL */
-    root = cJSON_ParseWithLengthOpts(hdr, (size_t)hlen + 1, &end, 1);
-    if (!root) {
-        size_t pos = end ? (size_t)(end - hdr) : 0;
-        xsa_error("%s: invalid JSON in the header at byte %zu of %" PRIu64 " (near \"%.20s\")",
-                  path, pos, hlen, pos < hlen ? hdr + pos : "");
-        goto fail;
-    }
-    int64_t data_start = 8 + (int64_t)hlen, data_len = fsize - data_start;
-    int n = parse_header(path, root, data_len, f, &es);
+    root = read_header(path, fp, fsize, &data_start);
+    if (!root) goto fail;
+    int n = parse_header(path, root, fsize - data_start, f, &es);
     if (n < 0) goto fail;
     if (read_tensors(path, fp, data_start, es, n, f) != 0) goto fail;
     cJSON_Delete(root);
     free(es);
-    free(hdr);
     fclose(fp);
     return f;
 fail:
     cJSON_Delete(root);
     free(es);
-    free(hdr);
     fclose(fp);
     xsa_st_free(f);
     return NULL;
+}
+
+xsa_st_file *xsa_st_load_meta(const char *path)
+{
+    int64_t fsize, data_start;
+    FILE *fp = open_file(path, &fsize);
+    if (!fp) return NULL;
+    cJSON *root = read_header(path, fp, fsize, &data_start);
+    fclose(fp);
+    xsa_st_file *f = root ? calloc(1, sizeof *f) : NULL;
+    if (root && !f) xsa_error("%s: out of memory", path);
+    int seen = 0, rc = f ? 0 : -1;
+    const cJSON *item, *obj = f ? root : NULL;
+    if (obj && !cJSON_IsObject(obj)) {
+        rc = xsa_error("%s: the header is %s, not a JSON object", path, json_kind(obj));
+        obj = NULL;
+    }
+    cJSON_ArrayForEach(item, obj)
+    {
+        if (rc != 0 || strcmp(item->string, "__metadata__") != 0) continue;
+        rc = seen++ ? xsa_error("%s: duplicate __metadata__", path) : parse_meta(path, item, f);
+    }
+    cJSON_Delete(root);
+    if (rc != 0) {
+        xsa_st_free(f);
+        return NULL;
+    }
+    return f;
 }
 
 /* ---- saving ----------------------------------------------------------- */

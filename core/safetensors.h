@@ -27,6 +27,9 @@ typedef struct xsa_st_file {
 } xsa_st_file;
 
 xsa_st_file *xsa_st_load(const char *path);
+/* Only the metadata of path (n = 0, no tensor read): what a loader reads
+ * first to choose how to load the rest (validated as xsa_st_load does). */
+xsa_st_file *xsa_st_load_meta(const char *path);
 /* Borrowed pointer, NULL when absent (no error recorded). */
 xsa_tensor *xsa_st_get(const xsa_st_file *f, const char *name);
 const char *xsa_st_meta(const xsa_st_file *f, const char *key);

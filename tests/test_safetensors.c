@@ -416,6 +416,44 @@ static void test_roundtrip(void)
     xsa_tensor_free(a);
 }
 
+/* xsa_st_load_meta: the metadata alone, checked as a full load checks it
+ * (a loader reads it first to choose how to load the rest) */
+static void test_meta_only(void)
+{
+    const char *p = tmp("meta.safetensors");
+    static const struct { const char *hdr; size_t data; const char *msg; } bad[] = {
+        {"{\"a\":", 0, "invalid JSON in the header at byte"},
+        {"[1,2]", 0, "the header is an array, not a JSON object"},
+        {"{\"__metadata__\":{\"k\":1}}", 0, "__metadata__ value 'k' is a number, not a string"},
+        {"{\"__metadata__\":[\"k\"]}", 0, "__metadata__ is an array, not an object"},
+        {"{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", 0, "duplicate __metadata__ key 'k'"},
+        {"{\"__metadata__\":{},\"__metadata__\":{}}", 0, "duplicate __metadata__"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_st(p, bad[i].hdr, bad[i].data);
+        xsa_clear_error();
+        xsa_st_file *f = xsa_st_load_meta(p);
+        CHECK(f == NULL && has(xsa_last_error(), bad[i].msg) && has(xsa_last_error(), p),
+              "meta only: expected '%s' in '%s'", bad[i].msg, xsa_last_error());
+        xsa_st_free(f);
+    }
+    write_raw(p, (uint64_t)1 << 40, "{}", 2, 0);
+    xsa_st_file *f = xsa_st_load_meta(p);
+    CHECK(f == NULL && has(xsa_last_error(), "is absurd"), "meta only: %s", xsa_last_error());
+    CHECK(xsa_st_load_meta(tmp("missing.safetensors")) == NULL && has(xsa_last_error(), "No such file"),
+          "meta only, no file: %s", xsa_last_error());
+    /* no tensor is read: the metadata of a good file, n = 0 */
+    int64_t sh[1] = {3};
+    xsa_tensor *t = xsa_tensor_new(XSA_FLOAT32, 1, sh);
+    const char *names[1] = {"w"}, *keys[2] = {"attention", "attention.code"}, *vals[2] = {"function", "0123"};
+    CHECK(t && xsa_st_save(p, 1, names, &t, 2, keys, vals) == 0, "save: %s", xsa_last_error());
+    f = xsa_st_load_meta(p);
+    CHECK(f && f->n == 0 && f->n_meta == 2 && strcmp(xsa_st_meta(f, "attention.code"), "0123") == 0,
+          "meta only: %s", f ? "wrong metadata" : xsa_last_error());
+    xsa_st_free(f);
+    xsa_tensor_free(t);
+}
+
 /* ---- golden files --------------------------------------------------------- */
 
 static const char *golden_dir(void)
@@ -594,6 +632,7 @@ int main(void)
     }
     test_fileio();
     test_corrupt();
+    test_meta_only();
     test_roundtrip();
     test_golden();
     test_fuzz();

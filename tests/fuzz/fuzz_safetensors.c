@@ -106,7 +106,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     xsa_clear_error();
+    /* the metadata alone: whenever the whole file loads, the same metadata */
+    xsa_st_file *meta = xsa_st_load_meta(mpath);
+    REQUIRE(meta || strncmp(xsa_last_error(), mpath, strlen(mpath)) == 0, "a metadata error names the file");
+    xsa_clear_error();
     xsa_st_file *f = xsa_st_load(mpath);
+    if (f) {
+        REQUIRE(meta && meta->n == 0 && meta->n_meta == f->n_meta, "the metadata alone: as loaded");
+        for (int i = 0; i < f->n_meta; i++) {
+            const char *v = xsa_st_meta(meta, f->meta_keys[i]);
+            REQUIRE(v && strcmp(v, f->meta_values[i]) == 0, "the same values");
+        }
+    }
+    xsa_st_free(meta);
     if (!f) {
         REQUIRE(strncmp(xsa_last_error(), mpath, strlen(mpath)) == 0, "error names the file");
         return 0;
