@@ -28,14 +28,17 @@
  * The function lives in the registry (one reference per install, shared
  * by the clones the core makes for generation); l_gpt.c installs it and
  * names it in config() and checkpoints (a checkpoint saves "function" and
- * needs f again at load). Each binding call that can run the model
- * (l_gpt.c, l_generate.c) goes through xsa_lua_attention_enter, which pins
- * the model and gives the function the running thread.
+ * which function it was; lua/xsa/attention.lua decides what that record
+ * says and which function loads it, below). Each binding call that can
+ * run the model (l_gpt.c, l_generate.c) goes through
+ * xsa_lua_attention_enter, which pins the model and gives the function the
+ * running thread.
  *
  * Non-goals: saving the function's code; variants that need more than q,
  * k, v and Y of their own block.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -350,4 +353,114 @@ void xsa_lua_attention_leave(xsa_gpt *m)
 {
     lattn *a = ours(m);
     if (a) a->L = NULL;
+}
+
+/* ---- names and checkpoints: lua/xsa/attention.lua decides --------------- */
+
+/* Pushes function fname of the module xsa.attention and returns 1; with
+ * load 0 only if the module is loaded already (nothing is registered
+ * before it is: pushes nil and returns 0), else required. */
+static int module_fn(lua_State *L, const char *fname, int load)
+{
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, "xsa.attention");
+    lua_remove(L, -2);
+    if (!lua_istable(L, -1) && load) {
+        lua_pop(L, 1);
+        lua_getglobal(L, "require");
+        lua_pushliteral(L, "xsa.attention");
+        lua_call(L, 1, 1);
+    }
+    if (lua_istable(L, -1)) lua_getfield(L, -1, fname);
+    else lua_pushnil(L);
+    lua_remove(L, -2);
+    if (lua_isfunction(L, -1)) return 1;
+    if (load) luaL_error(L, "xsa.attention.%s is missing (the module xsa.attention is not xsa's own)", fname);
+    return 0;
+}
+
+int xsa_lua_attention_lookup(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    if (!module_fn(L, "_lookup", 0)) {
+        lua_pop(L, 1);
+        lua_pushliteral(L, "");
+        return 0;
+    }
+    lua_pushvalue(L, idx);
+    lua_call(L, 1, 2);
+    if (lua_isfunction(L, -2)) {
+        lua_pop(L, 1);
+        return 1;
+    }
+    lua_remove(L, -2);
+    if (lua_type(L, -1) != LUA_TSTRING) {
+        lua_pop(L, 1);
+        lua_pushliteral(L, "");
+    }
+    return 0;
+}
+
+int xsa_lua_attention_record(lua_State *L, const xsa_gpt *m, const char **keys, const char **values,
+                             int max)
+{
+    lattn *a = ours(m);
+    if (!a) return 0;
+    int ref = a->ref; /* m's function: m is the caller's, held at its argument */
+    module_fn(L, "_checkpoint_meta", 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    lua_call(L, 1, 1); /* stays: it holds the strings */
+    int n = lua_istable(L, -1) ? (int)luaL_len(L, -1) / 2 : -1;
+    if (n < 0 || n > max) luaL_error(L, "xsa.attention._checkpoint_meta did not return a record");
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, 2 * i + 1);
+        lua_rawgeti(L, -2, 2 * i + 2);
+        if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "xsa.attention._checkpoint_meta did not return strings");
+        keys[i] = lua_tostring(L, -2); /* the table on the stack keeps them */
+        values[i] = lua_tostring(L, -1);
+        lua_pop(L, 2);
+    }
+    return n;
+}
+
+static void st_release(void *p) { xsa_st_free(p); }
+
+void xsa_lua_attention_resolve(lua_State *L, const char *path, int fidx)
+{
+    static const char *const fields[] = {"name", "version", "code"};
+    fidx = lua_absindex(L, fidx);
+    void **slot = xsa_lua_newbox(L, st_release); /* frees the header on any exit */
+    xsa_st_file *f = xsa_st_load_meta(path);
+    *slot = f;
+    const char *att = f ? xsa_st_meta(f, "attention") : NULL;
+    if (!att || strcmp(att, XSA_GPT_EXT_NAME) != 0) { /* a built-in's, or unreadable: the core says */
+        lua_pop(L, 1);
+        lua_pushnil(L);
+        return;
+    }
+    module_fn(L, "_checkpoint_attention", 1);
+    lua_pushstring(L, path);
+    lua_createtable(L, 0, 3);
+    for (int i = 0; i < 3; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "attention.%s", fields[i]);
+        const char *v = xsa_st_meta(f, key);
+        if (!v) continue;
+        lua_pushstring(L, v);
+        lua_setfield(L, -2, fields[i]);
+    }
+    xsa_st_free(f);
+    *slot = NULL;
+    lua_pushvalue(L, fidx);
+    lua_call(L, 3, 2);
+    if (!lua_isnil(L, -2) && !lua_isfunction(L, -2))
+        luaL_error(L, "xsa.attention._checkpoint_attention did not return a function");
+    if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING) {
+        lua_pushnil(L);
+        lua_replace(L, -2);
+    }
+    lua_insert(L, -2);
+    lua_replace(L, fidx);
+    lua_remove(L, -2); /* the box */
 }

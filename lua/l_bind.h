@@ -256,6 +256,23 @@ int xsa_lua_attention_push(lua_State *L, const xsa_gpt *m);
 int xsa_lua_attention_busy(const xsa_gpt *m);
 xsa_gpt *xsa_lua_attention_enter(lua_State *L, xsa_gpt *m, const char *what);
 void xsa_lua_attention_leave(xsa_gpt *m);
+/* Through lua/xsa/attention.lua (its _lookup, _checkpoint_meta, _checkpoint_attention):
+ *   lookup: the string at idx as a registered variant's name: pushes its
+ *     function and returns 1, else pushes the registered names as a
+ *     message lists them ("" for none) and returns 0.
+ *   record: what a checkpoint of m records of its Lua function (metadata
+ *     "attention.name", ...): up to max entries into keys and values, held
+ *     by a table it pushes; returns their count, 0 (nothing pushed) for a
+ *     model without one.
+ *   resolve: for the checkpoint at path, the function at fidx (the
+ *     caller's, or nil) replaced by the one to load it with (nil: as the
+ *     core decides); pushes the warning when it is not the recorded one
+ *     (else nil); raises what it refuses (a variant not registered, an
+ *     edited one, a malformed record). */
+int xsa_lua_attention_lookup(lua_State *L, int idx);
+int xsa_lua_attention_record(lua_State *L, const xsa_gpt *m, const char **keys, const char **values,
+                             int max);
+void xsa_lua_attention_resolve(lua_State *L, const char *path, int fidx);
 /* l_bpe.c: the tokenizer userdata at idx or a "bad argument" error. */
 xsa_bpe *xsa_lua_checkbpe(lua_State *L, int idx);
 

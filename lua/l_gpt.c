@@ -129,8 +129,10 @@ static int intfield(lua_State *L, const char *fn, const char *key, int lo, int h
 }
 
 /* The attention variant named at the top of the stack, checked against
- * the core's list of names as luaL_checkoption does: an unknown name is
- * refused with the list, never taken for another variant. */
+ * the core's list of names as luaL_checkoption does, then against the
+ * names of Lua variants (xsa.attention.register): an unknown name is
+ * refused with both lists, never taken for another variant. A registered
+ * name is its function from here on: it replaces the name on the stack. */
 enum { ATT_FN = -1 }; /* attfield's answer for a function (l_attention.c) */
 
 static xsa_attention attfield(lua_State *L, const char *fn)
@@ -140,6 +142,11 @@ static xsa_attention attfield(lua_State *L, const char *fn)
     const char *const *names = xsa_gpt_attention_names();
     for (int i = 0; s && names[i]; i++)
         if (strcmp(s, names[i]) == 0) return (xsa_attention)i;
+    if (xsa_lua_attention_lookup(L, -1)) {
+        lua_replace(L, -2);
+        return (xsa_attention)ATT_FN;
+    }
+    const char *lua = lua_tostring(L, -1); /* the registered names */
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     luaL_addstring(&b, "attention must be ");
@@ -148,10 +155,12 @@ static xsa_attention attfield(lua_State *L, const char *fn)
         luaL_addstring(&b, names[i]);
         luaL_addstring(&b, "\"");
     }
-    luaL_addstring(&b, " or a function");
+    luaL_addstring(&b, ", the name of a Lua variant registered with xsa.attention.register (");
+    luaL_addstring(&b, *lua ? lua : "none is");
+    luaL_addstring(&b, ") or a function");
     luaL_pushresult(&b);
     return xsa_lua_opterror(L, fn, lua_pushfstring(L, "%s (got %s)", lua_tostring(L, -1),
-                                                   s ? s : luaL_typename(L, -2)));
+                                                   s ? s : luaL_typename(L, -3)));
 }
 
 /* An int32 [B,T] token tensor; returns a contiguous tensor the caller must
@@ -268,8 +277,12 @@ static int no_backward(void *ud, void *s, const float *dz, float *dqkv)
 static void no_drop(void *ud, void *s) { (void)ud, (void)s; }
 static void no_ref(void *ud) { (void)ud; }
 
-/* xsa.gpt.load(path [, {attention = f}]): f for a checkpoint of a model
- * whose attention was a function (its metadata says "function") */
+/* xsa.gpt.load(path [, {attention = f}]) -> model, opt|nil [, warning]:
+ * a checkpoint of a model whose attention was a function (its metadata
+ * says "function") loads with the Lua variant registered under the name it
+ * records when its code is the recorded one, or with f; f whose code is
+ * not the recorded one loads with a warning, written to stderr and
+ * returned (xsa_lua_attention_resolve) */
 static int l_gpt_load(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
@@ -283,26 +296,30 @@ static int l_gpt_load(lua_State *L)
                                     "(got %s): a built-in variant's name is in the checkpoint", luaL_typename(L, -1)));
         lua_replace(L, 2);
     }
-    gbox *b = newgbox(L);                 /* 3 */
-    xsa_adamw **ob = xsa_lua_newadamw(L); /* 4 */
+    xsa_lua_attention_resolve(L, path, 2); /* 3: a warning or nil */
+    gbox *b = newgbox(L);                 /* 4 */
+    xsa_adamw **ob = xsa_lua_newadamw(L); /* 5 */
     xsa_adamw *o = NULL;
     xsa_gpt_ext_attention stub = {no_forward, no_backward, no_drop, no_ref, no_ref, NULL};
     xsa_gpt *m = xsa_gpt_load_ext(path, &o, lua_isnil(L, 2) ? NULL : &stub);
     if (!m) return xsa_lua_corefail(L);
     b->m = m;
     *ob = o;
-    if (!lua_isnil(L, 2)) xsa_lua_attention_install(L, 2, 3);
+    if (!lua_isnil(L, 2)) xsa_lua_attention_install(L, 2, 4);
     /* the core checks lambda is finite as a double; it runs as a float */
     double lambda = xsa_gpt_get_config(m)->lambda;
     if (!(fabs(lambda) <= FLT_MAX))
         return luaL_error(L, "xsa.gpt.load: %s: lambda %f is not finite as a float32", path, (lua_Number)lambda);
-    lua_settop(L, 4);
+    lua_settop(L, 5);
     account(L, m);
     if (!o) {
-        lua_pop(L, 1);
         lua_pushnil(L);
+        lua_replace(L, 5);
     }
-    return 2;
+    if (lua_isnil(L, 3)) return 2;
+    lua_writestringerror("xsa.gpt.load: warning: %s\n", lua_tostring(L, 3));
+    lua_pushvalue(L, 3);
+    return 3;
 }
 
 /* ---- methods ----------------------------------------------------------- */
@@ -420,7 +437,7 @@ static int m_set_attention(lua_State *L)
     lua_settop(L, 3);
     lua_pushvalue(L, 2);
     int att = (int)attfield(L, "gpt:set_attention");
-    lua_pop(L, 1);
+    lua_replace(L, 2); /* a registered name's function in its place */
     int set_lambda = !lua_isnil(L, 3);
     double lambda = 0.0;
     if (set_lambda) check_lambda(L, "gpt:set_attention", att);
@@ -579,10 +596,14 @@ static int m_save(lua_State *L)
         have_opt = lua_getfield(L, 3, "optimizer") != LUA_TNIL; /* stays at 4 */
         if (have_opt) xsa_lua_checkadamw(L, 4);
     }
+    lua_settop(L, 4);
+    /* which Lua function its attention is (a table at 5 holds the strings) */
+    const char *keys[8], *values[8];
+    int n = xsa_lua_attention_record(L, checkgpt(L, 1), keys, values, 8);
     /* the pointers last: the conversions and __index above can run Lua */
     xsa_adamw *o = have_opt ? xsa_lua_checkadamw(L, 4) : NULL;
     xsa_gpt *m = checkgpt(L, 1);
-    if (xsa_gpt_save(m, path, o) != 0) return xsa_lua_corefail(L);
+    if (xsa_gpt_save_meta(m, path, o, n, keys, values) != 0) return xsa_lua_corefail(L);
     lua_pushboolean(L, 1);
     return 1;
 }

@@ -84,10 +84,20 @@ T.case("the example: a Lua variant beside SA, recorded, read back, a miss when e
       end
     end
     T.ok(ck and xsa.sys.exists(ck), "the checkpoint of " .. rec.runs[2].model.attention_code)
-    T.raises(function() xsa.gpt.load(ck) end, "attention was a function")
+    local code = rec.runs[2].model.attention_code
+    -- not registered yet, or registered with the other record's code: refused, saying so
+    local now = xsa.attention.registered("half_xsa")
+    local err = T.raises(function() xsa.gpt.load(ck) end, 'the Lua variant "half_xsa" (code ' .. code .. ')')
+    T.ok(err:find(now and 'but the variant registered as "half_xsa" now has code ' .. now.code or
+      "which is not registered in this process (registered: none)", 1, true), err)
     local m = xsa.gpt.load(ck, {attention = f})
     T.eq(m:config().attention, f)
     T.eq(xsa.train.evaluate(m, vl), rec.runs[2].result.final_val, "the loaded model's val loss")
+    m:free()
+    -- registered as the script registers it: loaded by the name its checkpoint records
+    T.eq(xsa.attention.register("half_xsa", f), code)
+    m = xsa.gpt.load(ck)
+    T.eq(xsa.train.evaluate(m, vl), rec.runs[2].result.final_val, "loaded by its name")
     m:free()
   end
   tl:free(); vl:free()

@@ -262,7 +262,8 @@ T.case("config, clone, set_attention, checkpoints: the function goes with the mo
   T.eq(m:clone{attention = "sa"}:config().attention, "sa")
   local p = os.tmpname()
   m:save(p)
-  T.raises(function() xsa.gpt.load(p) end, 'attention was a function (metadata attention = "function")')
+  T.raises(function() xsa.gpt.load(p) end, 'attention was a function (metadata attention = "function", an unnamed Lua ' ..
+    "function (code " .. xsa.attention.code(xsa_f) .. ")), which a checkpoint cannot hold")
   T.raises(function() xsa.gpt.load(p, {attention = "xsa"}) end, "attention must be a function")
   T.raises(function() xsa.gpt.load(p, {atention = xsa_f}) end, "unknown option 'atention'")
   local back = xsa.gpt.load(p, {attention = xsa_f})
@@ -275,6 +276,152 @@ T.case("config, clone, set_attention, checkpoints: the function goes with the mo
   m:set_attention(sa_f)
   T.eq(m:config().attention, sa_f)
   T.eq(tostring(m):match("^xsa.gpt%((%w+)"), "function")
+end)
+
+-- the loss of model m on batch x, y (no gradient)
+local function loss_of(m, x, y) return xsa.no_grad(function() return m:loss(x, y):item() end) end
+
+T.case("attention = a registered name is its function: the same bits through AdamW steps", function()
+  xsa.attention.register("lua_xsa", xsa_f)
+  local byname, byfn = xsa.gpt(cfg{attention = "lua_xsa"}), xsa.gpt(cfg{attention = xsa_f})
+  T.eq(byname:config().attention, xsa_f, "the function itself")
+  lockstep(byname, byfn, 3, function(s, la, lb) T.eq(la, lb, "step " .. s) end)
+  local x, y = batch(xsa.generator(9), 2, 16)
+  T.eq(loss_of(byname, x, y), loss_of(byfn, x, y), "after 3 steps")
+  T.eq(byname:clone{attention = "sa"}:clone{attention = "lua_xsa"}:config().attention, xsa_f, "clone{attention = name}")
+  T.eq(xsa.gpt(cfg()):set_attention("lua_xsa"):config().attention, xsa_f, "set_attention(name)")
+  T.raises(function() xsa.gpt(cfg{attention = "lua_xsb"}) end, 'attention must be "sa", "xsa", "vsub", the name of a ' ..
+    'Lua variant registered with xsa.attention.register ("lua_xsa") or a function (got lua_xsb)')
+  T.raises(function() xsa.gpt(cfg{attention = "lua_xsa", lambda = 0.5}) end, "an attention function takes none")
+  T.raises(function() xsa.gpt(cfg()):set_attention("lua_xsb") end, "gpt:set_attention: attention must be")
+end)
+
+-- a copy of checkpoint p at p .. suffix with its metadata changed by edit(meta)
+local function rewritten(p, suffix, edit)
+  local t, meta = xsa.safetensors.load(p)
+  edit(meta)
+  xsa.safetensors.save(p .. suffix, t, meta)
+  return p .. suffix
+end
+
+T.case("a checkpoint of a registered variant loads by its name, to the bit; an edited one only when given", function()
+  local function half(a) return a.y * 0.5 + a.v * 0.5 end
+  local code = xsa.attention.register("ck_half", half, {version = "v1"})
+  local m = xsa.gpt(cfg{attention = "ck_half"})
+  local opt = xsa.optim.adamw(m:parameters(), {lr = 1e-3})
+  local g = xsa.generator(11)
+  local function step(model, o, x, y)
+    o:zero_grad()
+    model:loss(x, y):backward()
+    o:step()
+  end
+  for _ = 1, 2 do step(m, opt, batch(g, 2, 16)) end
+  local p = os.tmpname()
+  m:save(p, {optimizer = opt})
+  local _, meta = xsa.safetensors.load(p)
+  T.eq(meta.attention, "function")
+  T.eq(meta["attention.name"], "ck_half")
+  T.eq(meta["attention.version"], "v1")
+  T.eq(meta["attention.code"], code)
+  -- loaded without the function: the registered one, the same loss and the same next step
+  local back, bopt, warning = xsa.gpt.load(p)
+  T.eq(back:config().attention, half)
+  T.eq(warning, nil)
+  local x, y = batch(g, 2, 16)
+  T.eq(loss_of(back, x, y), loss_of(m, x, y), "the loaded model's loss")
+  step(m, opt, x, y); step(back, bopt, x, y)
+  T.eq(loss_of(back, x, y), loss_of(m, x, y), "after one more AdamW step on each")
+  local _, _, w = xsa.gpt.load(p, {attention = half})
+  T.eq(w, nil, "its own function given: no warning")
+  -- the function edited (registered again): refused, saying what was recorded and what is present
+  local function half2(a) return a.y * 0.25 + a.v * 0.5 end
+  local code2 = xsa.attention.register("ck_half", half2, {version = "v1"})
+  T.raises(function() xsa.gpt.load(p) end, p .. ': the model\'s attention was the Lua variant "ck_half" (code ' .. code ..
+    ', version "v1"), but the variant registered as "ck_half" now has code ' .. code2 .. ', version "v1": it changed')
+  -- given explicitly, it loads, with the mismatch returned (and written to stderr)
+  local over, _, w2 = xsa.gpt.load(p, {attention = half2})
+  T.eq(over:config().attention, half2)
+  T.eq(w2, p .. ': the checkpoint was saved with the Lua variant "ck_half" (code ' .. code .. ', version "v1"); ' ..
+    'loaded with the function given, the Lua variant "ck_half" (code ' .. code2 .. ', version "v1")')
+  xsa.attention.register("ck_half", half, {version = "v2"})
+  T.raises(function() xsa.gpt.load(p) end, 'now has code ' .. code .. ', version "v2"', "another version")
+  -- another name recorded, not registered here
+  local ghost = rewritten(p, ".ghost", function(mt) mt["attention.name"] = "ck_ghost" end)
+  T.raises(function() xsa.gpt.load(ghost) end, 'the Lua variant "ck_ghost" (code ' .. code .. ', version "v1"), which ' ..
+    'is not registered in this process (registered: "ck_half", "lua_xsa"): xsa.attention.register("ck_ghost", f) before loading')
+  -- registered as it was: loads again
+  xsa.attention.register("ck_half", half, {version = "v1"})
+  T.eq(loss_of(xsa.gpt.load(p), x, y), loss_of(xsa.gpt.load(p, {attention = half}), x, y))
+  -- a process where nothing is registered
+  local out = T.capture(string.format("%s -e %s", xsa.sys.shell_quote(xsa.experiment.exe()),
+    xsa.sys.shell_quote("print(select(2, pcall(xsa.gpt.load, " .. string.format("%q", p) .. ")))")))
+  T.ok(out:find('the Lua variant "ck_half" (code ' .. code .. ', version "v1"), which is not registered in this ' ..
+    "process (registered: none)", 1, true), out)
+  for _, f in ipairs{p, ghost} do os.remove(f) end
+end)
+
+T.case("checkpoints of unnamed functions, older ones, built-in ones; malformed records refused", function()
+  local m = xsa.gpt(cfg{attention = sa_f, n_layer = 1})
+  local x, y = batch(xsa.generator(13), 2, 8)
+  local p = os.tmpname()
+  m:save(p)
+  local _, meta = xsa.safetensors.load(p)
+  T.eq(meta["attention.name"], nil)
+  T.eq(meta["attention.code"], xsa.attention.code(sa_f))
+  local _, _, w = xsa.gpt.load(p, {attention = sa_f})
+  T.eq(w, nil)
+  _, _, w = xsa.gpt.load(p, {attention = own_softmax})
+  T.eq(w, p .. ": the checkpoint was saved with an unnamed Lua function (code " .. xsa.attention.code(sa_f) .. "); " ..
+    "loaded with the function given, an unnamed Lua function (code " .. xsa.attention.code(own_softmax) .. ")")
+  -- a function whose code cannot be identified: "unidentified", loads with it, nothing to compare
+  local tbl = {0.5}
+  local opaque = function(a) return a.y * tbl[1] end
+  xsa.gpt(cfg{attention = opaque, n_layer = 1}):save(p)
+  _, meta = xsa.safetensors.load(p)
+  T.eq(meta["attention.code"], "unidentified")
+  T.raises(function() xsa.gpt.load(p) end, "an unnamed Lua function (code that cannot be identified)")
+  _, _, w = xsa.gpt.load(p, {attention = opaque})
+  T.eq(w, nil)
+  -- written before the record: loads with its function as before, without one refused as before
+  m:save(p)
+  local old = rewritten(p, ".old", function(mt) mt["attention.code"] = nil end)
+  local back, _, w3 = xsa.gpt.load(old, {attention = sa_f})
+  T.eq(w3, nil)
+  T.eq(loss_of(back, x, y), loss_of(m, x, y))
+  T.raises(function() xsa.gpt.load(old) end, 'attention was a function (metadata attention = "function"), which a ' ..
+    "checkpoint cannot hold")
+  -- a built-in variant's checkpoint: no record, loads as before
+  xsa.gpt(cfg{attention = "xsa", lambda = 0.5}):save(p)
+  _, meta = xsa.safetensors.load(p)
+  for k in pairs(meta) do T.ok(not k:find("^attention%."), k) end
+  T.eq(xsa.gpt.load(p):config().lambda, 0.5)
+  -- malformed records: a clear error, with the function given or not, and nothing raw printed
+  m:save(p)
+  local bad = {
+    {{["attention.name"] = "../x"}, 'attention.name = "../x" is not a Lua variant\'s name'},
+    {{["attention.name"] = "xsa"}, 'attention.name = "xsa" is not a Lua variant\'s name'},
+    {{["attention.name"] = "$(touch x)"}, "is not a Lua variant's name"},
+    {{["attention.name"] = ("a"):rep(33)}, "is not a Lua variant's name"},
+    {{["attention.name"] = "a\nb"}, 'attention.name = "a\\10b"'},
+    {{["attention.code"] = "zz"}, 'attention.code = "zz" is not 16 hexadecimal digits'},
+    {{["attention.code"] = ("0"):rep(17)}, "is not 16 hexadecimal digits"},
+    {{["attention.code"] = ("\1"):rep(50)}, '"' .. ("\\1"):rep(40) .. '"...'},
+    {{["attention.code"] = ""}, "is not 16 hexadecimal digits"},
+    {{["attention.name"] = "ok", ["attention.code"] = "unidentified"}, "attention.name with an unidentified attention.code"},
+    {{["attention.version"] = "v1"}, "is not a registered variant's version"},
+    {{["attention.name"] = "ok", ["attention.version"] = ("v"):rep(65)}, "is not a registered variant's version"},
+    {{["attention.name"] = "ok", ["attention.version"] = ""}, "is not a registered variant's version"},
+  }
+  for _, case in ipairs(bad) do
+    local q = rewritten(p, ".bad", function(mt) for k, v in pairs(case[1]) do mt[k] = v end end)
+    for _, o in ipairs{{}, {attention = sa_f}} do
+      local err = T.raises(function() xsa.gpt.load(q, o) end, q .. ": the checkpoint's record of its attention is malformed: ")
+      T.ok(err:find(case[2], 1, true) and not err:find("\n") and not err:find("\1"), err)
+    end
+  end
+  T.raises(function() xsa.gpt.load(rewritten(p, ".bad", function(mt) mt["attention.code"] = nil
+    mt["attention.name"] = "ok" end)) end, "attention.name or attention.version without attention.code")
+  for _, f in ipairs{p, old, p .. ".bad"} do os.remove(f) end
 end)
 
 T.case("xsa.train.runs trains a Lua attention beside the built-in one, the same numbers", function()

@@ -26,8 +26,10 @@ local function tmpname(tag) return string.format("%s/xsa_gpt_test_%s_%d.safetens
 T.case("config validation errors", function()
   T.raises(function() xsa.gpt{vocab = 0} end, "vocab must be an integer")
   T.raises(function() xsa.gpt{d_model = 10, n_head = 3} end, "d_model 10 is not divisible by n_head 3")
-  T.raises(function() xsa.gpt{attention = "flash"} end, 'attention must be "sa", "xsa", "vsub" or a function (got flash)')
-  T.raises(function() xsa.gpt{attention = "XSA"} end, 'attention must be "sa", "xsa", "vsub" or a function (got XSA)')
+  T.raises(function() xsa.gpt{attention = "flash"} end, 'attention must be "sa", "xsa", "vsub", the name of a Lua ' ..
+    'variant registered with xsa.attention.register (none is) or a function (got flash)')
+  T.raises(function() xsa.gpt{attention = "XSA"} end, 'attention must be "sa", "xsa", "vsub", the name of a Lua ' ..
+    'variant registered with xsa.attention.register (none is) or a function (got XSA)')
   T.raises(function() xsa.gpt{lambda = 0/0} end, "lambda must be finite")
   T.raises(function() xsa.gpt{lambda = "big"} end, "lambda must be a number")
   T.raises(function() xsa.gpt{n_layers = 2} end, "unknown option 'n_layers'")

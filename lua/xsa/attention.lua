@@ -25,9 +25,13 @@
 -- hit; what may change it without changing the function (another Lua
 -- build compiling it differently, a library function renamed) is a miss
 -- too.
--- Non-goals: saving the code (a checkpoint of such a model says
--- attention = "function": xsa.gpt.load(path, {attention = f})); keying
--- the globals f reads.
+-- A registered name is what xsa.gpt's attention takes for f (the binding
+-- asks M._lookup), and a checkpoint of such a model records the name and
+-- the identity, so xsa.gpt.load finds f again by its name, and refuses an
+-- edited one (M._checkpoint_attention).
+-- Non-goals: saving the code (a checkpoint of a model whose function is
+-- not registered here needs it again: xsa.gpt.load(path, {attention = f}));
+-- keying the globals f reads.
 local cache = require "xsa.cache"
 local options = require "xsa.options"
 
@@ -185,6 +189,125 @@ end
 function M.registered(name)
   local r = type(name) == "string" and registry[name]
   return r and {name = name, code = r.code, version = r.version} or nil
+end
+
+----------------------------------------------------------------------------
+-- for the binding (lua/l_gpt.c, lua/l_attention.c): a registered name as
+-- xsa.gpt's attention, and what a checkpoint records of a Lua attention
+--
+-- A checkpoint of a model whose attention is a Lua function f says
+-- attention = "function" (core/gpt.h) and, beside it, which function:
+--   attention.name     the name f is registered under (the smallest, if
+--                      several), absent for an unnamed function
+--   attention.version  the version it was registered with, if any
+--   attention.code     its identity as registered (M.code for an unnamed
+--                      one), or "unidentified" when it has none
+-- A checkpoint from before these keys has none of them. The file is
+-- untrusted: each recorded value is checked before it is used or shown.
+
+-- The function registered as `name`, or nil and the registered names (as
+-- a message lists them: "gated", "mine"; "" when there are none).
+function M._lookup(name)
+  local r = type(name) == "string" and registry[name]
+  if r then return r.fn end
+  local names = {}
+  for n in pairs(registry) do names[#names + 1] = string.format("%q", n) end
+  table.sort(names)
+  return nil, table.concat(names, ", ")
+end
+
+local function identity_of(f) -- {name =, code =, version =} of what a checkpoint of f records
+  local name
+  for n, r in pairs(registry) do
+    if rawequal(r.fn, f) and (not name or n < name) then name = n end
+  end
+  if name then return {name = name, code = registry[name].code, version = registry[name].version} end
+  local lua = type(f) == "function" and debug.getinfo(f, "S").what ~= "C"
+  return {code = lua and M.code(f) or "unidentified"}
+end
+
+-- The metadata a checkpoint of a model with Lua attention f records, as a
+-- list of keys and values in turn (in this order: the file's bytes do not
+-- depend on a table's traversal).
+function M._checkpoint_meta(f)
+  local id, out = identity_of(f), {}
+  for _, k in ipairs{"name", "version", "code"} do
+    if id[k] then out[#out + 1], out[#out + 2] = "attention." .. k, id[k] end
+  end
+  return out
+end
+
+-- A value from the file, safe to print: at most 40 bytes, quoted, every
+-- byte that is not printable ASCII as \ddd.
+local function shown(s)
+  return '"' .. s:sub(1, 40):gsub('[^ -~]', function(c) return string.format("\\%d", c:byte()) end)
+    :gsub('"', '\\"') .. '"' .. (#s > 40 and "..." or "")
+end
+
+-- rec (the checkpoint's attention.* values) checked: nil, or what is wrong.
+local function malformed(rec)
+  local name, code, version = rec.name, rec.code, rec.version
+  if code == nil then
+    return (name ~= nil or version ~= nil) and "attention.name or attention.version without attention.code" or nil
+  end
+  if code ~= "unidentified" and not code:match("^" .. ("%x"):rep(16) .. "$") then
+    return "attention.code = " .. shown(code) .. " is not 16 hexadecimal digits or \"unidentified\""
+  end
+  if name ~= nil and (#name > M.MAX_NAME or not name:match(M.NAME) or builtin(name) or name == "function") then
+    return "attention.name = " .. shown(name) .. " is not a Lua variant's name (a letter, then letters, digits or _, " ..
+      "at most " .. M.MAX_NAME .. " bytes, not a built-in's)"
+  end
+  if name ~= nil and code == "unidentified" then return "attention.name with an unidentified attention.code" end
+  if version ~= nil and (name == nil or version == "" or #version > M.MAX_VERSION or not version:match("^[ -~]+$")) then
+    return "attention.version = " .. shown(version) .. " is not a registered variant's version (printable text of 1 to " ..
+      M.MAX_VERSION .. " bytes, with attention.name)"
+  end
+end
+
+-- How a message names a variant's identity (its values already checked).
+local function code_of(id)
+  local code = id.code == "unidentified" and "code that cannot be identified" or "code " .. id.code
+  return code .. (id.version and ", version " .. shown(id.version) or "")
+end
+local function described(id)
+  if id.name then return string.format("the Lua variant %q (%s)", id.name, code_of(id)) end
+  return "an unnamed Lua function (" .. code_of(id) .. ")"
+end
+
+local LOAD_FIX = "give the function to the loader: xsa.gpt.load(path, {attention = f})"
+
+-- The function to load the checkpoint at path with (rec: its attention.*
+-- values; f: the caller's function or nil) and a warning when f's identity
+-- is not the recorded one; an error for what is refused. nil (and no f):
+-- the checkpoint records nothing (written before these keys).
+function M._checkpoint_attention(path, rec, f)
+  local bad = malformed(rec)
+  if bad then error(string.format("%s: the checkpoint's record of its attention is malformed: %s", path, bad), 0) end
+  if rec.code == nil then return f end
+  if f ~= nil then
+    local now = identity_of(f)
+    if now.code == rec.code and now.version == rec.version then return f end
+    return f, string.format("%s: the checkpoint was saved with %s; loaded with the function given, %s",
+      path, described(rec), described(now))
+  end
+  if not rec.name then
+    error(string.format('%s: the model\'s attention was a function (metadata attention = "function", %s), ' ..
+      "which a checkpoint cannot hold: %s (or register it under a name before saving)", path, described(rec), LOAD_FIX), 0)
+  end
+  local r = registry[rec.name]
+  if not r then
+    local _, names = M._lookup(rec.name)
+    error(string.format("%s: the model's attention is %s, which is not registered in this process (registered: %s): " ..
+      "xsa.attention.register(%q, f) before loading, or %s", path, described(rec), names ~= "" and names or "none",
+      rec.name, LOAD_FIX), 0)
+  end
+  if r.code ~= rec.code or r.version ~= rec.version then
+    error(string.format("%s: the model's attention was %s, but the variant registered as %q now has %s: it changed " ..
+      "since the checkpoint was saved; to load these weights with the present code anyway, give it to the loader: " ..
+      "xsa.gpt.load(path, {attention = xsa.attention.get(%q)}) (it then warns)", path, described(rec), rec.name,
+      code_of(r), rec.name), 0)
+  end
+  return r.fn
 end
 
 -- A model with base's weights and the attention of variant `name`

@@ -392,7 +392,8 @@ end
 -- <xsa.train's opts.resume>, models = {...}, optimizers = {...}, extra =},
 -- or nil and "none", or nil and why it is unusable (said through say(fmt,
 -- ...) and removed: the group starts over). attentions[i]: model i's
--- attention function when it is written in Lua (its checkpoint names none).
+-- attention function when it is written in Lua (a checkpoint names its
+-- registered variant, but one saved before checkpoints did needs it).
 function M.load_group(base, key, n, steps, say, attentions)
   local path = base .. ".resume.json"
   local text = core.read_file(path)

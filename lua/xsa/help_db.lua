@@ -420,9 +420,10 @@ add("xsa.nn.cross_entropy", "xsa.nn.cross_entropy(logits, targets) -> tensor", "
 -- xsa.gpt and the model
 
 D["xsa.gpt"].sig = "xsa.gpt{vocab=50257, n_layer=2, d_model=128, n_head=2, seq_len=64, attention=\"sa\", lambda=1, seed=0, precision=\"f32\"} -> model"
-add("xsa.gpt.load", "xsa.gpt.load(path [, {attention=}]) -> model, optimizer | nil",
+add("xsa.gpt.load", "xsa.gpt.load(path [, {attention=}]) -> model, optimizer | nil [, warning]",
   "Reads a checkpoint written by model:save, validating names, shapes and config; returns the AdamW it carries, if any. " ..
-  "A model whose attention was a Lua function needs it again: {attention = f}.",
+  "A model whose attention was a Lua function loads with the variant registered under the name its checkpoint records " ..
+  "(when its code is the recorded one), or with {attention = f}: a warning, also written to stderr, when f's code is not the recorded one.",
   "local model, opt = xsa.gpt.load(\"cache/mine-xsa-300steps-HASH.safetensors\")")
 add("xsa.gpt.variants", "xsa.gpt.variants() -> {names}",
   "The core's attention variants, in its order (\"sa\", \"xsa\", \"vsub\"): the names attention = takes beside a function.",
@@ -448,7 +449,7 @@ add("model:clone", "model:clone([{attention=, lambda=}]) -> model", "A new model
   "local twin = model:clone{attention = \"xsa\", lambda = 1}")
 add("model:copy_from", "model:copy_from(other) -> model", "Copies the weights of a same-sized model.", "a:copy_from(b)")
 add("model:set_attention", "model:set_attention(\"sa\" | \"xsa\" | \"vsub\" | f [, lambda]) -> model",
-  "Switches the attention variant in place (f: a function written in Lua, doc/lua-api.md).",
+  "Switches the attention variant in place (f: a function written in Lua, or the name xsa.attention.register gave one; doc/lua-api.md).",
   "model:set_attention(\"xsa\", 0.5)")
 add("model:parameters", "model:parameters() -> list of {name=, tensor=}",
   "The parameters in GPT-2 order, also indexed by name; the tensors are the model's own.",
@@ -613,7 +614,8 @@ add("xsa.checkpoint.write_group", "xsa.checkpoint.write_group(base, key, ctx, ex
   "extra is plain data kept with it.", nil)
 add("xsa.checkpoint.load_group", "xsa.checkpoint.load_group(base, key, n, steps, say [, attentions]) -> {resume=, models=, optimizers=, extra=} | nil, why",
   "The saved state of a group of n runs for key: models and AdamW loaded and checked against it, or nil and \"none\", " ..
-  "or nil and why it is unusable (said through say and removed); attentions[i] is model i's attention function when it is written in Lua.", nil)
+  "or nil and why it is unusable (said through say and removed); attentions[i] is model i's attention function when it is written in Lua " ..
+  "(states saved before checkpoints recorded the variant need it).", nil)
 add("xsa.checkpoint.remove_group", "xsa.checkpoint.remove_group(base, n)",
   "Removes a group's saved state: the JSON, both slots of its n models, temporaries a kill left.", nil)
 add("xsa.checkpoint.restore", "xsa.checkpoint.restore(state, loader)",
