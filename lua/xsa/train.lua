@@ -120,8 +120,11 @@ M.PAIR_OPTIONS = {"steps", "eval_every", "lr", "save_every", "eval_batches", "fi
   "resume", "names", "label", "betas", "eps", "weight_decay", "baseline", "optimizers", "progress_bar",
   "progress", "on_point", "save", "quiet", "schedule", "warmup", "min_lr_frac"}
 
--- runs() takes the same, less what it reads per run (label, baseline, optimizer).
-M.RUNS_OPTIONS = {}
+-- runs() takes the same, less what it reads per run (label, baseline,
+-- optimizer), plus layout: "pair" (two runs, SA then XSA) lays the result,
+-- the save hook's ctx and the saved state out as pair() does (pair() is
+-- runs() with it), so a pair trained as a group keeps a pair's records.
+M.RUNS_OPTIONS = {"layout"}
 for _, k in ipairs(M.PAIR_OPTIONS) do
   if k ~= "names" and k ~= "baseline" and k ~= "optimizers" then M.RUNS_OPTIONS[#M.RUNS_OPTIONS + 1] = k end
 end
@@ -679,33 +682,44 @@ local function checked_options(what, opts, allowed)
   return o
 end
 
-local function prepare_pair(sa_model, xsa_model, train_loader, val_loader, opts)
-  opts = checked_options("train.pair", opts, M.PAIR_OPTIONS)
-  local S = settings("train.pair", opts, train_loader, val_loader)
-  local names, given = opts.names or {"SA", "XSA"}, opts.optimizers or {}
-  return prepare(S, {
-    {key = "sa", model = sa_model, label = names[1], opt = given[1], base = opts.baseline,
-      baseline_misuse = "opts.baseline must be the sa record of a run of the same length (with step_loss)",
-      optimizer_misuse = "opts.optimizers have other settings than the run"},
-    {key = "xsa", model = xsa_model, label = names[2], opt = given[2],
-      optimizer_misuse = "opts.optimizers have other settings than the run"},
-  }, PAIR)
+-- runs[i]'s entry: keyed as the layout keeps its record (pair: "sa",
+-- "xsa", with pair()'s messages), or i.
+local function run_entry(r, i, pair)
+  local where = string.format("runs[%d]", i)
+  checked_options("train.runs: " .. where, r, RUN_FIELDS)
+  if r.model == nil then refuse("train.runs: " .. where .. ".model is missing") end
+  local e = {key = i, model = r.model, label = r.label or ("run " .. i), opt = r.optimizer, base = r.baseline,
+    baseline_misuse = where .. ".baseline must be the record of a run of the same length (with step_loss)",
+    optimizer_misuse = where .. ".optimizer has other settings than the run"}
+  if pair then
+    e.key, e.optimizer_misuse = i == 1 and "sa" or "xsa", "opts.optimizers have other settings than the run"
+    e.baseline_misuse = "opts.baseline must be the sa record of a run of the same length (with step_loss)"
+  end
+  return e
 end
 
 local function prepare_runs(runs, train_loader, val_loader, opts)
   opts = checked_options("train.runs", opts, M.RUNS_OPTIONS)
+  local pair = opts.layout == "pair"
+  if opts.layout ~= nil and not pair then refuse("train.runs: layout must be \"pair\" or nil") end
   if type(runs) ~= "table" or #runs < 1 then refuse("train.runs: runs must be a list of {model = ...}") end
-  local entries = {}
-  for i, r in ipairs(runs) do
-    local where = string.format("runs[%d]", i)
-    checked_options("train.runs: " .. where, r, RUN_FIELDS)
-    if r.model == nil then refuse("train.runs: " .. where .. ".model is missing") end
-    entries[i] = {key = i, model = r.model, label = r.label or ("run " .. i), opt = r.optimizer, base = r.baseline,
-      baseline_misuse = where .. ".baseline must be the record of a run of the same length (with step_loss)",
-      optimizer_misuse = where .. ".optimizer has other settings than the run"}
+  if pair and (#runs ~= 2 or runs[2].baseline ~= nil) then
+    refuse("train.runs: layout \"pair\" takes two runs, SA then XSA (only SA's may be a baseline)")
   end
-  local S = settings("train.runs", opts, train_loader, val_loader)
-  return prepare(S, entries, RUNS)
+  local entries = {}
+  for i, r in ipairs(runs) do entries[i] = run_entry(r, i, pair) end
+  local S = settings(pair and "train.pair" or "train.runs", opts, train_loader, val_loader)
+  return prepare(S, entries, pair and PAIR or RUNS)
+end
+
+-- pair()'s two models as runs() with layout "pair", opts checked as pair's.
+local function prepare_pair(sa_model, xsa_model, train_loader, val_loader, opts)
+  opts = checked_options("train.pair", opts, M.PAIR_OPTIONS)
+  local names, given = opts.names or {"SA", "XSA"}, opts.optimizers or {}
+  local o = {layout = "pair"}
+  for k, v in pairs(opts) do if k ~= "names" and k ~= "baseline" and k ~= "optimizers" then o[k] = v end end
+  return prepare_runs({{model = sa_model, label = names[1], optimizer = given[1], baseline = opts.baseline},
+    {model = xsa_model, label = names[2], optimizer = given[2]}}, train_loader, val_loader, o)
 end
 
 -- Raises a refusal from fn at the level of the public function's caller.
