@@ -282,6 +282,40 @@ T.case("a stopped paired run resumes from its saved state; --no-resume starts ov
   T.ok(not xsa.sys.exists(f.state))
 end)
 
+-- ex:pair and ex:group take one path (xsa.runs.run, xsa.train.runs): a
+-- group of SA and XSA gives the pair's numbers to the bit, and a group has
+-- the hooks a pair has (its probes are an after()).
+T.case("a pair is a group of two: the same numbers; a group's on_start, on_point, after and check", function()
+  if not xsa.data.find(xsa.data.TEXT_NAMES) then error("the TinyStories corpus is missing") end
+  local pair = capture(function() return tiny({"--no-cache"}):pair{label = "tiny"} end)
+  T.ok(pair[1], tostring(pair[2]))
+  local seen, started, probed = {}, 0, nil
+  local r, err = capture(function() return tiny({"--no-cache"}):group{name = "mine-group", label = "g",
+    on_start = function(m, tl, vl) started = started + 1; T.ok(m and tl:num_batches() > 0 and vl:num_batches() > 0) end,
+    on_point = function(step) seen[#seen + 1] = step end,
+    after = function(res, m)
+      T.eq(#m.models, 2)
+      T.eq(table.concat(m.labels, ","), "sa,xsa")
+      probed = m.models[2]:config().attention
+      res.probe = {batches = 1, note = "probed"}
+    end,
+    check = function(res) return res.probe ~= nil, "no probe" end} end)
+  T.ok(r[1], tostring(r[2]) .. err)
+  local g, p = r[2], pair[2]
+  T.eq(started, 1)
+  T.eq(table.concat(seen, ","), "0,2,4")
+  T.eq(probed, "xsa")
+  T.eq(g.probe.note, "probed", "after() ran before the entry was stored")
+  same_losses({steps = g.steps, sa = g.runs[1], xsa = g.runs[2]}, p)
+  -- the entry is found again (its check passes), nothing trained
+  seen = {}
+  r = capture(function() return tiny():group{name = "mine-group", label = "g", on_point = function(step)
+    seen[#seen + 1] = step end, check = function(res) return res.probe ~= nil, "no probe" end} end)
+  T.ok(r[1] and (r[3] == "record" or r[3] == "hit"), tostring(r[3]))
+  T.eq(#seen, 0, "read back, not trained")
+  T.raises(function() tiny():group{name = "mine-group", nope = 1} end, "nope")
+end)
+
 -- glibc's system() (os.execute) ignores SIGINT while its shell runs, so a
 -- Ctrl-C that came then was lost and the run went on to the end (CI, under
 -- load). Training and its saves run no shell; a stale temporary file of a

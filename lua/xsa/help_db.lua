@@ -584,11 +584,12 @@ add("xsa.train.pair", "xsa.train.pair(sa_model, xsa_model, train, val, {steps=, 
   "result.sa/xsa hold train/val curves and final_val, result.improvement_pct the paired gain. data_parallel = true " ..
   "under mpirun: each rank its rows of every batch, one gradient allreduce per step.",
   "local r = xsa.train.pair(sa, xm, train, val, {steps = 60, eval_every = 10})\nprint(r.improvement_pct)")
-add("xsa.train.runs", "xsa.train.runs({{model=, label=, optimizer=, baseline=}, ...}, train, val, {steps=, eval_every=, eval_batches=, lr=, warmup=, schedule=, min_lr_frac=, label=, save=, resume=, data_parallel=}) -> result",
+add("xsa.train.runs", "xsa.train.runs({{model=, label=, optimizer=, baseline=}, ...}, train, val, {steps=, eval_every=, eval_batches=, lr=, warmup=, schedule=, min_lr_frac=, label=, save=, resume=, data_parallel=, layout=}) -> result",
   "Any number of models trained on the same batches, AdamW each (or runs[i].optimizer), all evaluated on the same " ..
   "val batches; result.runs[i] holds run i's train/val curves, step losses and final_val, result.config.models[i] " ..
   "its model config. The options, saving, resuming and data parallelism are xsa.train.pair's; each model gets " ..
-  "the numbers it gets trained alone, to the bit.",
+  "the numbers it gets trained alone, to the bit. layout = \"pair\" (two runs, SA then XSA) gives a pair's " ..
+  "result, save ctx and saved state: xsa.train.pair is this call.",
   "local r = xsa.train.runs({{model = a, label = \"A\"}, {model = b, label = \"B\"}}, train, val, {steps = 60})\nprint(r.runs[2].final_val)")
 add("xsa.checkpoint.records", "xsa.checkpoint.records(result) -> records, keys, name",
   "Where a training result keeps its records: result itself with keys sa and xsa (a pair), or result.runs with " ..
@@ -1070,11 +1071,16 @@ add("xsa.attention.clone", "xsa.attention.clone(model, name [, lambda]) -> model
   "A model with model's weights and variant name's attention (lambda for a built-in one that takes it).",
   "local gated = xsa.attention.clone(xsa.gpt{seed = 0}, \"half\")")
 group("xsa.runs", "a group of runs, one per attention arm, as a cached, recorded, resumable entry of an experiment",
-  "Its method is an experiment's: ex:group{seed=, arms=, config=, name=, label=, checkpoints=} trains the arms (built-in names or registered Lua variants) from one initial model on the same batches (xsa.train.runs); the result lists them in arm order (r.runs).",
+  "Its method is an experiment's: ex:group{seed=, arms=, config=, name=, label=, checkpoints=, on_start=, on_point=, after=, check=} trains the arms (built-in names or registered Lua variants) from one initial model on the same batches (xsa.train.runs); the result lists them in arm order (r.runs). after(r, {models=, labels=, train=, val=}) runs before the entry is stored (probes); under mpirun --data-parallel every rank trains the group together. ex:pair is a group of two on the same path (xsa.runs.run).",
   "xsa.attention.register(\"half\", function(a) return a.y * 0.5 end)\nlocal r = ex:group{seed = 0, arms = {\"sa\", \"half\"}}")
-add("xsa.runs.start", "xsa.runs.start(config, f, key, say [, label]) -> runs, saved",
+add("xsa.runs.start", "xsa.runs.start(config, f, key, say [, label [, fresh]]) -> runs, saved",
   "The runs of a group for xsa.train.runs ({label=, model=, optimizer=}): from its saved state beside the cache " ..
-  "entry f (said through say), else the arms of one new initial model; label(arm) names a run.", nil)
+  "entry f (said through say; never with fresh), else the arms of one new initial model; label(arm) names a run.", nil)
+add("xsa.runs.run", "xsa.runs.run(ex, p) -> result, status, entry",
+  "The one path of ex:group and ex:pair: the record, else the cache entry, else trained through xsa.train.runs " ..
+  "(resumed from a saved state; data-parallel under mpirun with --data-parallel), stored and recorded. p names the " ..
+  "entry (name, config, keyed, f, label, what, layout, check, record_check) and what is the group's own (start, " ..
+  "save, finish, remove_state, decorate, on_start, on_point).", nil)
 add("xsa.runs.check", "xsa.runs.check(result) -> true | false, why",
   "Whether a result is a finished group's (xsa.train.runs): done, every run with a final val loss, every number finite.",
   "print(xsa.runs.check({status = \"done\", runs = {}}))")
@@ -1103,7 +1109,7 @@ add("xsa.provenance.valid", "xsa.provenance.valid(p) -> true | false, why",
   "Whether a record's provenance is typed as the published files print it: named strings, threads a positive integer, a real date.",
   "print(xsa.provenance.valid(xsa.provenance.now()))")
 group("xsa.pair", "a paired SA/XSA training run as a cached, recorded, resumable entry of an experiment",
-  "ex:pair{...} trains (or reads) the pair; ex:pair_config and ex:results give configurations and another experiment's finished pair. xsa.experiment re-exports the functions under their older names.",
+  "ex:pair{...} trains (or reads) the pair, a group of two (xsa.runs.run, xsa.train.runs with layout \"pair\"); ex:pair_config and ex:results give configurations and another experiment's finished pair. xsa.experiment re-exports the functions under their older names.",
   "local r, status, entry = ex:pair{seed = 0, checkpoints = true}")
 add("xsa.pair.quick", "xsa.pair.quick([extra]) -> table",
   "The --quick settings of a paired run (10 steps, 10k tokens, batch 4), with extra merged in.", "local q = xsa.pair.quick{steps = 20}")

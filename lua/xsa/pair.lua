@@ -1,5 +1,9 @@
--- xsa.pair: a paired SA/XSA training run (xsa.train.pair) as a cache entry
--- of an experiment: cached, recorded, resumable, with its checkpoints.
+-- xsa.pair: a paired SA/XSA training run as a cache entry of an
+-- experiment: cached, recorded, resumable, with its checkpoints. A pair is
+-- a group of two (xsa.runs.run, xsa.train.runs with layout "pair"): this
+-- module keeps what is a pair's own, its cache name, its files (the
+-- checkpoints init, sa, xsa and its saved state, xsa.checkpoint's
+-- write_files), its record layout (result.sa, result.xsa).
 --
 --   local r, status, entry = ex:pair{seed = 0, checkpoints = true}
 --   local c = xsa.pair.config(ex.opts, "mine", {seed = 1})
@@ -8,17 +12,16 @@
 -- The methods (M.methods: ex:pair, ex:pair_config, ex:results) are an
 -- experiment's; xsa.experiment installs them and re-exports the functions.
 -- A run's files are xsa.store's, its saved state xsa.checkpoint's.
--- Non-goals: groups of more than two runs (xsa.train.runs through ex:cached).
+-- Non-goals: groups of other arms (ex:group, xsa.runs).
 local sys = require "xsa.sys"
 local study = require "xsa.study"
 local args = require "xsa.args"
 local cache = require "xsa.cache"
-local record = require "xsa.record"
 local options = require "xsa.options"
 local store = require "xsa.store"
 local checkpoint = require "xsa.checkpoint"
 local executor = require "xsa.executor"
-local train = require "xsa.train"
+local runs = require "xsa.runs"
 
 local M = {}
 
@@ -156,43 +159,6 @@ local function pair_run(ex, o)
   return p
 end
 
--- After training, on every path that trained: checkpoint paths, the
--- caller's after(), the models freed.
-local function finish(p, r, sa_model, xsa_model, tl, vl)
-  if #p.kinds > 0 then
-    r.checkpoints = {}
-    for _, k in ipairs(p.kinds) do r.checkpoints[k] = p.f.checkpoints[k] end
-  end
-  if p.o.after then p.o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
-  r.provenance = record.provenance()
-  sa_model:free()
-  xsa_model:free()
-end
-
--- --data-parallel under mpirun: every rank trains this pair together and
--- rank 0 decides hit or miss for all. On the other ranks: what rank 0 has,
--- or the training without writing anything (result, status, entry); on
--- rank 0 nil (it goes on as one process would).
-local function data_parallel_share(ex, p, no_cache)
-  local opts, rank = ex.opts, select(2, executor.ranks())
-  local flag = core.tensor{0}
-  if rank == 0 and not no_cache and cache.load(opts.out, p.name, p.keyed, pair_check(p.kinds, p.o.check)) then
-    flag = core.tensor{1}
-  end
-  core.mpi.bcast(flag, 0)
-  local hit = flag:item() == 1
-  flag:free()
-  if rank == 0 then return nil end
-  if hit then return cache.load(opts.out, p.name, p.keyed), "hit", p.f.entry end
-  local tl, vl = study.loaders(p.config.data)
-  local sa_model, xsa_model = study.new_pair(p.config.model, p.config.lambda)
-  if p.o.on_start then p.o.on_start(sa_model, tl, vl) end
-  local r = train.pair(sa_model, xsa_model, tl, vl, study.pair_options(p.config.train, {
-    label = p.label, baseline = p.o.baseline, on_point = p.o.on_point, data_parallel = true}))
-  finish(p, r, sa_model, xsa_model, tl, vl)
-  return r, "miss", p.f.entry
-end
-
 -- The saved state to continue from (nil: start over), said so; --no-resume
 -- discards it.
 local function resume_state(ex, p, dp)
@@ -215,7 +181,7 @@ local function resume_state(ex, p, dp)
   end
 end
 
--- xsa.train.pair's save hook: saved states, partial saves, the checkpoints.
+-- The pair's save hook (xsa.train): saved states, partial saves, the checkpoints.
 local function save_hook(p)
   local f = p.f
   return function(res, st, ctx)
@@ -233,33 +199,51 @@ local function save_hook(p)
   end
 end
 
--- Trains the pair (continuing a saved state when there is one): the result.
-local function train_pair(ex, p, dp)
-  local config, o = p.config, p.o
-  local tl, vl = study.loaders(config.data)
-  local saved = resume_state(ex, p, dp)
+-- The pair's runs (xsa.train.runs, layout "pair"): the models of its saved
+-- state (not under --data-parallel) or fresh ones (study.new_pair:
+-- identical weights), the initial weights kept when asked for; a follower
+-- (a rank other than 0) writes nothing. Returns runs, saved state.
+local function pair_start(p, dp, follower)
+  local config = p.config
+  local saved = not follower and resume_state(p.ex, p, dp) or nil
   local sa_model, xsa_model
   if saved then
     sa_model, xsa_model = saved.sa, saved.xsa
   else
     sa_model, xsa_model = study.new_pair(config.model, config.lambda)
   end
-  if p.keep.init and not (saved and sys.exists(p.f.checkpoints.init)) then
+  if not follower and p.keep.init and not (saved and sys.exists(p.f.checkpoints.init)) then
     (saved and study.new_model(config.model) or sa_model):save(p.f.checkpoints.init)
   end
-  if o.on_start then o.on_start(sa_model, tl, vl) end
-  local r = train.pair(sa_model, xsa_model, tl, vl, study.pair_options(config.train, {
-    label = p.label, baseline = o.baseline, save_every = ex.opts.save_every or 0, on_point = o.on_point,
-    data_parallel = dp or nil, resume = saved and saved.resume, optimizers = saved and {saved.sa_opt, saved.xsa_opt},
-    save = save_hook(p)}))
-  finish(p, r, sa_model, xsa_model, tl, vl)
+  return {{model = sa_model, label = "SA", optimizer = saved and saved.sa_opt, baseline = p.o.baseline},
+    {model = xsa_model, label = "XSA", optimizer = saved and saved.xsa_opt}}, saved
+end
+
+-- After training, on every path that trained: checkpoint paths, the
+-- caller's after(), the models freed.
+local function pair_finish(p, r, runs, tl, vl)
+  local sa_model, xsa_model = runs[1].model, runs[2].model
+  if #p.kinds > 0 then
+    r.checkpoints = {}
+    for _, k in ipairs(p.kinds) do r.checkpoints[k] = p.f.checkpoints[k] end
+  end
+  if p.o.after then p.o.after(r, {sa = sa_model, xsa = xsa_model, train = tl, val = vl}) end
+  sa_model:free()
+  xsa_model:free()
+end
+
+local function pair_remove_state(p) checkpoint.remove_files(p.f) end -- the finished entry replaces it
+
+-- A record holds no checkpoint: one read from a record names this machine's.
+local function pair_decorate(p, r, status)
+  if status == "record" then return with_checkpoints(r, p.kinds, p.f) end
   return r
 end
 
 local Ex = {}
 M.methods = Ex
 
--- A paired SA/XSA run (xsa.train.pair) as a cache entry. o (all optional):
+-- A paired SA/XSA run as a cache entry (xsa.runs.run). o (all optional):
 --   name         the cache name (default NAME-<steps>steps-<seed tag>)
 --   config       default ex.config, else ex:pair_config()
 --   label        progress label (default NAME); what: for cache messages
@@ -285,19 +269,10 @@ function Ex:pair(o)
   o = options.check("ex:pair", o, {"name", "config", "label", "what", "seed", "checkpoints", "optimizer", "baseline",
     "on_start", "on_point", "after", "check"})
   local p = pair_run(self, o)
-  local rec = self:recorded(p.name, p.config, pair_check(nil, o.check), p.what)
-  if rec then return with_checkpoints(rec.result, p.kinds, p.f), "record", rec.path end
-  local no_cache = self:refresh(p.name, p.config)
-  local dp = self.opts.data_parallel and executor.ranks() > 1 and not self.alone
-  if dp then
-    local r, status, entry = data_parallel_share(self, p, no_cache)
-    if r then return r, status, entry end
-  end
-  local result, status, entry = cache.fetch(self.opts.out, p.name, p.keyed, function() return train_pair(self, p, dp) end,
-    {no_cache = no_cache, check = pair_check(p.kinds, o.check), label = p.what})
-  checkpoint.remove_files(p.f) -- the finished entry replaces any saved state
-  self:record(p.name, p.config, result, status)
-  return result, status, entry
+  p.ex, p.layout, p.start, p.save, p.finish = self, "pair", pair_start, save_hook, pair_finish
+  p.check, p.record_check = pair_check(p.kinds, o.check), pair_check(nil, o.check)
+  p.remove_state, p.decorate, p.on_start, p.on_point = pair_remove_state, pair_decorate, o.on_start, o.on_point
+  return runs.run(self, p)
 end
 
 function Ex:pair_config(over)

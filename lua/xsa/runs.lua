@@ -13,7 +13,15 @@
 -- installs it. Its files are xsa.store's (the entry NAME-HASH.json, the
 -- checkpoints NAME-ARM-...-HASH.safetensors), its saved state
 -- xsa.checkpoint's group state.
--- Non-goals: --data-parallel (each run takes one process), probes.
+--
+-- M.run is the one path every group of runs takes, ex:group's and ex:pair's
+-- (a pair is a group of two in the pair layout, xsa.pair): the record
+-- first, then the cache entry, else training through xsa.train.runs
+-- (resuming a saved state; under mpirun with --data-parallel every rank
+-- trains the group together), the entry and its record written. What
+-- differs between a pair and another group (its files, its saved state,
+-- its checkpoints) is the `p` it is given.
+-- Non-goals: the runs' own numbers (xsa.train), where records go (xsa.store).
 local study = require "xsa.study"
 local options = require "xsa.options"
 local numbers = require "xsa.numbers"
@@ -23,8 +31,13 @@ local group = require "xsa.group"
 local train = require "xsa.train"
 local variants = require "xsa.attention"
 local sys = require "xsa.sys"
+local cache = require "xsa.cache"
+local record = require "xsa.record"
+local executor = require "xsa.executor"
 
 local M = {}
+
+local core = require "xsa.core" -- the C functions and libraries
 
 -- The arm's variant name (an arm is a name or {attention =, lambda =}).
 local function arm_name(arm) return type(arm) == "table" and arm.attention or arm end
@@ -66,15 +79,15 @@ end
 -- from its saved state beside the cache entry f (said so), else new (the
 -- arms of one initial model, each with its lambda as its key has it), and
 -- the saved state. label(arm) names a run (default: the arm's name and
--- lambda; the grid's records say "SA", "XSA").
-function M.start(config, f, key, say, label)
+-- lambda; the grid's records say "SA", "XSA"); fresh: never resume.
+function M.start(config, f, key, say, label, fresh)
   local runs, fns, keys = {}, {}, group.runs(config)
   for i, arm in ipairs(config.arms) do
     local att = variants.get(arm_name(arm))
     fns[i] = type(att) == "function" and att or nil
     runs[i] = {label = (label or arm_label)(arm)}
   end
-  local saved = checkpoint.load_group(f.base, key, #runs, config.train.steps, say, fns)
+  local saved = not fresh and checkpoint.load_group(f.base, key, #runs, config.train.steps, say, fns)
   if saved then
     say("resume: %s from step %d of %d (%s.resume.json)", f.base:match("[^/]+$"), saved.resume.completed_steps,
       config.train.steps, f.base)
@@ -87,29 +100,117 @@ function M.start(config, f, key, say, label)
   return runs
 end
 
--- Trains the group of `config` (continuing its saved state): the result
--- of xsa.train.runs, its models described by their variants' names.
-local function train_group(ex, config, p)
-  local say = function(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
-  local tl, vl = study.loaders(config.data)
-  local runs, saved = M.start(config, p.f, p.key, say)
-  local o = study.pair_options(config.train, {label = p.label, save_every = ex.opts.save_every or 0,
-    resume = saved and saved.resume, save = function(_, status, ctx)
-      if status == "checkpoint" or status == "interrupted" then return checkpoint.write_group(p.f.base, p.key, ctx) end
-      if status == "nan" then checkpoint.remove_group(p.f.base, #runs) end -- resuming would diverge again
-    end})
-  local r = train.runs(runs, tl, vl, o)
+-- Trains the group p (xsa.train.runs): its runs from p.start (resumed or
+-- fresh; dp: data-parallel, follower: a rank other than 0, which writes
+-- nothing), p.on_start, the training, then p.finish (checkpoints, p.after,
+-- the models freed). The result, with its provenance.
+local function train_group(ex, p, dp, follower)
+  local tl, vl = study.loaders(p.config.data)
+  local runs, saved = p.start(p, dp, follower)
+  if p.on_start then p.on_start(runs[1].model, tl, vl) end
+  local r = train.runs(runs, tl, vl, study.pair_options(p.config.train, {label = p.label, layout = p.layout,
+    save_every = ex.opts.save_every or 0, on_point = p.on_point, data_parallel = dp or nil,
+    resume = saved and saved.resume, save = not follower and p.save(p, #runs) or nil}))
+  p.finish(p, r, runs, tl, vl, follower)
+  r.provenance = record.provenance()
+  return r
+end
+
+-- --data-parallel under mpirun: every rank trains this group together and
+-- rank 0 decides hit or miss for all. On the other ranks: what rank 0 has,
+-- or the training without writing anything (result, status, entry); on
+-- rank 0 nil (it goes on as one process would).
+local function data_parallel_share(ex, p, no_cache)
+  local opts, rank = ex.opts, select(2, executor.ranks())
+  local flag = core.tensor{0}
+  if rank == 0 and not no_cache and cache.load(opts.out, p.name, p.keyed, p.check) then flag = core.tensor{1} end
+  core.mpi.bcast(flag, 0)
+  local hit = flag:item() == 1
+  flag:free()
+  if rank == 0 then return nil end
+  if hit then return cache.load(opts.out, p.name, p.keyed), "hit", p.f.entry end
+  return train_group(ex, p, true, true), "miss", p.f.entry
+end
+
+-- The group p as a cache entry of ex: its record, else its entry, else
+-- trained (train_group) and stored, its saved state removed, its record
+-- written. p: name, config, keyed (store.cache_config), f (store.files),
+-- label, what (messages), layout, check (the entry's), record_check,
+-- start, save, finish, remove_state, decorate(p, r, status) (what the
+-- caller sees: checkpoints of this machine), on_start, on_point. Returns
+-- result, status, entry path.
+function M.run(ex, p)
+  local rec = ex:recorded(p.name, p.config, p.record_check, p.what)
+  if rec then return p.decorate(p, rec.result, "record"), "record", rec.path end
+  local no_cache = ex:refresh(p.name, p.config)
+  local dp = ex.opts.data_parallel and executor.ranks() > 1 and not ex.alone
+  if dp then
+    local r, status, entry = data_parallel_share(ex, p, no_cache)
+    if r then return p.decorate(p, r, status), status, entry end
+  end
+  local r, status, entry = cache.fetch(ex.opts.out, p.name, p.keyed, function() return train_group(ex, p, dp) end,
+    {no_cache = no_cache, check = p.check, label = p.what})
+  p.remove_state(p)
+  ex:record(p.name, p.config, r, status)
+  return p.decorate(p, r, status), status, entry
+end
+
+----------------------------------------------------------------------------
+-- a group of arms (ex:group)
+
+local function say(fmt, ...) io.stderr:write(string.format(fmt, ...), "\n") end
+
+-- Its runs: resumed or new (M.start); dp does not resume.
+local function group_start(p, dp, follower)
+  if dp and not follower and sys.exists(p.f.base .. ".resume.json") then
+    say("resume: --data-parallel does not resume; starting %s over", p.what)
+  end
+  return M.start(p.config, p.f, p.key, say, nil, dp)
+end
+
+-- The save hook: the group's saved state.
+local function group_save(p, n)
+  return function(_, status, ctx)
+    if status == "checkpoint" or status == "interrupted" then return checkpoint.write_group(p.f.base, p.key, ctx) end
+    if status == "nan" then checkpoint.remove_group(p.f.base, n) end -- resuming would diverge again
+  end
+end
+
+-- After training: the models described by their variants' names, the
+-- checkpoints (rank 0's to write), p.after(r, {models =, labels =, train =,
+-- val =}), the models and optimizers freed.
+local function group_finish(p, r, runs, tl, vl, follower)
   local models = type(r.config) == "table" and r.config.models
+  local m, labels = {}, {}
   for i, e in ipairs(runs) do
     local lua = variants.registered(e.label)
     if lua and type(models) == "table" and type(models[i]) == "table" then
       models[i].attention, models[i].attention_code, models[i].attention_version = e.label, lua.code, lua.version
     end
-    if p.checkpoints then e.model:save(p.f.checkpoint(e.label)) end
+    if p.checkpoints and not follower then e.model:save(p.f.checkpoint(e.label)) end
+    m[i], labels[i] = e.model, e.label
+  end
+  if p.after then p.after(r, {models = m, labels = labels, train = tl, val = vl}) end
+  for _, e in ipairs(runs) do
     e.model:free()
     if e.optimizer then e.optimizer:free() end
   end
-  return r
+end
+
+local function group_remove_state(p) checkpoint.remove_group(p.f.base, #p.config.arms) end
+
+-- What the caller sees: with o.checkpoints, the arms' files on this machine.
+local function group_decorate(p, r)
+  if not p.checkpoints then return r end
+  local c = {}
+  for _, arm in ipairs(p.config.arms) do
+    local path = p.f.checkpoint(arm_label(arm))
+    if sys.exists(path) then c[arm_label(arm)] = path end
+  end
+  local copy = {}
+  for k, v in pairs(r) do copy[k] = v end
+  copy.checkpoints = next(c) and c or nil
+  return copy
 end
 
 -- Whether r is a finished group's result: true, or false and why.
@@ -125,7 +226,7 @@ end
 local Ex = {}
 M.methods = Ex
 
--- A group of runs, one per arm, as a cache entry. o (all optional):
+-- A group of runs, one per arm, as a cache entry (M.run). o (all optional):
 --   seed         one of ex.seeds (default the first): the configuration
 --                ex:pair_config{seed = seed} when o.config is not given
 --   config       a group configuration (xsa.group; its arms too)
@@ -137,29 +238,33 @@ M.methods = Ex
 --   checkpoints  keep each trained model as NAME-ARM-...-HASH.safetensors
 --                (r.checkpoints[ARM] when the file is on this machine; ARM
 --                is the arm's name, with "-l<lambda>" when it has its own)
+--   on_start(first_model, train_loader, val_loader)   before training
+--   on_point(step, vals, trains, result)   at each evaluation point
+--   after(r, {models =, labels =, train =, val =})   after training, before
+--                the entry is stored (probes: r.probe, as a pair's after())
+--   check(r)     an extra cache check
+-- Under mpirun with --data-parallel every rank trains the group together.
 -- Returns result (r.runs in arm order), status ("record", "hit", "miss",
 -- ...), entry path.
 function Ex:group(o)
-  o = options.check("ex:group", o, {"seed", "config", "arms", "name", "label", "checkpoints"})
+  o = options.check("ex:group", o, {"seed", "config", "arms", "name", "label", "checkpoints", "on_start", "on_point",
+    "after", "check"})
   local config = group_config(self, o)
   local name = o.name or string.format("%s-%dsteps-%s", self.name, config.train.steps, store.seed_tag(config))
   local key = store.cache_config(config)
-  local p = {f = store.files(self.opts.out, name, key), key = key, label = o.label or name, checkpoints = o.checkpoints}
-  local r, status, where = self:cached(function(c) return train_group(self, c, p) end,
-    {name = name, config = config, check = M.check, label = p.label})
-  if status ~= "record" then checkpoint.remove_group(p.f.base, #config.arms) end
-  if o.checkpoints then
-    local c = {}
-    for _, arm in ipairs(config.arms) do
-      local path = p.f.checkpoint(arm_label(arm))
-      if sys.exists(path) then c[arm_label(arm)] = path end
+  local check = M.check
+  if o.check then
+    check = function(r)
+      local ok, why = M.check(r)
+      if not ok then return false, why end
+      return o.check(r)
     end
-    local copy = {}
-    for k, v in pairs(r) do copy[k] = v end
-    copy.checkpoints = next(c) and c or nil
-    r = copy
   end
-  return r, status, where
+  local label = o.label or name
+  return M.run(self, {name = name, config = config, keyed = key, key = key, f = store.files(self.opts.out, name, key),
+    label = label, what = label, checkpoints = o.checkpoints, check = check, record_check = check,
+    on_start = o.on_start, on_point = o.on_point, after = o.after, start = group_start, save = group_save,
+    finish = group_finish, remove_state = group_remove_state, decorate = group_decorate})
 end
 
 return M
