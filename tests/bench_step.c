@@ -347,30 +347,36 @@ static long peak_rss_kb(void)
     return ru.ru_maxrss;
 }
 
-int main(int argc, char **argv)
+/* the command line's choices */
+typedef struct {
+    int B, T, steps, rounds, bf16;
+    double given_f32, given_bf16;
+    const char *torch_script;
+} options;
+
+/* 0 when the options parse; otherwise the exit status, the error printed */
+static int parse_options(int argc, char **argv, options *o)
 {
-    int B = 16, T = 64, steps = 5, rounds = 4, bf16 = 0;
-    double given_f32 = 0, given_bf16 = 0;
-    const char *torch_script = NULL;
+    *o = (options){16, 64, 5, 4, 0, 0, 0, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "bench_step: %s needs a value\n", a);
             return 2;
         }
-        if (!strcmp(a, "--batch")) B = atoi(v);
-        else if (!strcmp(a, "--seq")) T = atoi(v);
-        else if (!strcmp(a, "--steps")) steps = atoi(v);
-        else if (!strcmp(a, "--rounds")) rounds = atoi(v);
+        if (!strcmp(a, "--batch")) o->B = atoi(v);
+        else if (!strcmp(a, "--seq")) o->T = atoi(v);
+        else if (!strcmp(a, "--steps")) o->steps = atoi(v);
+        else if (!strcmp(a, "--rounds")) o->rounds = atoi(v);
         else if (!strcmp(a, "--precision")) {
-            if (!strcmp(v, "bf16")) bf16 = 1;
+            if (!strcmp(v, "bf16")) o->bf16 = 1;
             else if (strcmp(v, "f32") != 0) {
                 fprintf(stderr, "bench_step: --precision f32 or bf16\n");
                 return 2;
             }
-        } else if (!strcmp(a, "--torch")) torch_script = v;
-        else if (!strcmp(a, "--peak-f32")) given_f32 = atof(v);
-        else if (!strcmp(a, "--peak-bf16")) given_bf16 = atof(v);
+        } else if (!strcmp(a, "--torch")) o->torch_script = v;
+        else if (!strcmp(a, "--peak-f32")) o->given_f32 = atof(v);
+        else if (!strcmp(a, "--peak-bf16")) o->given_bf16 = atof(v);
         else {
             fprintf(stderr, "usage: bench_step [--batch B] [--seq T] [--steps N] [--rounds K] "
                             "[--precision f32|bf16] [--torch script.py] [--peak-f32 GFLOPS] "
@@ -379,14 +385,15 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    if (B < 1 || T < 1 || steps < 1 || rounds < 1) {
+    if (o->B < 1 || o->T < 1 || o->steps < 1 || o->rounds < 1) {
         fprintf(stderr, "bench_step: sizes and counts must be positive\n");
         return 2;
     }
-    xsa_gpt_config c;
-    xsa_gpt_config_default(&c);
-    c.seq_len = T;
-    int N = B * T, threads = xsa_threads();
+    return 0;
+}
+
+static void print_setup(const xsa_gpt_config *c, const options *o, int threads)
+{
     const char *ct = getenv("OPENBLAS_CORETYPE");
     double load[3] = {0};
     FILE *la = fopen("/proc/loadavg", "r");
@@ -397,168 +404,253 @@ int main(int argc, char **argv)
     printf("bench_step: V=%d C=%d L=%d NH=%d, batch %dx%d (model seq_len %d), %s; CPU %s; "
            "OpenBLAS %s (OPENBLAS_CORETYPE %s, OPENBLAS_THREAD_TIMEOUT %s); float32 GEMM %s "
            "(XSA_GEMM %s); %d threads; load average %.2f\n",
-           c.vocab, c.d_model, c.n_layer, c.n_head, B, T, c.seq_len,
-           bf16 ? "bf16 lm_head" : "float32", peak_cpu_model(), xsa_blas_corename(), ct ? ct : "unset",
+           c->vocab, c->d_model, c->n_layer, c->n_head, o->B, o->T, c->seq_len,
+           o->bf16 ? "bf16 lm_head" : "float32", peak_cpu_model(), xsa_blas_corename(), ct ? ct : "unset",
            getenv("OPENBLAS_THREAD_TIMEOUT") ? getenv("OPENBLAS_THREAD_TIMEOUT") : "unset (28)",
            xsa_gemm_describe(), getenv("XSA_GEMM") ? getenv("XSA_GEMM") : "unset", threads, load[0]);
-    if (peak_isa_error()) {
-        fprintf(stderr, "bench_step: %s\n", peak_isa_error());
-        return 1;
-    }
-    if (bf16) {
-        c.precision = XSA_PREC_BF16;
-        if (xsa_bf16_check() != 0) die("bf16");
-        printf("bf16 products: %s\n", xsa_bf16_backend());
-    }
-    int32_t *in, *tg;
-    if (bench_batch(N, c.vocab, &in, &tg) != 0) die("out of memory");
-    xsa_gpt *sa = xsa_gpt_new(&c);
-    if (!sa) die("model");
-    xsa_gpt *xs = xsa_gpt_clone(sa, XSA_ATTN_XSA, 1.0);
-    if (!xs) die("clone");
+}
+
+/* the peaks measured after every round: the best, one thread's best, the medians */
+typedef struct {
+    peak_result pf, pb, pf1, pb1;
+    samples pf_med, pb_med;
+} peaks;
+
+/* everything a run measured, for the report */
+typedef struct {
+    options o;
+    xsa_gpt_config c;
+    int N, threads, have_torch;
     runner rn[2];
-    runner_init(&rn[0], "SA", sa);
-    runner_init(&rn[1], "XSA", xs);
-
     torch_ref tr;
-    memset(&tr, 0, sizeof tr);
-    int have_torch = 0;
-    if (torch_script) {
-        char buf[256], cmd[64];
-        snprintf(cmd, sizeof cmd, "setup %d %d", B, T);
-        if (torch_start(&tr, torch_script, threads) == 0 && torch_cmd(&tr, cmd, buf, sizeof buf) == 0)
-            have_torch = 1;
-        else
-            fprintf(stderr, "bench_step: the PyTorch reference did not start; xsa alone\n");
-    }
-    signal(SIGPIPE, SIG_IGN);
+    peaks pk;
+    long rss;
+    double gm, lm, ftrain, feval;
+} run;
 
-    /* warm-up, then rounds: xsa train, xsa eval, PyTorch train and eval */
+static void measure_peaks(peaks *p, int threads, int bf16)
+{
+    peak_result q = peak_f32(threads, 20), q1 = peak_f32(1, 20);
+    if (!q.ok || !q1.ok) die("the float32 peak kernel's sums");
+    p->pf.isa = q.isa;
+    if (q.gflops > p->pf.gflops) p->pf.gflops = q.gflops;
+    if (q1.gflops > p->pf1.gflops) p->pf1.gflops = q1.gflops;
+    add(&p->pf_med, q.median);
+    if (bf16) {
+        q = peak_bf16(threads, 20);
+        q1 = peak_bf16(1, 20);
+        if (!q.isa || !q.ok || !q1.ok) die("the bf16 peak kernel");
+        p->pb.isa = q.isa;
+        if (q.gflops > p->pb.gflops) p->pb.gflops = q.gflops;
+        if (q1.gflops > p->pb1.gflops) p->pb1.gflops = q1.gflops;
+        add(&p->pb_med, q.median);
+    }
+}
+
+/* warm-up, then rounds: xsa train, xsa eval, PyTorch train and eval, the peaks */
+static void run_rounds(run *u, const int32_t *in, const int32_t *tg)
+{
+    int B = u->o.B, T = u->o.T, steps = u->o.steps;
+    runner *rn = u->rn;
     for (int s = 0; s < 2; s++)
         for (int k = 0; k < 2; k++) {
             train_step(&rn[k], in, tg, B, T, 0);
             eval_step(&rn[k], in, tg, B, T, 0);
         }
     /* the peaks, after every round: under the same load as the steps */
-    peak_result pf = {1, NULL, threads, 0, 0}, pb = pf, pf1 = pf, pb1 = pf;
-    samples pf_med = {0}, pb_med = {0};
-    for (int r = 0; r < rounds; r++) {
-        peak_result q = peak_f32(threads, 20), q1 = peak_f32(1, 20);
-        if (!q.ok || !q1.ok) die("the float32 peak kernel's sums");
-        pf.isa = q.isa;
-        if (q.gflops > pf.gflops) pf.gflops = q.gflops;
-        if (q1.gflops > pf1.gflops) pf1.gflops = q1.gflops;
-        add(&pf_med, q.median);
-        if (bf16) {
-            q = peak_bf16(threads, 20);
-            q1 = peak_bf16(1, 20);
-            if (!q.isa || !q.ok || !q1.ok) die("the bf16 peak kernel");
-            pb.isa = q.isa;
-            if (q.gflops > pb.gflops) pb.gflops = q.gflops;
-            if (q1.gflops > pb1.gflops) pb1.gflops = q1.gflops;
-            add(&pb_med, q.median);
-        }
+    u->pk.pf = (peak_result){1, NULL, u->threads, 0, 0};
+    u->pk.pb = u->pk.pf1 = u->pk.pb1 = u->pk.pf;
+    for (int r = 0; r < u->o.rounds; r++) {
+        measure_peaks(&u->pk, u->threads, u->o.bf16);
         for (int s = 0; s < steps; s++)
             for (int k = 0; k < 2; k++) train_step(&rn[k], in, tg, B, T, 1);
         for (int s = 0; s < steps; s++)
             for (int k = 0; k < 2; k++) eval_step(&rn[k], in, tg, B, T, 1);
-        if (have_torch)
-            for (int k = 0; k < 2 && have_torch; k++)
-                if (torch_run(&tr, "train", k, steps, &tr.train[k]) != 0 ||
-                    torch_run(&tr, "eval", k, steps, &tr.eval[k]) != 0)
-                    have_torch = 0;
+        if (u->have_torch)
+            for (int k = 0; k < 2 && u->have_torch; k++)
+                if (torch_run(&u->tr, "train", k, steps, &u->tr.train[k]) != 0 ||
+                    torch_run(&u->tr, "eval", k, steps, &u->tr.eval[k]) != 0)
+                    u->have_torch = 0;
     }
-    long rss = peak_rss_kb();
-    double lm, gm = gemm_ms(N, c.d_model, c.vocab, c.n_layer, steps * 2, bf16, &lm);
+}
 
-    double ftrain = peak_step_flops(B, T, c.d_model, c.vocab, c.n_layer, 1);
-    double feval = peak_step_flops(B, T, c.d_model, c.vocab, c.n_layer, 0);
+static void print_steps(const run *u)
+{
     for (int k = 0; k < 2; k++) {
-        runner *r = &rn[k];
+        const runner *r = &u->rn[k];
         double st = bench_median(r->train.v, r->train.n), ev = bench_median(r->eval.v, r->eval.n);
         printf("%-3s train step %7.1f ms (fwd %.1f, bwd %.1f, adamw %.1f), %6.0f tokens/s, "
                "%5.1f GFLOP/s | eval step %6.1f ms, %6.0f tokens/s, %5.1f GFLOP/s | eval/train %.2f | "
                "median of %d; loss %.4f\n",
                r->name, st, bench_median(r->fwd.v, r->fwd.n), bench_median(r->bwd.v, r->bwd.n),
-               bench_median(r->opt.v, r->opt.n), N / (st / 1e3), ftrain / (st * 1e6), ev,
-               N / (ev / 1e3), feval / (ev * 1e6), ev / st, r->train.n, r->loss);
+               bench_median(r->opt.v, r->opt.n), u->N / (st / 1e3), u->ftrain / (st * 1e6), ev,
+               u->N / (ev / 1e3), u->feval / (ev * 1e6), ev / st, r->train.n, r->loss);
     }
-    double sa_st = bench_median(rn[0].train.v, rn[0].train.n);
-    int R = xsa_nn_lmhead_rows(N, c.vocab, bf16);
+    double sa_st = bench_median(u->rn[0].train.v, u->rn[0].train.n);
+    int R = xsa_nn_lmhead_rows(u->N, u->c.vocab, u->o.bf16);
     printf("GEMMs of a train step alone: %.1f ms = %.0f%% of the SA step, step / GEMMs %.2f "
            "(lm_head's three, in chunks of %d rows x blocks of %d: %.1f ms)\n",
-           gm, 100 * gm / sa_st, sa_st / gm, R, xsa_nn_lmhead_vblock(R, c.vocab), lm);
-    /* the limits: the better of bench_peak's peak and this run's */
-    int up32 = 0, up16 = 0;
-    double r32 = peak_limit(pf1, pf, &up32), r16 = bf16 ? peak_limit(pb1, pb, &up16) : 0;
-    double p32 = r32 > given_f32 ? r32 : given_f32;
-    double p16 = r16 > given_bf16 ? r16 : given_bf16;
-    double lm_t = lmhead_flops(B, T, c.d_model, c.vocab, 1), lm_e = lmhead_flops(B, T, c.d_model, c.vocab, 0);
-    double lim_t = ftrain / p32 * 1e-6, lim_e = feval / p32 * 1e-6; /* ms */
+           u->gm, 100 * u->gm / sa_st, sa_st / u->gm, R, xsa_nn_lmhead_vblock(R, u->c.vocab), u->lm);
+}
+
+/* the limits of a step, in ms: float32's and, with bf16, the lm_head at the bf16 peak */
+typedef struct {
+    double lm_t, lm_e, lim_t, lim_e, lim16_t, lim16_e;
+} limits;
+
+/* the limits: the better of bench_peak's peak and this run's */
+static limits print_limits(const run *u)
+{
+    const options *o = &u->o;
+    const peaks *p = &u->pk;
+    int up32 = 0, up16 = 0, bf16 = o->bf16, threads = u->threads;
+    double r32 = peak_limit(p->pf1, p->pf, &up32), r16 = bf16 ? peak_limit(p->pb1, p->pb, &up16) : 0;
+    double p32 = r32 > o->given_f32 ? r32 : o->given_f32;
+    double p16 = r16 > o->given_bf16 ? r16 : o->given_bf16;
+    limits l = {0};
+    l.lm_t = lmhead_flops(o->B, o->T, u->c.d_model, u->c.vocab, 1);
+    l.lm_e = lmhead_flops(o->B, o->T, u->c.d_model, u->c.vocab, 0);
+    l.lim_t = u->ftrain / p32 * 1e-6, l.lim_e = u->feval / p32 * 1e-6; /* ms */
     printf("float32 FMA peak (%s, %d threads): %.1f GFLOP/s (bench_peak %.1f; this run's rounds: %.1f%s, best %.1f, "
-           "median %.1f)\n", pf.isa, threads, p32, given_f32, r32, up32 ? " = threads x 1 thread's" : "", pf.gflops,
-           bench_median(pf_med.v, pf_med.n));
+           "median %.1f)\n", p->pf.isa, threads, p32, o->given_f32, r32, up32 ? " = threads x 1 thread's" : "",
+           p->pf.gflops, bench_median(p->pf_med.v, p->pf_med.n));
     printf("limit, float32: a train step's %.1f GFLOP (the lm_head's three products %.1f) / the peak = %.1f ms; "
-           "an eval step's %.1f GFLOP = %.1f ms\n", ftrain / 1e9, lm_t / 1e9, lim_t, feval / 1e9, lim_e);
-    double lim16_t = 0, lim16_e = 0;
+           "an eval step's %.1f GFLOP = %.1f ms\n", u->ftrain / 1e9, l.lm_t / 1e9, l.lim_t, u->feval / 1e9, l.lim_e);
     if (bf16) {
-        lim16_t = (lm_t / p16 + (ftrain - lm_t) / p32) * 1e-6;
-        lim16_e = (lm_e / p16 + (feval - lm_e) / p32) * 1e-6;
+        l.lim16_t = (l.lm_t / p16 + (u->ftrain - l.lm_t) / p32) * 1e-6;
+        l.lim16_e = (l.lm_e / p16 + (u->feval - l.lm_e) / p32) * 1e-6;
         printf("bf16 dot-product peak (%s, %d threads): %.1f GFLOP/s (bench_peak %.1f; this run's rounds: %.1f%s, best "
-               "%.1f, median %.1f)\n", pb.isa, threads, p16, given_bf16, r16, up16 ? " = threads x 1 thread's" : "",
-               pb.gflops, bench_median(pb_med.v, pb_med.n));
+               "%.1f, median %.1f)\n", p->pb.isa, threads, p16, o->given_bf16, r16,
+               up16 ? " = threads x 1 thread's" : "", p->pb.gflops, bench_median(p->pb_med.v, p->pb_med.n));
         printf("limit, bf16 (the lm_head at the bf16 peak, the rest at float32's): train %.1f ms, eval %.1f ms\n",
-               lim16_t, lim16_e);
+               l.lim16_t, l.lim16_e);
     }
+    return l;
+}
+
+static void print_against(const run *u, const limits *l)
+{
+    int bf16 = u->o.bf16;
+    double ftrain = u->ftrain, feval = u->feval, gm = u->gm;
     for (int k = 0; k < 2; k++) {
-        double st = bench_median(rn[k].train.v, rn[k].train.n), ev = bench_median(rn[k].eval.v, rn[k].eval.n);
-        printf("%-3s against the limit: train step %.2fx", rn[k].name, st / lim_t);
-        if (bf16) printf(" the float32 limit, %.2fx its bf16 limit", st / lim16_t);
-        printf(" | its GEMMs alone %.2fx%s (%.0f%% of the step)", gm / (bf16 ? lim16_t : lim_t),
+        const runner *r = &u->rn[k];
+        double st = bench_median(r->train.v, r->train.n), ev = bench_median(r->eval.v, r->eval.n);
+        printf("%-3s against the limit: train step %.2fx", r->name, st / l->lim_t);
+        if (bf16) printf(" the float32 limit, %.2fx its bf16 limit", st / l->lim16_t);
+        printf(" | its GEMMs alone %.2fx%s (%.0f%% of the step)", gm / (bf16 ? l->lim16_t : l->lim_t),
                bf16 ? " its bf16 limit" : "", 100 * gm / st);
-        printf(" | eval step %.2fx", ev / lim_e);
-        if (bf16) printf(" (%.2fx its bf16 limit)", ev / lim16_e);
+        printf(" | eval step %.2fx", ev / l->lim_e);
+        if (bf16) printf(" (%.2fx its bf16 limit)", ev / l->lim16_e);
         printf(" | eval/train %.2f\n", ev / st);
         /* on a loaded machine the step and the peak kernel lose alike: the
          * train step against the median peak of this run's rounds */
-        double pm = bench_median(pf_med.v, pf_med.n), pm16 = bf16 ? bench_median(pb_med.v, pb_med.n) : 0;
+        double pm = bench_median(u->pk.pf_med.v, u->pk.pf_med.n);
+        double pm16 = bf16 ? bench_median(u->pk.pb_med.v, u->pk.pb_med.n) : 0;
+        double lm_t = l->lm_t, lm_e = l->lm_e;
         if (!bf16 && pm > 0)
             printf("%-3s against this run's median float32 peak (%.1f GFLOP/s, the load's share): train step %.2fx, "
-                   "eval step %.2fx\n", rn[k].name, pm, st / (ftrain / pm * 1e-6), ev / (feval / pm * 1e-6));
+                   "eval step %.2fx\n", r->name, pm, st / (ftrain / pm * 1e-6), ev / (feval / pm * 1e-6));
         if (bf16 && pm > 0 && pm16 > 0)
             printf("%-3s against this run's median peaks (float32 %.1f, bf16 %.1f GFLOP/s, the load's share): "
-                   "train step %.2fx, eval step %.2fx its bf16 limit\n", rn[k].name, pm, pm16,
+                   "train step %.2fx, eval step %.2fx its bf16 limit\n", r->name, pm, pm16,
                    st / ((lm_t / pm16 + (ftrain - lm_t) / pm) * 1e-6), ev / ((lm_e / pm16 + (feval - lm_e) / pm) * 1e-6));
     }
-    printf("peak RSS: %.0f MB (two models, two AdamW, train and eval steps)\n", rss / 1024.0);
+}
+
+static void print_torch(const run *u, const limits *l)
+{
+    const runner *rn = u->rn;
+    for (int k = 0; k < 2; k++) {
+        const samples *tt = &u->tr.train[k], *te = &u->tr.eval[k];
+        double pt = bench_median(tt->v, tt->n), pe = bench_median(te->v, te->n);
+        double xt = bench_median(rn[k].train.v, rn[k].train.n), xe = bench_median(rn[k].eval.v, rn[k].eval.n);
+        printf("PyTorch %s %-3s train step %7.1f ms (%.2fx the float32 limit), eval step %6.1f ms "
+               "(%.2fx) | PyTorch/xsa: train %.2fx, eval %.2fx\n",
+               u->tr.version, rn[k].name, pt, pt / l->lim_t, pe, pe / l->lim_e, pt / xt, pe / xe);
+    }
+}
+
+static void print_report(run *u)
+{
+    print_steps(u);
+    limits l = print_limits(u);
+    print_against(u, &l);
+    const runner *rn = u->rn;
+    double sa_st = bench_median(rn[0].train.v, rn[0].train.n);
+    printf("peak RSS: %.0f MB (two models, two AdamW, train and eval steps)\n", u->rss / 1024.0);
     printf("XSA overhead: train %+.1f%%, eval %+.1f%%\n",
            100 * (bench_median(rn[1].train.v, rn[1].train.n) / sa_st - 1),
            100 * (bench_median(rn[1].eval.v, rn[1].eval.n) / bench_median(rn[0].eval.v, rn[0].eval.n) - 1));
-    if (have_torch) {
-        for (int k = 0; k < 2; k++) {
-            double pt = bench_median(tr.train[k].v, tr.train[k].n), pe = bench_median(tr.eval[k].v, tr.eval[k].n);
-            double xt = bench_median(rn[k].train.v, rn[k].train.n), xe = bench_median(rn[k].eval.v, rn[k].eval.n);
-            printf("PyTorch %s %-3s train step %7.1f ms (%.2fx the float32 limit), eval step %6.1f ms "
-                   "(%.2fx) | PyTorch/xsa: train %.2fx, eval %.2fx\n",
-                   tr.version, rn[k].name, pt, pt / lim_t, pe, pe / lim_e, pt / xt, pe / xe);
-        }
-    } else if (torch_script) {
+    if (u->have_torch)
+        print_torch(u, &l);
+    else if (u->o.torch_script)
         printf("PyTorch: not measured (the reference failed)\n");
-    }
-    if (torch_script) torch_stop(&tr);
-    la = fopen("/proc/loadavg", "r");
+    if (u->o.torch_script) torch_stop(&u->tr);
+    FILE *la = fopen("/proc/loadavg", "r");
+    double load;
     if (la) {
-        if (fscanf(la, "%lf", &load[1]) == 1) printf("load average at the end: %.2f\n", load[1]);
+        if (fscanf(la, "%lf", &load) == 1) printf("load average at the end: %.2f\n", load);
         fclose(la);
     }
+}
+
+static void run_free(run *u)
+{
     for (int k = 0; k < 2; k++) {
-        xsa_adamw_free(rn[k].o);
-        free(rn[k].train.v); free(rn[k].eval.v); free(rn[k].fwd.v); free(rn[k].bwd.v);
-        free(rn[k].opt.v);
-        for (int j = 0; j < 2 && k == 0; j++) { free(tr.train[j].v); free(tr.eval[j].v); }
+        runner *r = &u->rn[k];
+        xsa_adamw_free(r->o);
+        free(r->train.v); free(r->eval.v); free(r->fwd.v); free(r->bwd.v);
+        free(r->opt.v);
+        for (int j = 0; j < 2 && k == 0; j++) { free(u->tr.train[j].v); free(u->tr.eval[j].v); }
     }
-    free(pf_med.v);
-    free(pb_med.v);
+    free(u->pk.pf_med.v);
+    free(u->pk.pb_med.v);
+}
+
+int main(int argc, char **argv)
+{
+    static run u; /* zeroed: the samples start empty */
+    int rc = parse_options(argc, argv, &u.o);
+    if (rc) return rc;
+    int B = u.o.B, T = u.o.T, bf16 = u.o.bf16;
+    xsa_gpt_config *c = &u.c;
+    xsa_gpt_config_default(c);
+    c->seq_len = T;
+    u.N = B * T, u.threads = xsa_threads();
+    print_setup(c, &u.o, u.threads);
+    if (peak_isa_error()) {
+        fprintf(stderr, "bench_step: %s\n", peak_isa_error());
+        return 1;
+    }
+    if (bf16) {
+        c->precision = XSA_PREC_BF16;
+        if (xsa_bf16_check() != 0) die("bf16");
+        printf("bf16 products: %s\n", xsa_bf16_backend());
+    }
+    int32_t *in, *tg;
+    if (bench_batch(u.N, c->vocab, &in, &tg) != 0) die("out of memory");
+    xsa_gpt *sa = xsa_gpt_new(c);
+    if (!sa) die("model");
+    xsa_gpt *xs = xsa_gpt_clone(sa, XSA_ATTN_XSA, 1.0);
+    if (!xs) die("clone");
+    runner_init(&u.rn[0], "SA", sa);
+    runner_init(&u.rn[1], "XSA", xs);
+    if (u.o.torch_script) {
+        char buf[256], cmd[64];
+        snprintf(cmd, sizeof cmd, "setup %d %d", B, T);
+        if (torch_start(&u.tr, u.o.torch_script, u.threads) == 0 && torch_cmd(&u.tr, cmd, buf, sizeof buf) == 0)
+            u.have_torch = 1;
+        else
+            fprintf(stderr, "bench_step: the PyTorch reference did not start; xsa alone\n");
+    }
+    signal(SIGPIPE, SIG_IGN);
+    run_rounds(&u, in, tg);
+    u.rss = peak_rss_kb();
+    u.gm = gemm_ms(u.N, c->d_model, c->vocab, c->n_layer, u.o.steps * 2, bf16, &u.lm);
+    u.ftrain = peak_step_flops(B, T, c->d_model, c->vocab, c->n_layer, 1);
+    u.feval = peak_step_flops(B, T, c->d_model, c->vocab, c->n_layer, 0);
+    print_report(&u);
+    run_free(&u);
     xsa_gpt_free(sa);
     xsa_gpt_free(xs);
     free(in);
