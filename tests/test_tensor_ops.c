@@ -35,13 +35,10 @@ static double ref_op(xsa_binop op, float x, float y)
     return NAN;
 }
 
-static void test_broadcast(void)
+/* [2,3,4] op [3,1] and [3,1] op [2,3,4] for every binary op (b2: b with an
+ * element of a, for the comparisons) */
+static void check_binary_ops(const xsa_tensor *a, const xsa_tensor *b, const xsa_tensor *b2)
 {
-    /* [2,3,4] op [3,1] and [4] op [2,1,1]: hand loops over the output */
-    xsa_tensor *a = seq(3, SH(2, 3, 4), 2.0, 3.0); /* positive: pow is defined */
-    xsa_tensor *b = seq(2, SH(3, 1), 1.5, 2.0);
-    xsa_tensor *b2 = xsa_tensor_full(XSA_FLOAT32, 2, SH(3, 1), 0);
-    xsa_tensor_set(b2, SH(1, 0), at(a, 1 * 4 + 2)); /* equal values for the comparisons */
     const float *pa = xsa_tensor_f32(a);
     for (int op = XSA_ADD; op <= XSA_GE; op++) {
         const xsa_tensor *bb = op >= XSA_EQ ? b2 : b;
@@ -69,7 +66,11 @@ static void test_broadcast(void)
         xsa_tensor_free(r);
         xsa_tensor_free(r2);
     }
-    /* both operands broadcast: [4] x [2,1,1] -> [2,1,4] */
+}
+
+/* both operands broadcast: [4] x [2,1,1] -> [2,1,4] */
+static void check_two_sided(void)
+{
     xsa_tensor *v4 = seq(1, SH(4), 1, 0);
     xsa_tensor *c2 = seq(3, SH(2, 1, 1), 1, 5);
     xsa_tensor *r = xsa_tensor_binary(XSA_MUL, v4, c2);
@@ -79,12 +80,15 @@ static void test_broadcast(void)
             if (at(r, i * 4 + k) != (double)(xsa_tensor_f32(v4)[k] * xsa_tensor_f32(c2)[i])) bad++;
     CHECK(r->ndim == 3 && r->shape[1] == 1 && bad == 0, "two-sided broadcast");
     xsa_tensor_free(r);
+    xsa_tensor_free(v4);
+    xsa_tensor_free(c2);
+}
 
-    /* strided (non-contiguous) operands: a^T + a^T */
-    xsa_tensor *m = seq(2, SH(3, 5), 1, 0);
-    xsa_tensor *mt = xsa_tensor_transpose(m, 0, 1);
-    r = xsa_tensor_binary(XSA_SUB, mt, mt);
-    bad = 0;
+/* strided (non-contiguous) operands: m^T - m^T, m^T + a row of m */
+static void check_strided(const xsa_tensor *m, xsa_tensor *mt)
+{
+    xsa_tensor *r = xsa_tensor_binary(XSA_SUB, mt, mt);
+    int bad = 0;
     for (int i = 0; i < 15; i++) bad += at(r, i) != 0.0;
     CHECK(bad == 0 && r->shape[0] == 5, "strided operands");
     xsa_tensor_free(r);
@@ -100,12 +104,18 @@ static void test_broadcast(void)
             bad += at2(r, i, j) != (double)(xsa_tensor_f32(m)[j * 5 + i] + xsa_tensor_f32(m)[2 * 5 + i]);
     CHECK(bad == 0, "strided broadcast values");
     xsa_tensor_free(r);
+    xsa_tensor_free(row);
+    xsa_tensor_free(rowu);
+}
 
-    /* scalar forms */
-    r = xsa_tensor_binary_scalar(XSA_SUB, a, 1.5, 0);
+/* scalar forms */
+static void check_scalar_forms(const xsa_tensor *a)
+{
+    const float *pa = xsa_tensor_f32(a);
+    xsa_tensor *r = xsa_tensor_binary_scalar(XSA_SUB, a, 1.5, 0);
     xsa_tensor *rr = xsa_tensor_binary_scalar(XSA_SUB, a, 1.5, 1);
     xsa_tensor *rd = xsa_tensor_binary_scalar(XSA_DIV, a, 2.0, 1);
-    bad = 0;
+    int bad = 0;
     for (int i = 0; i < 24; i++) {
         bad += at(r, i) != (double)(pa[i] - 1.5f);
         bad += at(rr, i) != (double)(1.5f - pa[i]);
@@ -115,12 +125,16 @@ static void test_broadcast(void)
     xsa_tensor_free(r);
     xsa_tensor_free(rr);
     xsa_tensor_free(rd);
+}
 
-    /* in place: a += b (broadcast), a *= 2, in-place on a strided view */
+/* in place: a += b (broadcast), a *= 2, in-place on a strided view (mt: m^T) */
+static void check_in_place(const xsa_tensor *a, xsa_tensor *b, const xsa_tensor *m, xsa_tensor *mt)
+{
+    const float *pa = xsa_tensor_f32(a);
     xsa_tensor *ac = xsa_tensor_clone(a);
     CHECK(xsa_tensor_binary_(XSA_ADD, ac, b) == 0, "add_");
     CHECK(xsa_tensor_binary_scalar_(XSA_MUL, ac, 2.0) == 0, "mul_ scalar");
-    bad = 0;
+    int bad = 0;
     for (int i = 0; i < 24; i++)
         bad += at(ac, i) != (double)((pa[i] + xsa_tensor_f32(b)[(i / 4) % 3]) * 2.0f);
     CHECK(bad == 0, "in-place values");
@@ -138,10 +152,50 @@ static void test_broadcast(void)
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++) bad += at2(q, i, j) != (double)((float)at2(qc, i, j) + (float)at2(qc, j, i));
     CHECK(bad == 0, "overlapping in-place uses the old values");
+    xsa_tensor *list[] = {ac, mtc, q, qc, qt};
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
+}
 
-    /* unary */
+/* GELU is the model's kernel (nn.h): the same bits as xsa_nn_gelu_forward,
+ * in place too (also on a strided view), and accurate in the negative
+ * tail, where 0.5 x (1 + erf(x / sqrt 2)) in float cancels to 0 */
+static void check_gelu(void)
+{
+    xsa_tensor *gx = seq(2, SH(6, 7), 9.0, -3.0); /* values in [-12, 6] */
+    int64_t gn = xsa_tensor_numel(gx);
+    float *ref = malloc((size_t)gn * sizeof *ref);
+    xsa_nn_gelu_forward(ref, xsa_tensor_f32(gx), (size_t)gn);
+    xsa_tensor *gu = xsa_tensor_unary(XSA_GELU, gx);
+    CHECK(gu && memcmp(xsa_tensor_f32(gu), ref, (size_t)gn * sizeof *ref) == 0,
+          "gelu = xsa_nn_gelu_forward, bit for bit");
+    xsa_tensor *gt = xsa_tensor_transpose(gx, 0, 1), *gtc = xsa_tensor_clone(gt);
+    xsa_tensor *gtu = xsa_tensor_unary(XSA_GELU, gtc);
+    CHECK(xsa_tensor_unary_(XSA_GELU, gt) == 0 && xsa_tensor_allclose(gt, gtu, 0, 0) == 1,
+          "gelu_ on a strided view = gelu of its copy: %s", xsa_last_error());
+    xsa_tensor *tail = from_vals(XSA_FLOAT32, 1, SH(4), (const double[]){-6, -8, -10, -12});
+    xsa_tensor *tu = xsa_tensor_unary(XSA_GELU, tail);
+    int tail_bad = 0;
+    for (int i = 0; i < 4; i++) {
+        double v = at(tail, i), want = v * 0.5 * erfc(-v / sqrt(2.0));
+        tail_bad += !(fabs(at(tu, i) - want) <= 1e-5 * fabs(want));
+    }
+    CHECK(tail_bad == 0, "gelu(-6 .. -12) to 1e-5 relative (%g at -10, want %g)", at(tu, 2),
+          -10 * 0.5 * erfc(10 / sqrt(2.0)));
+    xsa_tensor *gi = from_vals(XSA_INT32, 1, SH(3), (const double[]){-1, 0, 2});
+    xsa_tensor *giu = xsa_tensor_unary(XSA_GELU, gi);
+    CHECK(giu && giu->dtype == XSA_FLOAT32 && fabs(at(giu, 2) - 2 * 0.5 * erfc(-2 / sqrt(2.0))) < 1e-6,
+          "gelu of int32 gives float32");
+    xsa_tensor *glist[] = {gx, gu, gt, gtc, gtu, tail, tu, gi, giu};
+    for (size_t i = 0; i < sizeof glist / sizeof glist[0]; i++) xsa_tensor_free(glist[i]);
+    free(ref);
+}
+
+/* unary ops, GELU, tanh_ on a strided view */
+static void check_unary(void)
+{
     xsa_tensor *x = seq(2, SH(4, 5), 3.0, 0.0);
     const float *px = xsa_tensor_f32(x);
+    int bad;
     for (int op = XSA_NEG; op <= XSA_SIGMOID; op++) {
         xsa_tensor *u = xsa_tensor_unary((xsa_unop)op, x);
         bad = 0;
@@ -164,48 +218,23 @@ static void test_broadcast(void)
         CHECK(bad == 0, "unary op %d: %d mismatches", op, bad);
         xsa_tensor_free(u);
     }
-    /* GELU is the model's kernel (nn.h): the same bits as xsa_nn_gelu_forward,
-     * in place too (also on a strided view), and accurate in the negative
-     * tail, where 0.5 x (1 + erf(x / sqrt 2)) in float cancels to 0 */
-    {
-        xsa_tensor *gx = seq(2, SH(6, 7), 9.0, -3.0); /* values in [-12, 6] */
-        int64_t gn = xsa_tensor_numel(gx);
-        float *ref = malloc((size_t)gn * sizeof *ref);
-        xsa_nn_gelu_forward(ref, xsa_tensor_f32(gx), (size_t)gn);
-        xsa_tensor *gu = xsa_tensor_unary(XSA_GELU, gx);
-        CHECK(gu && memcmp(xsa_tensor_f32(gu), ref, (size_t)gn * sizeof *ref) == 0,
-              "gelu = xsa_nn_gelu_forward, bit for bit");
-        xsa_tensor *gt = xsa_tensor_transpose(gx, 0, 1), *gtc = xsa_tensor_clone(gt);
-        xsa_tensor *gtu = xsa_tensor_unary(XSA_GELU, gtc);
-        CHECK(xsa_tensor_unary_(XSA_GELU, gt) == 0 && xsa_tensor_allclose(gt, gtu, 0, 0) == 1,
-              "gelu_ on a strided view = gelu of its copy: %s", xsa_last_error());
-        xsa_tensor *tail = from_vals(XSA_FLOAT32, 1, SH(4), (const double[]){-6, -8, -10, -12});
-        xsa_tensor *tu = xsa_tensor_unary(XSA_GELU, tail);
-        int tail_bad = 0;
-        for (int i = 0; i < 4; i++) {
-            double v = at(tail, i), want = v * 0.5 * erfc(-v / sqrt(2.0));
-            tail_bad += !(fabs(at(tu, i) - want) <= 1e-5 * fabs(want));
-        }
-        CHECK(tail_bad == 0, "gelu(-6 .. -12) to 1e-5 relative (%g at -10, want %g)", at(tu, 2),
-              -10 * 0.5 * erfc(10 / sqrt(2.0)));
-        xsa_tensor *gi = from_vals(XSA_INT32, 1, SH(3), (const double[]){-1, 0, 2});
-        xsa_tensor *giu = xsa_tensor_unary(XSA_GELU, gi);
-        CHECK(giu && giu->dtype == XSA_FLOAT32 && fabs(at(giu, 2) - 2 * 0.5 * erfc(-2 / sqrt(2.0))) < 1e-6,
-              "gelu of int32 gives float32");
-        xsa_tensor *glist[] = {gx, gu, gt, gtc, gtu, tail, tu, gi, giu};
-        for (size_t i = 0; i < sizeof glist / sizeof glist[0]; i++) xsa_tensor_free(glist[i]);
-        free(ref);
-    }
+    check_gelu();
     xsa_tensor *xt = xsa_tensor_transpose(x, 0, 1), *xtc = xsa_tensor_clone(xt);
     CHECK(xsa_tensor_unary_(XSA_TANH, xt) == 0, "tanh_ on a view");
     bad = 0;
     for (int i = 0; i < 20; i++) bad += fabs(at(xt, i) - tanh(at(xtc, i))) > 1e-6;
     CHECK(bad == 0, "tanh_ on a strided view");
+    xsa_tensor *list[] = {x, xt, xtc};
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
+}
 
-    /* where, clamp */
+/* where, clamp */
+static void check_where_clamp(const xsa_tensor *a, const xsa_tensor *b)
+{
+    const float *pa = xsa_tensor_f32(a);
     xsa_tensor *cond = xsa_tensor_binary_scalar(XSA_GT, a, 3.0, 0);
     xsa_tensor *w = xsa_tensor_where(cond, a, b);
-    bad = 0;
+    int bad = 0;
     for (int i = 0; i < 24; i++) bad += at(w, i) != (pa[i] > 3.0f ? pa[i] : xsa_tensor_f32(b)[(i / 4) % 3]);
     CHECK(w && bad == 0, "where with broadcasting");
     xsa_tensor *cl = xsa_tensor_clamp(a, 2.0, 4.0);
@@ -219,9 +248,27 @@ static void test_broadcast(void)
     xsa_tensor *one = xsa_tensor_ones(XSA_FLOAT32, 1, SH(2));
     xsa_tensor *mx2 = xsa_tensor_binary(XSA_MAXIMUM, nanv, one);
     CHECK(isnan(at(mx2, 1)), "maximum propagates NaN");
+    xsa_tensor *list[] = {cond, w, cl, nanv, cn, one, mx2};
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
+}
 
-    xsa_tensor *list[] = {a, b, b2, v4, c2, m, mt, row, rowu, ac, mtc, q, qc, qt, x, xt, xtc,
-                          cond, w, cl, nanv, cn, one, mx2};
+static void test_broadcast(void)
+{
+    /* [2,3,4] op [3,1] and [4] op [2,1,1]: hand loops over the output */
+    xsa_tensor *a = seq(3, SH(2, 3, 4), 2.0, 3.0); /* positive: pow is defined */
+    xsa_tensor *b = seq(2, SH(3, 1), 1.5, 2.0);
+    xsa_tensor *b2 = xsa_tensor_full(XSA_FLOAT32, 2, SH(3, 1), 0);
+    xsa_tensor_set(b2, SH(1, 0), at(a, 1 * 4 + 2)); /* equal values for the comparisons */
+    xsa_tensor *m = seq(2, SH(3, 5), 1, 0);
+    xsa_tensor *mt = xsa_tensor_transpose(m, 0, 1);
+    check_binary_ops(a, b, b2);
+    check_two_sided();
+    check_strided(m, mt);
+    check_scalar_forms(a);
+    check_in_place(a, b, m, mt);
+    check_unary();
+    check_where_clamp(a, b);
+    xsa_tensor *list[] = {a, b, b2, m, mt};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
 }
 
@@ -324,23 +371,10 @@ static void test_int32(void)
 
 /* ---- reductions and softmax ------------------------------------------- */
 
-static void test_reduce(void)
+/* every reduction along each dim, with and without keepdim, against hand loops */
+static void check_reduce_dims(const xsa_tensor *a)
 {
-    xsa_tensor *a = seq(3, SH(3, 4, 5), 2.0, 0.5);
     const float *p = xsa_tensor_f32(a);
-    /* all */
-    double sum = 0;
-    for (int i = 0; i < 60; i++) sum += p[i];
-    xsa_tensor *s = xsa_tensor_reduce(XSA_SUM, a, XSA_ALL_DIMS, 1);
-    CHECK(s->ndim == 0, "all-reduce is 0-d");
-    CHECK_NEAR(at(s, 0), sum, 1e-6, "sum all");
-    xsa_tensor *mn = xsa_tensor_reduce(XSA_MEAN, a, XSA_ALL_DIMS, 0);
-    CHECK_NEAR(at(mn, 0), sum / 60, 1e-6, "mean all");
-    double ss = 0;
-    for (int i = 0; i < 60; i++) ss += (p[i] - sum / 60) * (p[i] - sum / 60);
-    xsa_tensor *va = xsa_tensor_reduce(XSA_VAR, a, XSA_ALL_DIMS, 0);
-    CHECK_NEAR(at(va, 0), ss / 59, 1e-6, "var all (unbiased)");
-    /* per dim, for each dim and keepdim */
     for (int dim = 0; dim < 3; dim++)
         for (int keep = 0; keep < 2; keep++)
             for (int op = XSA_SUM; op <= XSA_VAR; op++) {
@@ -383,7 +417,11 @@ static void test_reduce(void)
                 CHECK(bad == 0 && k == xsa_tensor_numel(r), "reduce op %d dim %d keep %d", op, dim, keep);
                 xsa_tensor_free(r);
             }
-    /* argmax/argmin ties -> first index; on a transposed view */
+}
+
+/* argmax/argmin ties -> first index; on a transposed view; empty sum and NaN */
+static void check_reduce_ties(void)
+{
     xsa_tensor *tie = xsa_tensor_zeros(XSA_FLOAT32, 2, SH(2, 4));
     float *tp = xsa_tensor_f32(tie);
     tp[1] = 5; tp[3] = 5;   /* row 0: 0 5 0 5 */
@@ -407,7 +445,29 @@ static void test_reduce(void)
     tp[2] = NAN;
     xsa_tensor *mnan = xsa_tensor_reduce(XSA_MAX, tie, 1, 0);
     CHECK(isnan(at(mnan, 0)) && at(mnan, 1) == 0, "max propagates NaN");
-    xsa_tensor *list[] = {a, s, mn, va, tie, am, ami, amall, tt, amt, mxt, e, es, mnan};
+    xsa_tensor *list[] = {tie, am, ami, amall, tt, amt, mxt, e, es, mnan};
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
+}
+
+static void test_reduce(void)
+{
+    xsa_tensor *a = seq(3, SH(3, 4, 5), 2.0, 0.5);
+    const float *p = xsa_tensor_f32(a);
+    /* all */
+    double sum = 0;
+    for (int i = 0; i < 60; i++) sum += p[i];
+    xsa_tensor *s = xsa_tensor_reduce(XSA_SUM, a, XSA_ALL_DIMS, 1);
+    CHECK(s->ndim == 0, "all-reduce is 0-d");
+    CHECK_NEAR(at(s, 0), sum, 1e-6, "sum all");
+    xsa_tensor *mn = xsa_tensor_reduce(XSA_MEAN, a, XSA_ALL_DIMS, 0);
+    CHECK_NEAR(at(mn, 0), sum / 60, 1e-6, "mean all");
+    double ss = 0;
+    for (int i = 0; i < 60; i++) ss += (p[i] - sum / 60) * (p[i] - sum / 60);
+    xsa_tensor *va = xsa_tensor_reduce(XSA_VAR, a, XSA_ALL_DIMS, 0);
+    CHECK_NEAR(at(va, 0), ss / 59, 1e-6, "var all (unbiased)");
+    check_reduce_dims(a);
+    check_reduce_ties();
+    xsa_tensor *list[] = {a, s, mn, va};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
 }
 
@@ -516,31 +576,18 @@ static double matmul_err(const xsa_tensor *c, const xsa_tensor *a, const xsa_ten
     return worst;
 }
 
-static void test_matmul(void)
+/* transposed, strided and narrowed operands (a, b: the [1024,128] x [128,4096] pair) */
+static void check_matmul_views(xsa_rng *rng, const xsa_tensor *a, xsa_tensor *b)
 {
-    xsa_rng g;
-    xsa_rng_seed(&g, 5);
-    /* the size the issue asks for */
-    xsa_tensor *a = xsa_tensor_randn(&g, 2, SH(1024, 128), 0, 1);
-    xsa_tensor *b = xsa_tensor_randn(&g, 2, SH(128, 4096), 0, 1);
-    xsa_tensor *c = xsa_tensor_matmul(a, b);
-    CHECK(c && c->shape[0] == 1024 && c->shape[1] == 4096, "matmul shape");
-    double err = matmul_err(c, a, b, 1024, 128, 4096);
-    CHECK(err < 1e-4 && matmul_norm_err < 1e-4,
-          "1024x128 x 128x4096 vs double loop: error %g of sum|a*b|, %g of max|c|", err,
-          matmul_norm_err);
-    printf("  matmul 1024x128x4096 vs double: max error %.2e of sum|a*b|, %.2e of max|c|\n", err,
-           matmul_norm_err);
-
     /* transposed views used in place: A^T and B^T from contiguous storage */
-    xsa_tensor *at_src = xsa_tensor_randn(&g, 2, SH(37, 23), 0, 1); /* A^T stored */
-    xsa_tensor *bt_src = xsa_tensor_randn(&g, 2, SH(19, 37), 0, 1); /* B^T stored */
+    xsa_tensor *at_src = xsa_tensor_randn(rng, 2, SH(37, 23), 0, 1); /* A^T stored */
+    xsa_tensor *bt_src = xsa_tensor_randn(rng, 2, SH(19, 37), 0, 1); /* B^T stored */
     xsa_tensor *A = xsa_tensor_transpose(at_src, 0, 1);             /* [23,37] */
     xsa_tensor *Bm = xsa_tensor_transpose(bt_src, 0, 1);            /* [37,19] */
     xsa_tensor *c2 = xsa_tensor_matmul(A, Bm);
     CHECK(c2 && matmul_err(c2, A, Bm, 23, 37, 19) < 1e-5, "transposed-view operands");
     /* a non-unit-stride view that must be copied */
-    xsa_tensor *wide = xsa_tensor_randn(&g, 2, SH(23, 74), 0, 1);
+    xsa_tensor *wide = xsa_tensor_randn(rng, 2, SH(23, 74), 0, 1);
     xsa_tensor *ev = xsa_tensor_view(wide, 3, SH(23, 37, 2));
     xsa_tensor *evs = xsa_tensor_select(ev, 2, 1); /* [23,37] stride (74, 2) */
     xsa_tensor *c3 = xsa_tensor_matmul(evs, Bm);
@@ -549,14 +596,38 @@ static void test_matmul(void)
     xsa_tensor *nr = xsa_tensor_narrow(b, 1, 100, 19); /* [128,19] with ld 4096 */
     xsa_tensor *c4 = xsa_tensor_matmul(a, nr);
     CHECK(c4 && matmul_err(c4, a, nr, 1024, 128, 19) < 1e-5, "narrowed operand with ld > cols");
+    xsa_tensor *list[] = {at_src, bt_src, A, Bm, c2, wide, ev, evs, c3, nr, c4};
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
+}
 
+/* errors and empties (ba [3,5,7], bc [3,5,4]: the batched case's) */
+static void check_matmul_errors(const xsa_tensor *ba, const xsa_tensor *bc)
+{
+    xsa_tensor *e1 = xsa_tensor_zeros(XSA_FLOAT32, 2, SH(2, 3));
+    xsa_tensor *e2 = xsa_tensor_zeros(XSA_FLOAT32, 2, SH(4, 5));
+    CHECK_ERR(xsa_tensor_matmul(e1, e2) == NULL, "matmul: shapes [2,3] and [4,5] do not align");
+    CHECK_ERR(xsa_tensor_matmul(ba, bc) == NULL, "matmul: shapes [3,5,7] and [3,5,4] do not align");
+    xsa_tensor *v1 = xsa_tensor_zeros(XSA_FLOAT32, 1, SH(3));
+    CHECK_ERR(xsa_tensor_matmul(v1, e1) == NULL, "operands of 1 and 2 dimensions");
+    xsa_tensor *ii = xsa_tensor_zeros(XSA_INT32, 2, SH(3, 2));
+    CHECK_ERR(xsa_tensor_matmul(e1, ii) == NULL, "float32");
+    xsa_tensor *k0a = xsa_tensor_ones(XSA_FLOAT32, 2, SH(2, 0)), *k0b = xsa_tensor_ones(XSA_FLOAT32, 2, SH(0, 3));
+    xsa_tensor *k0 = xsa_tensor_matmul(k0a, k0b);
+    CHECK(k0 && k0->shape[0] == 2 && k0->shape[1] == 3 && at(k0, 5) == 0, "K = 0 gives zeros");
+    xsa_tensor *list[] = {e1, e2, v1, ii, k0a, k0b, k0};
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
+}
+
+/* batched: [B,M,K]x[B,K,N] and [B,M,K]x[K,N], then the errors */
+static void check_matmul_batched(xsa_rng *rng)
+{
     /* batched: [B,M,K]x[B,K,N] and [B,M,K]x[K,N], including a transposed batch */
-    xsa_tensor *ba = xsa_tensor_randn(&g, 3, SH(3, 5, 7), 0, 1);
-    xsa_tensor *bb = xsa_tensor_randn(&g, 3, SH(3, 7, 4), 0, 1);
-    xsa_tensor *bw = xsa_tensor_randn(&g, 2, SH(7, 6), 0, 1);
+    xsa_tensor *ba = xsa_tensor_randn(rng, 3, SH(3, 5, 7), 0, 1);
+    xsa_tensor *bb = xsa_tensor_randn(rng, 3, SH(3, 7, 4), 0, 1);
+    xsa_tensor *bw = xsa_tensor_randn(rng, 2, SH(7, 6), 0, 1);
     xsa_tensor *bc = xsa_tensor_matmul(ba, bb);
     xsa_tensor *bc2 = xsa_tensor_matmul(ba, bw);
-    xsa_tensor *bbT_src = xsa_tensor_randn(&g, 3, SH(3, 4, 7), 0, 1);
+    xsa_tensor *bbT_src = xsa_tensor_randn(rng, 3, SH(3, 4, 7), 0, 1);
     xsa_tensor *bbT = xsa_tensor_transpose(bbT_src, 1, 2); /* [3,7,4] batched transposed view */
     xsa_tensor *bc3 = xsa_tensor_matmul(ba, bbT);
     CHECK(bc && bc->ndim == 3 && bc->shape[0] == 3 && bc->shape[2] == 4 && bc2->shape[2] == 6,
@@ -581,23 +652,29 @@ static void test_matmul(void)
     xsa_tensor *bn1 = xsa_tensor_select(bn, 0, 2), *bnc1 = xsa_tensor_select(bnc, 0, 2);
     xsa_tensor *bnc1c = xsa_tensor_contiguous(bnc1);
     CHECK(matmul_err(bnc1c, bn1, bw, 3, 7, 6) < 1e-5, "batched with uneven batch stride");
+    check_matmul_errors(ba, bc);
+    xsa_tensor *list[] = {ba, bb, bw, bc, bc2, bbT_src, bbT, bc3, bn, bnc, bn1, bnc1, bnc1c};
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
+}
 
-    /* errors and empties */
-    xsa_tensor *e1 = xsa_tensor_zeros(XSA_FLOAT32, 2, SH(2, 3));
-    xsa_tensor *e2 = xsa_tensor_zeros(XSA_FLOAT32, 2, SH(4, 5));
-    CHECK_ERR(xsa_tensor_matmul(e1, e2) == NULL, "matmul: shapes [2,3] and [4,5] do not align");
-    CHECK_ERR(xsa_tensor_matmul(ba, bc) == NULL, "matmul: shapes [3,5,7] and [3,5,4] do not align");
-    xsa_tensor *v1 = xsa_tensor_zeros(XSA_FLOAT32, 1, SH(3));
-    CHECK_ERR(xsa_tensor_matmul(v1, e1) == NULL, "operands of 1 and 2 dimensions");
-    xsa_tensor *ii = xsa_tensor_zeros(XSA_INT32, 2, SH(3, 2));
-    CHECK_ERR(xsa_tensor_matmul(e1, ii) == NULL, "float32");
-    xsa_tensor *k0a = xsa_tensor_ones(XSA_FLOAT32, 2, SH(2, 0)), *k0b = xsa_tensor_ones(XSA_FLOAT32, 2, SH(0, 3));
-    xsa_tensor *k0 = xsa_tensor_matmul(k0a, k0b);
-    CHECK(k0 && k0->shape[0] == 2 && k0->shape[1] == 3 && at(k0, 5) == 0, "K = 0 gives zeros");
-
-    xsa_tensor *list[] = {a, b, c, at_src, bt_src, A, Bm, c2, wide, ev, evs, c3, nr, c4, ba, bb,
-                          bw, bc, bc2, bbT_src, bbT, bc3, bn, bnc, bn1, bnc1, bnc1c, e1, e2, v1,
-                          ii, k0a, k0b, k0};
+static void test_matmul(void)
+{
+    xsa_rng g;
+    xsa_rng_seed(&g, 5);
+    /* the size the issue asks for */
+    xsa_tensor *a = xsa_tensor_randn(&g, 2, SH(1024, 128), 0, 1);
+    xsa_tensor *b = xsa_tensor_randn(&g, 2, SH(128, 4096), 0, 1);
+    xsa_tensor *c = xsa_tensor_matmul(a, b);
+    CHECK(c && c->shape[0] == 1024 && c->shape[1] == 4096, "matmul shape");
+    double err = matmul_err(c, a, b, 1024, 128, 4096);
+    CHECK(err < 1e-4 && matmul_norm_err < 1e-4,
+          "1024x128 x 128x4096 vs double loop: error %g of sum|a*b|, %g of max|c|", err,
+          matmul_norm_err);
+    printf("  matmul 1024x128x4096 vs double: max error %.2e of sum|a*b|, %.2e of max|c|\n", err,
+           matmul_norm_err);
+    check_matmul_views(&g, a, b);
+    check_matmul_batched(&g);
+    xsa_tensor *list[] = {a, b, c};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
 }
 
