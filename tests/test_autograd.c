@@ -417,10 +417,11 @@ static int all_zero(const xsa_tensor *t)
     return 1;
 }
 
-static void test_nn_empty(void)
+/* linear: no input channels (out = the bias on every row, db = rows), an
+ * empty batch ([0,3], db = 0) */
+static void empty_linear(void)
 {
     int64_t x20[2] = {2, 0}, w03[2] = {0, 3}, b3[1] = {3}, x04[2] = {0, 4}, w43[2] = {4, 3};
-    /* linear, no input channels: out = the bias on every row, db = rows */
     xsa_tensor *x = leafz(2, x20), *w = leafz(2, w03), *b = leafz(1, b3);
     xsa_tensor_f32(b)[1] = 2.0f;
     xsa_tensor *y = xsa_ag_linear(x, w, b);
@@ -428,25 +429,22 @@ static void test_nn_empty(void)
           "linear C=0 is the bias: %s", xsa_last_error());
     CHECK(y && back_sum(y) && xsa_tensor_f32(b->grad)[0] == 2.0f && xsa_tensor_numel(w->grad) == 0,
           "linear C=0 backward: db = number of rows: %s", xsa_last_error());
-    xsa_tensor_free(y);
-    free_all(1, &x);
-    free_all(1, &w);
-    /* linear, empty batch: [0,3], db = 0 */
+    free_all(3, (xsa_tensor *[]){y, x, w});
     x = leafz(2, x04), w = leafz(2, w43);
     xsa_ag_zero_grad(b);
     y = xsa_ag_linear(x, w, b);
     CHECK(y && y->shape[0] == 0 && y->shape[1] == 3, "linear N=0: %s", xsa_last_error());
     CHECK(y && back_sum(y) && all_zero(w->grad) && all_zero(b->grad), "linear N=0 backward: %s",
           xsa_last_error());
-    xsa_tensor_free(y);
-    free_all(1, &x);
-    free_all(1, &w);
-    free_all(1, &b);
+    free_all(4, (xsa_tensor *[]){y, x, w, b});
+}
 
-    /* layernorm over 0 channels, and of 0 rows */
-    int64_t c0[1] = {0}, c4[1] = {4};
+/* layernorm over 0 channels, and of 0 rows; gelu of nothing */
+static void empty_layernorm_gelu(void)
+{
+    int64_t x20[2] = {2, 0}, x04[2] = {0, 4}, c0[1] = {0}, c4[1] = {4};
     xsa_tensor *ln[3] = {leafz(2, x20), leafz(1, c0), leafz(1, c0)};
-    y = xsa_ag_layernorm(ln[0], ln[1], ln[2]);
+    xsa_tensor *y = xsa_ag_layernorm(ln[0], ln[1], ln[2]);
     CHECK(y && y->ndim == 2 && y->shape[0] == 2 && y->shape[1] == 0 && back_sum(y),
           "layernorm C=0: empty result and backward: %s", xsa_last_error());
     xsa_tensor_free(y);
@@ -458,31 +456,32 @@ static void test_nn_empty(void)
     xsa_tensor_free(y);
     free_all(3, ln2);
 
-    /* gelu of nothing */
     xsa_tensor *g0 = leafz(2, x04);
     y = xsa_ag_gelu(g0);
     CHECK(y && xsa_tensor_numel(y) == 0 && back_sum(y), "gelu of an empty tensor: %s", xsa_last_error());
-    xsa_tensor_free(y);
-    free_all(1, &g0);
+    free_all(2, (xsa_tensor *[]){y, g0});
+}
 
-    /* cross-entropy: no classes is an error, no rows is NaN (mean of nothing) */
-    int64_t t2[1] = {2}, t0[1] = {0}, l05[2] = {0, 5};
+/* cross-entropy: no classes is an error, no rows is NaN (mean of nothing) */
+static void empty_cross_entropy(void)
+{
+    int64_t x20[2] = {2, 0}, t2[1] = {2}, t0[1] = {0}, l05[2] = {0, 5};
     xsa_tensor *lg = leafz(2, x20), *tg = xsa_tensor_zeros(XSA_INT32, 1, t2);
     CHECK(xsa_ag_cross_entropy(lg, tg) == NULL &&
           strstr(xsa_last_error(), "cross_entropy: logits [2,0] have no classes (V = 0)"),
           "cross_entropy V=0: %s", xsa_last_error());
-    free_all(1, &lg);
-    free_all(1, &tg);
+    free_all(2, (xsa_tensor *[]){lg, tg});
     lg = leafz(2, l05), tg = xsa_tensor_zeros(XSA_INT32, 1, t0);
-    y = xsa_ag_cross_entropy(lg, tg);
+    xsa_tensor *y = xsa_ag_cross_entropy(lg, tg);
     CHECK(y && isnan(xsa_tensor_f32(y)[0]), "cross_entropy N=0 is NaN: %s", xsa_last_error());
     CHECK(y && xsa_ag_backward(y, NULL, 0) == 0 && lg->grad && xsa_tensor_numel(lg->grad) == 0,
           "cross_entropy N=0 backward: %s", xsa_last_error());
-    xsa_tensor_free(y);
-    free_all(1, &lg);
-    free_all(1, &tg);
+    free_all(3, (xsa_tensor *[]){y, lg, tg});
+}
 
-    /* attention: C = 0 is an error whatever n_head; an empty batch is empty */
+/* attention: C = 0 is an error whatever n_head; an empty batch is empty */
+static void empty_attention(void)
+{
     int64_t q120[3] = {1, 2, 0}, q026[3] = {0, 2, 6};
     xsa_tensor *q = leafz(3, q120);
     for (int nh = 0; nh <= 2; nh++)
@@ -496,201 +495,44 @@ static void test_nn_empty(void)
     CHECK(xsa_ag_attention(q, NULL, NULL, 0, 0.0, NULL, NULL) == NULL &&
           strstr(xsa_last_error(), "0 heads do not divide C = 2"), "attention 0 heads: %s", xsa_last_error());
     xsa_tensor *att = NULL;
-    y = xsa_ag_attention(q, NULL, NULL, 2, 1.0, NULL, &att);
+    xsa_tensor *y = xsa_ag_attention(q, NULL, NULL, 2, 1.0, NULL, &att);
     CHECK(y && y->shape[0] == 0 && y->shape[2] == 2 && att && att->ndim == 4 && att->shape[1] == 2,
           "attention B=0: %s", xsa_last_error());
     CHECK(y && back_sum(y) && q->grad && xsa_tensor_numel(q->grad) == 0, "attention B=0 backward: %s",
           xsa_last_error());
-    xsa_tensor_free(att);
-    xsa_tensor_free(y);
-    free_all(1, &q);
+    free_all(3, (xsa_tensor *[]){att, y, q});
+}
 
-    /* embedding: no indices, no channels, no rows to index */
-    int64_t i0[1] = {0}, i2[1] = {2}, w40[2] = {4, 0}, w03b[2] = {0, 3};
+/* embedding: no indices, no channels, no rows to index */
+static void empty_embedding(void)
+{
+    int64_t i0[1] = {0}, i2[1] = {2}, w40[2] = {4, 0}, w03b[2] = {0, 3}, w43[2] = {4, 3};
     xsa_tensor *idx = xsa_tensor_zeros(XSA_INT32, 1, i0), *wte = leafz(2, w43);
-    y = xsa_ag_embedding(idx, wte, NULL);
+    xsa_tensor *y = xsa_ag_embedding(idx, wte, NULL);
     CHECK(y && y->shape[0] == 0 && y->shape[1] == 3 && back_sum(y) && all_zero(wte->grad),
           "embedding of no indices: %s", xsa_last_error());
-    xsa_tensor_free(y);
-    free_all(1, &idx);
-    free_all(1, &wte);
+    free_all(3, (xsa_tensor *[]){y, idx, wte});
     idx = xsa_tensor_zeros(XSA_INT32, 1, i2), wte = leafz(2, w40);
     y = xsa_ag_embedding(idx, wte, NULL);
     CHECK(y && y->shape[0] == 2 && y->shape[1] == 0 && back_sum(y), "embedding C=0: %s", xsa_last_error());
-    xsa_tensor_free(y);
-    free_all(1, &wte);
+    free_all(2, (xsa_tensor *[]){y, wte});
     wte = leafz(2, w03b);
     CHECK(xsa_ag_embedding(idx, wte, NULL) == NULL && strstr(xsa_last_error(), "out of range for a table of 0 rows"),
           "embedding V=0: %s", xsa_last_error());
-    free_all(1, &wte);
-    free_all(1, &idx);
+    free_all(2, (xsa_tensor *[]){wte, idx});
 }
 
-/* ---- version counters ---------------------------------------------------
- * In-place writes bump the storage's version (shared by views); a backward
- * that would read a value written after its op refuses, naming the op. */
-
-static xsa_tensor *vec3(float a, float b, float c, int grad)
+static void test_nn_empty(void)
 {
-    int64_t s3[1] = {3};
-    xsa_tensor *t = xsa_tensor_new(XSA_FLOAT32, 1, s3);
-    float *p = xsa_tensor_f32(t);
-    p[0] = a, p[1] = b, p[2] = c;
-    if (grad) rg(t);
-    return t;
+    empty_linear();
+    empty_layernorm_gelu();
+    empty_cross_entropy();
+    empty_attention();
+    empty_embedding();
 }
 
-#define MODIFIED "one of the variables needed for gradient computation has been modified by an inplace operation"
-
-/* sum(y) backward must fail naming op (and what) */
-static void expect_modified(xsa_tensor *y, const char *op, const char *what, const char *name)
-{
-    xsa_clear_error();
-    CHECK(y && !back_sum(y) && strstr(xsa_last_error(), MODIFIED) && strstr(xsa_last_error(), op) &&
-              strstr(xsa_last_error(), what),
-          "%s: expected '%s' naming %s / %s, got '%s'", name, MODIFIED, op, what, xsa_last_error());
-}
-
-static void test_versions(void)
-{
-    /* which writes bump the counter, shared by views */
-    xsa_tensor *t = vec3(1, 2, 3, 0), *v = xsa_tensor_narrow(t, 0, 1, 2), *d = xsa_ag_detach(t);
-    uint64_t v0 = xsa_tensor_version(t);
-    int64_t i1[1] = {1};
-    xsa_tensor_set(v, i1, 5);
-    xsa_tensor_fill_(d, 1);
-    xsa_tensor_copy_(v, v);
-    xsa_tensor_binary_scalar_(XSA_ADD, t, 1);
-    xsa_tensor_binary_(XSA_MUL, v, v);
-    xsa_tensor_unary_(XSA_EXP, d);
-    CHECK(xsa_tensor_version(t) == v0 + 6 && xsa_tensor_version(v) == xsa_tensor_version(t) &&
-              xsa_tensor_version(d) == xsa_tensor_version(t),
-          "set, fill_, copy_, binary_, binary_scalar_, unary_ each bump the shared counter (%llu)",
-          (unsigned long long)(xsa_tensor_version(t) - v0));
-    xsa_tensor *c = xsa_tensor_clone(t);
-    uint64_t cv = xsa_tensor_version(c);
-    xsa_tensor *r = xsa_tensor_binary(XSA_ADD, t, c);
-    CHECK(xsa_tensor_version(c) == cv, "reading does not bump");
-    xsa_tensor_free(r);
-    xsa_tensor_free(c);
-    xsa_tensor_free(d);
-    xsa_tensor_free(v);
-    xsa_tensor_free(t);
-
-    /* a saved input modified in place: y = x * w reads x for dw */
-    xsa_tensor *w = vec3(1, 2, 3, 1), *x = vec3(4, 5, 6, 0);
-    xsa_tensor *y = xsa_ag_binary(XSA_MUL, x, w);
-    xsa_tensor_binary_scalar_(XSA_ADD, x, 1);
-    expect_modified(y, "MulBackward", "input 1 [3]", "x * w, x += 1");
-    xsa_tensor_free(y);
-    /* through a view of it, and through detach() */
-    y = xsa_ag_binary(XSA_MUL, x, w);
-    xsa_tensor *xv = xsa_tensor_select(x, 0, 2);
-    xsa_tensor_fill_(xv, 0);
-    xsa_tensor_free(xv);
-    expect_modified(y, "MulBackward", "input 1", "a view of the saved input");
-    xsa_tensor_free(y);
-    y = xsa_ag_binary(XSA_MUL, w, w);
-    xsa_tensor *wd = xsa_ag_detach(w);
-    xsa_tensor_binary_scalar_(XSA_MUL, wd, 2);
-    xsa_tensor_free(wd);
-    expect_modified(y, "MulBackward", "input", "w * w, w:detach() *= 2");
-    xsa_tensor_free(y);
-    /* under no_grad a leaf may be updated, but not under a pending backward */
-    y = xsa_ag_unary(XSA_LOG, w);
-    int prev = xsa_ag_set_enabled(0);
-    xsa_tensor_binary_scalar_(XSA_ADD, w, 1);
-    xsa_ag_set_enabled(prev);
-    expect_modified(y, "LogBackward", "input 1", "log(w), then w += 1 under no_grad");
-    xsa_tensor_free(y);
-
-    /* a saved output: exp and softmax read their result */
-    y = xsa_ag_unary(XSA_EXP, w);
-    xsa_tensor *yd = xsa_ag_detach(y);
-    xsa_tensor_binary_scalar_(XSA_MUL, yd, 2);
-    xsa_tensor_free(yd);
-    expect_modified(y, "ExpBackward", "the output [3]", "exp(w), output *= 2");
-    xsa_tensor_free(y);
-    y = xsa_ag_softmax(w, 0);
-    prev = xsa_ag_set_enabled(0);
-    xsa_tensor_fill_(y, 0.5);
-    xsa_ag_set_enabled(prev);
-    expect_modified(y, "SoftmaxBackward", "the output", "softmax output filled under no_grad");
-    xsa_tensor_free(y);
-
-    /* fused ops save contiguous inputs (often the input itself) */
-    int64_t x23[2] = {2, 3}, w32[2] = {3, 2};
-    xsa_tensor *lx = xsa_tensor_ones(XSA_FLOAT32, 2, x23), *lw = xsa_tensor_ones(XSA_FLOAT32, 2, w32);
-    rg(lw);
-    y = xsa_ag_linear(lx, lw, NULL);
-    xsa_tensor_fill_(lx, 2);
-    expect_modified(y, "LinearBackward", "input 1 [2,3]", "linear input modified");
-    xsa_tensor_free(y);
-    xsa_tensor_free(lx);
-    xsa_tensor_free(lw);
-    xsa_tensor *gx = xsa_tensor_ones(XSA_FLOAT32, 2, x23);
-    rg(gx);
-    y = xsa_ag_gelu(gx);
-    prev = xsa_ag_set_enabled(0);
-    xsa_tensor_binary_scalar_(XSA_SUB, gx, 3);
-    xsa_ag_set_enabled(prev);
-    expect_modified(y, "GeluBackward", "input 1", "gelu input modified");
-    xsa_tensor_free(y);
-    free_all(1, &gx);
-
-    /* an optimizer step between forward and backward */
-    xsa_tensor *ow = vec3(1, 2, 3, 1);
-    xsa_adamw *opt = xsa_adamw_new(1, &ow, 0.1, 0.9, 0.999, 1e-8, 0.0);
-    y = xsa_ag_binary(XSA_MUL, ow, ow);
-    CHECK(back_sum(y), "first backward: %s", xsa_last_error());
-    xsa_tensor_free(y);
-    y = xsa_ag_binary(XSA_MUL, ow, ow);
-    CHECK(xsa_adamw_step(opt) == 0, "step");
-    expect_modified(y, "MulBackward", "input", "an AdamW step before the backward");
-    xsa_tensor_free(y);
-    xsa_adamw_free(opt);
-    free_all(1, &ow);
-
-    /* retain_graph: a write between two backwards stops the second */
-    xsa_ag_zero_grad(w);
-    y = xsa_ag_binary(XSA_MUL, x, w);
-    xsa_tensor *s = xsa_ag_reduce(XSA_SUM, y, XSA_ALL_DIMS, 0);
-    CHECK(xsa_ag_backward(s, NULL, 1) == 0, "retained backward");
-    xsa_tensor_binary_scalar_(XSA_ADD, x, 1);
-    CHECK(xsa_ag_backward(s, NULL, 0) != 0 && strstr(xsa_last_error(), MODIFIED),
-          "second backward after a write: %s", xsa_last_error());
-    xsa_tensor_free(s);
-    xsa_tensor_free(y);
-
-    /* writes the backward does not read are fine, and the gradient is right */
-    xsa_ag_zero_grad(w);
-    xsa_tensor *a = vec3(1, 1, 1, 0);
-    y = xsa_ag_binary(XSA_ADD, a, w);            /* add reads no values */
-    xsa_tensor *e = xsa_ag_unary(XSA_EXP, w);    /* exp reads only its result */
-    xsa_tensor *z = xsa_ag_binary(XSA_ADD, y, e);
-    xsa_tensor_binary_scalar_(XSA_ADD, a, 5);
-    prev = xsa_ag_set_enabled(0);
-    xsa_tensor_binary_scalar_(XSA_ADD, w, 1);   /* exp's input, not saved */
-    xsa_ag_set_enabled(prev);
-    float *wv = xsa_tensor_f32(w);
-    double want[3] = {1 + exp(wv[0] - 1), 1 + exp(wv[1] - 1), 1 + exp(wv[2] - 1)};
-    CHECK(back_sum(z), "unsaved writes: backward runs: %s", xsa_last_error());
-    for (int i = 0; i < 3; i++)
-        CHECK_NEAR(xsa_tensor_f32(w->grad)[i], want[i], 1e-5, "d/dw (a + w + exp(w)) from the forward's values");
-    xsa_tensor_free(z);
-    xsa_tensor_free(e);
-    xsa_tensor_free(y);
-    free_all(1, &a);
-    /* nothing modified: the usual gradient */
-    xsa_ag_zero_grad(w);
-    y = xsa_ag_binary(XSA_MUL, x, w);
-    CHECK(back_sum(y), "x * w backward: %s", xsa_last_error());
-    for (int i = 0; i < 3; i++)
-        CHECK_NEAR(xsa_tensor_f32(w->grad)[i], xsa_tensor_f32(x)[i], 1e-6, "d/dw (x * w) = x");
-    xsa_tensor_free(y);
-    free_all(1, &x);
-    free_all(1, &w);
-}
+/* test_versions and its cases */
+#include "autograd_versions.h"
 
 /* ---- cat of many tensors, long chains, on a small stack -----------------
  * xsa_ag_cat of more than 8 tensors used to recurse once per 7 tensors
@@ -857,11 +699,10 @@ static int custom_bw0(void *ctx, const xsa_tensor *g, xsa_tensor **gin)
     return xsa_tensor_binary_(XSA_ADD, block_grad, g);
 }
 
-static void test_engine(void)
+/* accumulation over backward calls, a tensor used twice, retain_graph, a
+ * non-scalar output, no_grad and in-place (a: a [2,3] leaf) */
+static void engine_backward(xsa_tensor *a)
 {
-    int64_t s[2] = {2, 3};
-    xsa_tensor *a = randn(2, s);
-    rg(a);
     /* accumulation over two backward calls */
     for (int k = 0; k < 2; k++) {
         xsa_tensor *y = xsa_ag_binary_scalar(XSA_MUL, a, 3.0, 0);
@@ -899,7 +740,12 @@ static void test_engine(void)
     xsa_ag_set_enabled(prev);
     CHECK(xsa_ag_check_inplace(a, "add_") == -1 && strstr(xsa_last_error(), "in-place"),
           "in-place on a leaf refused: %s", xsa_last_error());
-    /* a preset gradient view receives the gradient in place */
+}
+
+/* a preset gradient view receives the gradient in place */
+static void engine_preset_grad(void)
+{
+    int64_t s[2] = {2, 3};
     int64_t bs[1] = {12};
     xsa_tensor *block = xsa_tensor_zeros(XSA_FLOAT32, 1, bs);
     xsa_tensor *gv = xsa_tensor_narrow(block, 0, 6, 6);
@@ -916,8 +762,13 @@ static void test_engine(void)
     xsa_tensor_free(p);
     xsa_tensor_free(gv);
     xsa_tensor_free(block);
+}
 
-    /* attach_custom with inputs: out = 2.5 a, then sum */
+/* attach_custom with inputs (out = 2.5 a, then sum), with none (the fn owns
+ * its gradient block), and a custom node released without backward */
+static void engine_custom(xsa_tensor *a)
+{
+    int64_t s[2] = {2, 3};
     double *k = malloc(sizeof *k);
     *k = 2.5;
     xsa_ag_zero_grad(a);
@@ -961,9 +812,12 @@ static void test_engine(void)
     xsa_ag_attach_custom(out, "unused", 1, &a, custom_bw, k, custom_free);
     xsa_tensor_free(out);
     CHECK(custom_freed == 1, "ctx freed with the node");
-    xsa_tensor_free(a);
+}
 
-    /* a long chain releases without deep recursion */
+/* a long chain releases without deep recursion */
+static void engine_long_chain(void)
+{
+    int64_t s[2] = {2, 3};
     xsa_tensor *x = randn(2, s);
     rg(x);
     xsa_tensor *c = x;
@@ -979,6 +833,18 @@ static void test_engine(void)
     xsa_tensor_free(cs);
     xsa_tensor_free(c);
     xsa_tensor_free(x);
+}
+
+static void test_engine(void)
+{
+    int64_t s[2] = {2, 3};
+    xsa_tensor *a = randn(2, s);
+    rg(a);
+    engine_backward(a);
+    engine_preset_grad();
+    engine_custom(a);
+    xsa_tensor_free(a);
+    engine_long_chain();
 }
 
 int main(void)
