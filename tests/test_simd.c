@@ -40,7 +40,8 @@ static int same(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 
 /* ---- the operations, lane by lane ----------------------------------------- */
 
-static void test_ops(void)
+/* each operation against the scalar one, lane by lane; the multiply-add's rounding */
+static void ops_lanes(void)
 {
     float a[VF_W], b[VF_W], c[VF_W], o[VF_W];
     int bad = 0;
@@ -80,8 +81,12 @@ static void test_ops(void)
     vf_store(o, vf_fmadd(vf_set1(1.0f + 0x1p-23f), vf_set1(1.0f - 0x1p-23f), vf_set1(-1.0f)));
     f = o[0];
     CHECK(XSA_SIMD ? same(f, -0x1p-46f) : same(f, 0.0f), "multiply-add rounding: %a", f);
+}
 
-    /* masks: lanes [0, n) read, the others read 0 and are left unwritten */
+/* masks: lanes [0, n) read, the others read 0 and are left unwritten */
+static void ops_masks(void)
+{
+    float o[VF_W];
     for (int n = 1; n <= VF_W; n++) {
         float src[VF_W], dst[VF_W];
         for (int i = 0; i < VF_W; i++) {
@@ -104,6 +109,11 @@ static void test_ops(void)
         for (int i = 0; i < VF_W; i++) ok &= h[i] == (i < n ? sf_to_bf16(src[i]) : 0xBEEF);
         CHECK(ok, "bf16 store of %d lanes", n);
     }
+}
+
+/* the bf16 stores, unmasked and for normal lanes; bf16 rounding */
+static void ops_bf16(void)
+{
     /* the unmasked bf16 store: every lane as sf_to_bf16, ties (both ways),
      * a denormal, a value that rounds up into the next binade, and the
      * largest finite float (which rounds to infinity's bits), written
@@ -148,13 +158,26 @@ static void test_ops(void)
     CHECK(sf_to_bf16(1.0f) == 0x3F80 && sf_to_bf16(1.0f + 0x1p-8f) == 0x3F80 &&
               sf_to_bf16(1.0f + 0x1p-8f + 0x1p-9f) == 0x3F81 && sf_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3F82,
           "bf16 rounding");
-    /* horizontal max over every lane; the sum of exactly representable
-     * values does not depend on its order */
+}
+
+/* horizontal max over every lane; the sum of exactly representable
+ * values does not depend on its order */
+static void ops_horizontal(void)
+{
+    float a[VF_W];
     for (int i = 0; i < VF_W; i++) a[i] = (float)((i * 7) % VF_W) - 3.0f;
     CHECK(vf_hmax(vf_load(a)) == (float)(VF_W - 1) - 3.0f, "hmax");
     float want = 0;
     for (int i = 0; i < VF_W; i++) want += a[i];
     CHECK(vf_hsum(vf_load(a)) == want, "hsum");
+}
+
+static void test_ops(void)
+{
+    ops_lanes();
+    ops_masks();
+    ops_bf16();
+    ops_horizontal();
 }
 
 /* ---- exp: every vector path computes the same scalar formula --------------- */
