@@ -16,9 +16,16 @@
 
 /* ---- storage and views ------------------------------------------------ */
 
-static void test_views(void)
+/* the views test_views makes, freed together at its end (before the
+ * baseline check) */
+typedef struct {
+    xsa_tensor *v, *t, *c, *r1, *r2, *big, *nb, *r3, *pm, *r4, *n2, *s1, *col, *cu, *ex, *sq, *sq2,
+        *u0, *ec, *dst, *src, *sq3, *m3, *m3t;
+} view_set;
+
+/* a view shares its parent's storage and outlives it */
+static void views_share(view_set *w, size_t base)
 {
-    size_t base = xsa_storage_live_bytes();
     xsa_tensor *a = xsa_tensor_arange(XSA_FLOAT32, 0, 6, 1);
     CHECK(xsa_storage_live_bytes() == base + 24, "arange(6) holds 24 bytes");
     xsa_tensor *v = xsa_tensor_view(a, 2, SH(2, -1));
@@ -29,8 +36,13 @@ static void test_views(void)
     xsa_tensor_free(a); /* the view outlives its parent */
     CHECK(at2(v, 1, 2) == 42.0 && at2(v, 0, 1) == 1.0, "view valid after parent freed");
     CHECK(xsa_storage_live_bytes() == base + 24, "storage kept alive by the view");
+    w->v = v;
+}
 
-    /* transpose + contiguous */
+/* transpose + contiguous; reshape: view when strides allow, copy otherwise */
+static void views_transpose_reshape(view_set *w)
+{
+    xsa_tensor *v = w->v;
     xsa_tensor *t = xsa_tensor_transpose(v, 0, 1);
     CHECK(t->shape[0] == 3 && t->shape[1] == 2 && !xsa_tensor_is_contiguous(t), "transpose shape");
     xsa_tensor *c = xsa_tensor_contiguous(t);
@@ -52,7 +64,12 @@ static void test_views(void)
     for (int i = 0; i < 6; i++) ok &= at(r2, i) == at(c, i);
     CHECK(ok, "reshape copy values in row-major order");
     CHECK_ERR(xsa_tensor_view(t, 1, SH(6)) == NULL, "not contiguous");
+    w->t = t, w->c = c, w->r1 = r1, w->r2 = r2;
+}
 
+/* reshape of a narrow and of a permute: views where the strides allow */
+static void views_permute(view_set *w)
+{
     xsa_tensor *big = seq(3, SH(4, 5, 6), 1, 0);
     xsa_tensor *nb = xsa_tensor_narrow(big, 0, 1, 2); /* [2,5,6], rows contiguous */
     xsa_tensor *r3 = xsa_tensor_reshape(nb, 2, SH(10, 6));
@@ -64,12 +81,17 @@ static void test_views(void)
     xsa_tensor *r4 = xsa_tensor_reshape(pm, 2, SH(6, 20)); /* dims 1,2 merge: still a view */
     CHECK(r4 && r4->storage == big->storage && r4->stride[0] == 1 && r4->stride[1] == 6,
           "reshape merging permuted-but-contiguous dims is a view");
-    ok = 1;
+    int ok = 1;
     for (int i = 0; i < 6; i++)
         for (int j = 0; j < 20; j++) ok &= at2(r4, i, j) == at(big, j * 6 + i);
     CHECK(ok, "permute+reshape values");
+    w->big = big, w->nb = nb, w->r3 = r3, w->pm = pm, w->r4 = r4;
+}
 
-    /* narrow / select / expand / unsqueeze / squeeze */
+/* narrow / select / expand / unsqueeze / squeeze */
+static void views_narrow_expand(view_set *w)
+{
+    xsa_tensor *big = w->big;
     xsa_tensor *n2 = xsa_tensor_narrow(big, 2, 2, 3);
     CHECK(n2->shape[2] == 3 && n2->offset == 2 && at(n2, 4) == at(big, 1 * 6 + 3), "narrow");
     xsa_tensor *s1 = xsa_tensor_select(big, 1, 3);
@@ -80,7 +102,7 @@ static void test_views(void)
     xsa_tensor *ex = xsa_tensor_expand(cu, 3, SH(2, -1, 4));
     CHECK(ex && ex->ndim == 3 && ex->shape[0] == 2 && ex->shape[1] == 3 && ex->shape[2] == 4 &&
               ex->stride[0] == 0 && ex->stride[2] == 0, "expand strides");
-    ok = 1;
+    int ok = 1;
     for (int i = 0; i < 24; i++) ok &= at(ex, i) == (double)((i / 4) % 3);
     CHECK(ok, "expand values");
     CHECK_ERR(xsa_tensor_fill_(ex, 1) < 0, "expanded");
@@ -93,8 +115,13 @@ static void test_views(void)
     CHECK(u0->ndim == 2 && u0->shape[1] == 1, "unsqueeze -1 appends");
     xsa_tensor *ec = xsa_tensor_clone(ex);
     CHECK(ec && xsa_tensor_is_contiguous(ec) && at(ec, 23) == 2.0, "clone of expanded");
+    w->n2 = n2, w->s1 = s1, w->col = col, w->cu = cu, w->ex = ex, w->sq = sq, w->sq2 = sq2;
+    w->u0 = u0, w->ec = ec;
+}
 
-    /* copy_ with broadcasting and dtype conversion; overlap */
+/* copy_ with broadcasting and dtype conversion; overlap */
+static void views_copy(view_set *w)
+{
     xsa_tensor *dst = xsa_tensor_zeros(XSA_INT32, 2, SH(2, 3));
     xsa_tensor *src = xsa_tensor_arange(XSA_FLOAT32, 0.5, 3, 1); /* 0.5 1.5 2.5 */
     CHECK(xsa_tensor_copy_(dst, src) == 0 && at2(dst, 1, 2) == 2.0 && at2(dst, 0, 1) == 1.0,
@@ -104,9 +131,21 @@ static void test_views(void)
     xsa_tensor *m3t = xsa_tensor_transpose(m3, 0, 1);
     CHECK(xsa_tensor_copy_(m3, m3t) == 0 && at2(m3, 0, 1) == 3 && at2(m3, 1, 0) == 1 && at2(m3, 2, 1) == 5,
           "copy_ from an overlapping transpose");
+    w->dst = dst, w->src = src, w->sq3 = sq3, w->m3 = m3, w->m3t = m3t;
+}
 
-    xsa_tensor *list[] = {v, t, c, r1, r2, big, nb, r3, pm, r4, n2, s1, col, cu, ex, sq, sq2,
-                          u0, ec, dst, src, sq3, m3, m3t};
+static void test_views(void)
+{
+    size_t base = xsa_storage_live_bytes();
+    view_set w;
+    views_share(&w, base);
+    views_transpose_reshape(&w);
+    views_permute(&w);
+    views_narrow_expand(&w);
+    views_copy(&w);
+    xsa_tensor *list[] = {w.v, w.t, w.c, w.r1, w.r2, w.big, w.nb, w.r3, w.pm, w.r4, w.n2, w.s1,
+                          w.col, w.cu, w.ex, w.sq, w.sq2, w.u0, w.ec, w.dst, w.src, w.sq3, w.m3,
+                          w.m3t};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
     CHECK(xsa_storage_live_bytes() == base, "live bytes back to baseline (%zu vs %zu)",
           xsa_storage_live_bytes(), base);
@@ -261,10 +300,11 @@ static void test_fill_zero(void)
     xsa_tensor_free(n);
 }
 
-static void test_rng(void)
+/* known answers, the reference stream, the global generator's seed */
+static void rng_known_answers(void)
 {
     xsa_rng g, h;
-    /* known answers: computed by a separate reference (Python) for seed 42 */
+    /* computed by a separate reference (Python) for seed 42 */
     xsa_rng_seed(&g, 42);
     CHECK(xsa_rng_next(&g) == UINT64_C(0x15780b2e0c2ec716) &&
               xsa_rng_next(&g) == UINT64_C(0x6104d9866d113a7e) &&
@@ -282,7 +322,12 @@ static void test_rng(void)
     xsa_rng_seed(&h, 0);
     CHECK(xsa_rng_global()->s[0] == h.s[0] && xsa_rng_global()->s[3] == h.s[3],
           "global generator seeded with 0");
-    /* determinism and independence */
+}
+
+/* determinism and independence; uniform doubles; Box-Muller's pairs */
+static void rng_determinism(void)
+{
+    xsa_rng g, h;
     xsa_rng_seed(&g, 7);
     xsa_rng_seed(&h, 7);
     xsa_tensor *t1 = xsa_tensor_randn(&g, 1, SH(100), 0, 1);
@@ -306,6 +351,14 @@ static void test_rng(void)
     CHECK(fabs(n1 - r * cos(2 * M_PI * u2)) < 1e-12 && fabs(n2 - r * sin(2 * M_PI * u2)) < 1e-12,
           "Box-Muller pair from two uniforms");
     CHECK(g.s[0] == h.s[0], "the spare consumed no draws");
+    xsa_tensor *list[] = {t1, t2, tother};
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
+}
+
+/* the distributions: normals, uniforms, randint, a huge int range; bad arguments */
+static void rng_distributions(void)
+{
+    xsa_rng g;
     /* statistics of 1e5 normals */
     xsa_rng_seed(&g, 123);
     xsa_tensor *nn = xsa_tensor_randn(&g, 1, SH(100000), 0, 1);
@@ -350,8 +403,15 @@ static void test_rng(void)
     CHECK(okr, "rng_int on a huge range stays in range");
     CHECK_ERR(xsa_tensor_randint(&g, 3, 3, 1, SH(2)) == NULL, "randint: range [3, 3)");
     CHECK_ERR(xsa_tensor_randn(&g, 1, SH(2), 0, -1) == NULL, "randn: mean 0 and std -1");
-    xsa_tensor *list[] = {t1, t2, tother, nn, m, v, n2t, m2, v2, un, umin, umax, umean, ri};
+    xsa_tensor *list[] = {nn, m, v, n2t, m2, v2, un, umin, umax, umean, ri};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) xsa_tensor_free(list[i]);
+}
+
+static void test_rng(void)
+{
+    rng_known_answers();
+    rng_determinism();
+    rng_distributions();
 }
 
 /* ---- errors ----------------------------------------------------------- */
@@ -428,7 +488,8 @@ static void check_fmt(const xsa_tensor *t, const char *want)
     free(s);
 }
 
-static void test_format(void)
+/* scalars, vectors, matrices, int32, the number styles, empty tensors */
+static void format_basic(void)
 {
     xsa_tensor *t;
     t = from_vals(XSA_FLOAT32, 2, SH(2, 2), (double[]){1, 2, 3, 4});
@@ -464,11 +525,17 @@ static void test_format(void)
     t = xsa_tensor_zeros(XSA_INT32, 1, SH(0));
     check_fmt(t, "tensor([], dtype=int32)");
     xsa_tensor_free(t);
+}
+
+/* empty tensors with huge dims: printed, and no size product may overflow */
+static void format_huge_empty(void)
+{
+    xsa_tensor *t;
     t = xsa_tensor_zeros(XSA_FLOAT32, 8, SH(XSA_MAX_NUMEL, XSA_MAX_NUMEL, XSA_MAX_NUMEL, XSA_MAX_NUMEL,
                                             XSA_MAX_NUMEL, XSA_MAX_NUMEL, XSA_MAX_NUMEL, 0));
     check_fmt(t, "tensor([],\n       size=(17179869184, 17179869184, 17179869184, 17179869184, "
                  "17179869184, 17179869184, 17179869184, 0))");
-    {   /* empty tensors with huge dims: no size product may overflow */
+    {
         xsa_tensor *c = xsa_tensor_clone(t), *s1 = xsa_tensor_reduce(XSA_SUM, t, 0, 0);
         xsa_tensor *s2 = xsa_tensor_binary(XSA_ADD, t, c), *s3 = xsa_tensor_softmax(t, 3);
         xsa_tensor *s4 = xsa_tensor_reshape(t, 2, SH(0, -1));
@@ -481,19 +548,12 @@ static void test_format(void)
         xsa_tensor_free(s3);
     }
     xsa_tensor_free(t);
-    /* a strided view prints its logical order */
-    xsa_tensor *m = from_vals(XSA_FLOAT32, 2, SH(2, 3), (double[]){1, 2, 3, 4, 5, 6});
-    xsa_tensor *mt = xsa_tensor_transpose(m, 0, 1);
-    check_fmt(mt, "tensor([[1., 4.],\n        [2., 5.],\n        [3., 6.]])");
-    xsa_tensor_free(mt);
-    xsa_tensor_free(m);
-    /* wrapping at 80 columns */
-    t = xsa_tensor_arange(XSA_FLOAT32, 0, 1, 0.05);
-    check_fmt(t, "tensor([0.0000, 0.0500, 0.1000, 0.1500, 0.2000, 0.2500, 0.3000, 0.3500, 0.4000,\n"
-                 "        0.4500, 0.5000, 0.5500, 0.6000, 0.6500, 0.7000, 0.7500, 0.8000, 0.8500,\n"
-                 "        0.9000, 0.9500])");
-    xsa_tensor_free(t);
-    /* elision: numel > 1000 */
+}
+
+/* elision: numel > 1000, in 1, 2 and 3 dimensions */
+static void format_elision(void)
+{
+    xsa_tensor *t;
     t = xsa_tensor_arange(XSA_INT32, 0, 10000, 1);
     check_fmt(t, "tensor([   0,    1,    2,  ..., 9997, 9998, 9999], dtype=int32)");
     xsa_tensor_free(t);
@@ -527,6 +587,25 @@ static void test_format(void)
     xsa_tensor_free(t);
     xsa_tensor_free(r2);
     xsa_tensor_free(r);
+}
+
+static void test_format(void)
+{
+    format_basic();
+    format_huge_empty();
+    /* a strided view prints its logical order */
+    xsa_tensor *m = from_vals(XSA_FLOAT32, 2, SH(2, 3), (double[]){1, 2, 3, 4, 5, 6});
+    xsa_tensor *mt = xsa_tensor_transpose(m, 0, 1);
+    check_fmt(mt, "tensor([[1., 4.],\n        [2., 5.],\n        [3., 6.]])");
+    xsa_tensor_free(mt);
+    xsa_tensor_free(m);
+    /* wrapping at 80 columns */
+    xsa_tensor *t = xsa_tensor_arange(XSA_FLOAT32, 0, 1, 0.05);
+    check_fmt(t, "tensor([0.0000, 0.0500, 0.1000, 0.1500, 0.2000, 0.2500, 0.3000, 0.3500, 0.4000,\n"
+                 "        0.4500, 0.5000, 0.5500, 0.6000, 0.6500, 0.7000, 0.7500, 0.8000, 0.8500,\n"
+                 "        0.9000, 0.9500])");
+    xsa_tensor_free(t);
+    format_elision();
 }
 
 int main(void)
