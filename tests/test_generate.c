@@ -298,7 +298,8 @@ static void check_probs(const char *what, const float *logits, int V, double tem
     free(work);
 }
 
-static void test_sampling_rules(void)
+/* the kept probabilities of 4 tokens under top_k, top_p, temperature, ties */
+static void sampling_small(void)
 {
     float l[4];
     double p4[4] = {0.4, 0.3, 0.2, 0.1};
@@ -318,8 +319,11 @@ static void test_sampling_rules(void)
     float tie[4] = {1, 1, 1, 0};
     check_probs("top_k ties go to lower ids", tie, 4, 1.0, 2, 1.0, (double[]){0.5, 0.5, 0, 0});
     CHECK(xsa_argmax(tie, 4) == 0, "argmax ties: lowest id");
+}
 
-    /* a 50257-token nucleus against a plain sort */
+/* a 50257-token nucleus against a plain sort; top_k 40 of them */
+static void sampling_large_vocab(void)
+{
     int V = 50257;
     float *lg = malloc((size_t)V * sizeof *lg), *pr = malloc((size_t)V * sizeof *pr);
     double *ref = malloc((size_t)V * sizeof *ref);
@@ -363,9 +367,13 @@ static void test_sampling_rules(void)
     free(ref);
     free(order);
     free(work);
+}
 
-    /* draws follow the kept distribution: chi-square, 2 degrees of freedom
-     * (top_k 3 of 5 tokens), 99.9% critical value 13.82 */
+/* draws follow the kept distribution: chi-square, 2 degrees of freedom
+ * (top_k 3 of 5 tokens), 99.9% critical value 13.82; then top_p's */
+static void sampling_draws(void)
+{
+    xsa_rng g;
     float l5[5];
     double p5[5] = {0.35, 0.25, 0.2, 0.12, 0.08};
     for (int i = 0; i < 5; i++) l5[i] = (float)log(p5[i]);
@@ -390,6 +398,13 @@ static void test_sampling_rules(void)
     chi = (counts[0] - e0) * (counts[0] - e0) / e0 + (counts[1] - e1) * (counts[1] - e1) / e1;
     CHECK(counts[2] + counts[3] + counts[4] == 0 && chi < 10.83, "top_p draws: chi2 %.2f", chi);
     free(w5);
+}
+
+static void test_sampling_rules(void)
+{
+    sampling_small();
+    sampling_large_vocab();
+    sampling_draws();
     xsa_sampling bad = {NAN, 0, 1.0};
     CHECK(xsa_sampling_validate(&bad) != 0, "NaN temperature refused");
     bad = (xsa_sampling){1.0, -1, 1.0};
