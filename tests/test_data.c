@@ -57,19 +57,10 @@ static void test_split(void)
           "val_fraction 1");
 }
 
-static void test_loaders(void)
+/* train batches over 2.5 epochs (tr and tr2: the same seed), each epoch a
+ * permutation of the windows, reset */
+static void loaders_train(xsa_data_loader *tr, xsa_data_loader *tr2)
 {
-    /* tokens 0..1009: window w holds w*11 .. w*11+10 (T = 10) */
-    int64_t shape[1] = {1010};
-    xsa_tensor *tok = xsa_tensor_new(XSA_INT32, 1, shape);
-    for (int i = 0; i < 1010; i++) xsa_tensor_i32(tok)[i] = i;
-    xsa_data_loader *tr = xsa_data_loader_new(tok, 0, 83, 10, 8, 1, 42);
-    xsa_data_loader *tr2 = xsa_data_loader_new(tok, 0, 83, 10, 8, 1, 42);
-    xsa_data_loader *va = xsa_data_loader_new(tok, 83, 8, 10, 3, 0, 42);
-    CHECK(tr && tr2 && va, "loaders: %s", xsa_last_error());
-    if (!tr || !tr2 || !va) goto out;
-    CHECK(xsa_data_loader_num_batches(tr) == 10, "83 windows / 8 = 10 batches (last dropped)");
-    CHECK(xsa_data_loader_num_batches(va) == 3, "ceil(8 / 3) = 3 val batches");
     xsa_tensor *x, *y, *x2, *y2;
     int ok = 1;
     for (int step = 0; step < 25; step++) { /* 2.5 epochs */
@@ -105,6 +96,12 @@ static void test_loaders(void)
     int differs = 0;
     for (int k = 0; k < 83; k++) differs |= xsa_data_loader_window(tr, k) != xsa_data_loader_window(tr2, k);
     CHECK(differs || e2first != xsa_data_loader_window(tr, 0), "epochs differ");
+}
+
+/* seek: a loader put where another got by next() hands out its batches */
+static void loaders_seek(xsa_data_loader *tr, xsa_data_loader *tr2)
+{
+    xsa_tensor *x, *y, *x2, *y2;
     /* seek: tr2 stands at epoch 2 (0-based), position 5 after its 25 batches; a
      * loader put there by seek hands out the same batches from then on */
     CHECK(xsa_data_loader_epoch(tr2) == 2 && xsa_data_loader_position(tr2) == 5, "tr2 after 25 batches");
@@ -125,7 +122,12 @@ static void test_loaders(void)
     CHECK(xsa_data_loader_seek(tr, -1, 0) == -1, "negative epoch");
     CHECK(xsa_data_loader_seek(tr, 0, 10) == 0, "position = num_batches: the epoch is used up");
     xsa_data_loader_reset(tr);
-    /* validation: in order, remainder last */
+}
+
+/* validation: in order, remainder last; out-of-range batches and windows */
+static void loaders_val(xsa_data_loader *va, xsa_tensor *tok)
+{
+    xsa_tensor *x, *y;
     CHECK(xsa_data_loader_batch(va, 2, &x, &y) == 0 && x->shape[0] == 2 &&
           xsa_tensor_i32(x)[0] == 89 * 11 && xsa_tensor_i32(y)[10] == 90 * 11 + 1, "last val batch");
     xsa_tensor_free(x);
@@ -134,6 +136,24 @@ static void test_loaders(void)
           "batch out of range: %s", xsa_last_error());
     CHECK(xsa_data_loader_new(tok, 85, 10, 10, 3, 0, 0) == NULL && strstr(xsa_last_error(), "exceed"),
           "windows beyond the tokens: %s", xsa_last_error());
+}
+
+static void test_loaders(void)
+{
+    /* tokens 0..1009: window w holds w*11 .. w*11+10 (T = 10) */
+    int64_t shape[1] = {1010};
+    xsa_tensor *tok = xsa_tensor_new(XSA_INT32, 1, shape);
+    for (int i = 0; i < 1010; i++) xsa_tensor_i32(tok)[i] = i;
+    xsa_data_loader *tr = xsa_data_loader_new(tok, 0, 83, 10, 8, 1, 42);
+    xsa_data_loader *tr2 = xsa_data_loader_new(tok, 0, 83, 10, 8, 1, 42);
+    xsa_data_loader *va = xsa_data_loader_new(tok, 83, 8, 10, 3, 0, 42);
+    CHECK(tr && tr2 && va, "loaders: %s", xsa_last_error());
+    if (!tr || !tr2 || !va) goto out;
+    CHECK(xsa_data_loader_num_batches(tr) == 10, "83 windows / 8 = 10 batches (last dropped)");
+    CHECK(xsa_data_loader_num_batches(va) == 3, "ceil(8 / 3) = 3 val batches");
+    loaders_train(tr, tr2);
+    loaders_seek(tr, tr2);
+    loaders_val(va, tok);
 out:
     xsa_data_loader_free(tr);
     xsa_data_loader_free(tr2);
