@@ -833,6 +833,20 @@ static void test_lmhead_ce_bf16(void)
         lmhead_ce_bf16_case(cs[k].N, cs[k].C, cs[k].V, cs[k].R);
 }
 
+/* the conversions: round to nearest even, exact back */
+static void bf16_conversions(void)
+{
+    const double u = 1.0 / 512;
+    float vals[5] = {1.0f, 1.00390625f, 1.01171875f, -3.14159f, 65504.0f};
+    uint16_t h[5];
+    float back[5];
+    xsa_bf16_from_f32(h, vals, 5);
+    xsa_bf16_to_f32(back, h, 5);
+    CHECK(back[0] == 1.0f && back[1] == 1.0f && back[2] == 1.015625f, "bf16 rounding: %g %g %g",
+          back[0], back[1], back[2]);
+    CHECK(fabs(back[3] - vals[3]) <= u * fabs(vals[3]), "bf16 of -pi: %g", back[3]);
+}
+
 static void lmhead_ce_bf16_case(int N, int C, int V, int R)
 {
     const double u = 1.0 / 512;
@@ -901,15 +915,7 @@ static void lmhead_ce_bf16_case(int N, int C, int V, int R)
         free(dxt); free(dwt); free(st);
     }
     for (int t = 1; t <= 3; t++) check_tail(N, C, V, R, t, x, w, tg, &bf, got, dx, dw);
-    /* the conversions: round to nearest even, exact back */
-    float vals[5] = {1.0f, 1.00390625f, 1.01171875f, -3.14159f, 65504.0f};
-    uint16_t h[5];
-    float back[5];
-    xsa_bf16_from_f32(h, vals, 5);
-    xsa_bf16_to_f32(back, h, 5);
-    CHECK(back[0] == 1.0f && back[1] == 1.0f && back[2] == 1.015625f, "bf16 rounding: %g %g %g",
-          back[0], back[1], back[2]);
-    CHECK(fabs(back[3] - vals[3]) <= u * fabs(vals[3]), "bf16 of -pi: %g", back[3]);
+    bf16_conversions();
     xsa_bf16_mm_free(mm);
     free(x); free(w); free(w16); free(dx); free(dw); free(rx); free(rw); free(scr); free(lg); free(pr);
     free(ps); free(tg);
