@@ -734,7 +734,8 @@ local function targets(S)
   return list
 end
 
-local function run_battery()
+-- the files and objects every target's calls draw on
+local function battery_fixtures()
   local S = {}
   S.threads = xsa.blas().threads
   S.text = "story.txt"
@@ -755,178 +756,208 @@ local function run_battery()
     S.freed_tok = xsa.tokenizer.load(enc, vocab)
     S.freed_tok:free()
   end
+  return S
+end
+
+-- One target's state: its function, spec, receiver maker, the values and
+-- argument lists to try, and the calls' helpers (bt.call counts into counts).
+local function battery_target(tgt, S, SPEC, counts)
+  local bt = {name = tgt[1], fn = tgt[2], make = tgt[3], failures = {}, counts = counts, t0 = os.clock()}
+  local name, fn, make = bt.name, bt.fn, bt.make
+  local spec = SPEC[name] or {}
+  bt.spec = spec
+  function bt.call(label, args, n)
+    counts.calls = counts.calls + 1
+    say("CASE ", name, " ", label)
+    local ok, e = pcall(fn, table.unpack(args, 1, n))
+    if not ok and not (type(e) == "string" and #e > 0) then
+      bt.failures[#bt.failures + 1] = label .. ": an error without a message (" .. tostring(e) .. ")"
+    end
+    if spec.after then pcall(spec.after) end
+    xsa.set_grad_enabled(true)
+  end
+  local ctx = make_ctx(S)
+  bt.ctx = ctx
+  function bt.receiver()
+    if make then
+      bt.recv = make()
+      ctx.victims = {bt.recv, ctx.t23}
+      return bt.recv
+    end
+    ctx.victims = {ctx.t23}
+    return nil
+  end
+  local values = pool(ctx)
+  -- free, __gc, __close consume their receiver: the cheap subset (a
+  -- tokenizer costs a reload each time)
+  local method = name:match(":(.*)$")
+  if method == "free" or method == "__gc" or method == "__close" then spec.light = true end
+  if spec.light then
+    local keep = {}
+    for _, v in ipairs(values) do if LIGHT[v[1]] then keep[#keep + 1] = v end end
+    values = keep
+  end
+  bt.values = values
+  -- argument lists: the spec's, else generic ones
+  bt.bases = {}
+  for _, b in ipairs(spec.bases or {{}, {1}, {ctx.t23}, {ctx.t23, ctx.t23}}) do
+    bt.bases[#bt.bases + 1] = b
+  end
+  function bt.base_args(b)
+    if type(b) == "function" then return b(ctx) end
+    return b
+  end
+  function bt.with_self(args, n)
+    if not make then return args, n end
+    local a = {bt.receiver()}
+    for i = 1, n do a[i + 1] = args[i] end
+    return a, n + 1
+  end
+  return bt
+end
+
+-- an options table at argument pos of base b: every field with every value
+local function battery_options(bt, bi, b, pos, n, opt)
+  if not (type(opt) == "table" and getmetatable(opt) == nil and next(opt) ~= nil and type(next(opt)) == "string") then
+    return
+  end
+  local keys = {}
+  for k in pairs(opt) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    for _, v in ipairs(bt.values) do
+      local fresh = bt.base_args(b)
+      local o2 = {}
+      for kk, vv in pairs(fresh[pos]) do o2[kk] = vv end
+      o2[k] = v[2]
+      local args2 = {}
+      for i = 1, n do args2[i] = fresh[i] end
+      args2[pos] = o2
+      local a, an = bt.with_self(args2, n)
+      bt.call(string.format("base %d arg %d .%s = %s", bi, pos, k, v[1]), a, an)
+    end
+  end
+end
+
+-- base b: itself, with extra arguments, every value at every position
+local function battery_values(bt, bi, b, args, n)
+  local a, an = bt.with_self(args, n)
+  bt.call("base " .. bi, a, an)
+  -- extra arguments
+  local ex = {}
+  for i = 1, n do ex[i] = args[i] end
+  ex[n + 1], ex[n + 2] = "extra", {}
+  a, an = bt.with_self(ex, n + 2)
+  bt.call("base " .. bi .. " + extra", a, an)
+  -- every position, every value
+  for pos = 1, n + 1 do
+    for _, v in ipairs(bt.values) do
+      local args2 = {}
+      local fresh = bt.base_args(b)
+      for i = 1, n do args2[i] = fresh[i] end
+      args2[pos] = v[2]
+      a, an = bt.with_self(args2, math.max(n, pos))
+      bt.call(string.format("base %d arg %d = %s", bi, pos, v[1]), a, an)
+    end
+    battery_options(bt, bi, b, pos, n, args[pos])
+  end
+end
+
+-- reentrancy: an error handler that frees everything during the call
+local function battery_xpcall(bt, bi, b, n)
+  local a, an = bt.with_self(bt.base_args(b), n)
+  bt.counts.calls = bt.counts.calls + 1
+  say("CASE ", bt.name, " base ", bi, " under an xpcall handler that frees")
+  xpcall(bt.fn, function(m)
+    for _, o in ipairs(bt.ctx.victims) do sfree(o) end
+    collectgarbage()
+    return m
+  end, table.unpack(a, 1, an))
+  xsa.set_grad_enabled(true)
+  if bt.spec.after then pcall(bt.spec.after) end
+end
+
+-- reentrancy: a finalizer that frees the receiver at the collector's step j
+local function battery_finalizer(bt, bi, b, n, j)
+  local a, an = bt.with_self(bt.base_args(b), n)
+  local victims = bt.ctx.victims
+  local st = {armed = false, seen = 0, outside = 0}
+  local target = 10 * j + 1
+  local mt = {__gc = function()
+    if not st.armed then st.outside = st.outside + 1; return end
+    st.seen = st.seen + 1
+    if st.seen == target then for _, o in ipairs(victims) do sfree(o) end end
+  end}
+  collectgarbage()
+  collectgarbage("incremental", 1, 1, 1)
+  for _ = 1, 10 * j + 40 do setmetatable({}, mt) end
+  local guard = 0
+  while st.outside == 0 and guard < 100000 do collectgarbage("step", 0); guard = guard + 1 end
+  collectgarbage("incremental", 1, 40, 1)
+  collectgarbage("restart")
+  bt.counts.calls = bt.counts.calls + 1
+  say("CASE ", bt.name, " base ", bi, " with a finalizer freeing at step ", j)
+  st.armed = true
+  local ok, e = pcall(bt.fn, table.unpack(a, 1, an))
+  st.armed = false
+  collectgarbage("incremental", 200, 100, 13)
+  if not ok and not (type(e) == "string" and #e > 0) then
+    bt.failures[#bt.failures + 1] = "finalizer step " .. j .. ": an error without a message"
+  end
+  xsa.set_grad_enabled(true)
+  if bt.spec.after then pcall(bt.spec.after) end
+end
+
+-- every hostile call of one target; says its PASS or FAIL line
+local function battery_run_target(bt, sanitized)
+  -- no arguments at all, and nil
+  bt.call("()", {}, 0)
+  bt.call("(nil)", {nil}, 1)
+  for bi, b in ipairs(bt.bases) do
+    local args = bt.base_args(b)
+    local n = #args
+    battery_values(bt, bi, b, args, n)
+    -- a freed receiver
+    if bt.make then
+      local r = bt.receiver()
+      sfree(r)
+      local fa = {r}
+      for i = 1, n do fa[i + 1] = args[i] end
+      bt.call("base " .. bi .. " on a freed receiver", fa, n + 1)
+    end
+    battery_xpcall(bt, bi, b, n)
+    if not bt.spec.light then
+      for j = 0, (sanitized and 1 or 3) do battery_finalizer(bt, bi, b, n, j) end
+    end
+  end
+  -- wrong receivers: every value as self
+  if bt.make then
+    local args = bt.base_args(bt.bases[1])
+    for _, v in ipairs(bt.values) do
+      local a = {v[2]}
+      for i = 1, #args do a[i + 1] = args[i] end
+      bt.call("self = " .. v[1], a, #args + 1)
+    end
+  end
+  if os.getenv("XSA_HOSTILE_TIMES") then io.stderr:write(string.format("%8.3f %s\n", os.clock() - bt.t0, bt.name)) end
+  if #bt.failures == 0 then say("PASS battery ", bt.name)
+  else say("FAIL battery ", bt.name, ": ", table.concat(bt.failures, "; ")) end
+end
+
+local function run_battery()
+  local S = battery_fixtures()
   local SPEC = specs(S)
   local list = targets(S)
-  local ncalls, nfuncs = 0, 0
+  local counts, nfuncs = {calls = 0}, 0
   local sanitized = (os.getenv("XSA_SANITIZED") or "") ~= ""
-
   for _, tgt in ipairs(list) do
-    local name, fn, make = tgt[1], tgt[2], tgt[3]
-    local spec = SPEC[name] or {}
-    local failures = {}
-    local t0 = os.clock()
-    local function call(label, args, n)
-      ncalls = ncalls + 1
-      say("CASE ", name, " ", label)
-      local ok, e = pcall(fn, table.unpack(args, 1, n))
-      if not ok and not (type(e) == "string" and #e > 0) then
-        failures[#failures + 1] = label .. ": an error without a message (" .. tostring(e) .. ")"
-      end
-      if spec.after then pcall(spec.after) end
-      xsa.set_grad_enabled(true)
-    end
-    local ctx = make_ctx(S)
-    local recv
-    local function receiver()
-      if make then
-        recv = make()
-        ctx.victims = {recv, ctx.t23}
-        return recv
-      end
-      ctx.victims = {ctx.t23}
-      return nil
-    end
-    local values = pool(ctx)
-    -- free, __gc, __close consume their receiver: the cheap subset (a
-    -- tokenizer costs a reload each time)
-    local method = name:match(":(.*)$")
-    if method == "free" or method == "__gc" or method == "__close" then spec.light = true end
-    if spec.light then
-      local keep = {}
-      for _, v in ipairs(values) do if LIGHT[v[1]] then keep[#keep + 1] = v end end
-      values = keep
-    end
-    -- argument lists: the spec's, else generic ones
-    local bases = {}
-    for _, b in ipairs(spec.bases or {{}, {1}, {ctx.t23}, {ctx.t23, ctx.t23}}) do
-      bases[#bases + 1] = b
-    end
-    local function base_args(b)
-      if type(b) == "function" then return b(ctx) end
-      return b
-    end
-    local function with_self(args, n)
-      if not make then return args, n end
-      local a = {receiver()}
-      for i = 1, n do a[i + 1] = args[i] end
-      return a, n + 1
-    end
-    -- no arguments at all, and nil
-    call("()", {}, 0)
-    call("(nil)", {nil}, 1)
-    for bi, b in ipairs(bases) do
-      local args = base_args(b)
-      local n = #args
-      local a, an = with_self(args, n)
-      call("base " .. bi, a, an)
-      -- extra arguments
-      local ex = {}
-      for i = 1, n do ex[i] = args[i] end
-      ex[n + 1], ex[n + 2] = "extra", {}
-      a, an = with_self(ex, n + 2)
-      call("base " .. bi .. " + extra", a, an)
-      -- every position, every value
-      for pos = 1, n + 1 do
-        for _, v in ipairs(values) do
-          local args2 = {}
-          local fresh = base_args(b)
-          for i = 1, n do args2[i] = fresh[i] end
-          args2[pos] = v[2]
-          a, an = with_self(args2, math.max(n, pos))
-          call(string.format("base %d arg %d = %s", bi, pos, v[1]), a, an)
-        end
-        -- an options table: every field with every value
-        local opt = args[pos]
-        if type(opt) == "table" and getmetatable(opt) == nil and next(opt) ~= nil and type(next(opt)) == "string" then
-          local keys = {}
-          for k in pairs(opt) do keys[#keys + 1] = k end
-          table.sort(keys)
-          for _, k in ipairs(keys) do
-            for _, v in ipairs(values) do
-              local fresh = base_args(b)
-              local o2 = {}
-              for kk, vv in pairs(fresh[pos]) do o2[kk] = vv end
-              o2[k] = v[2]
-              local args2 = {}
-              for i = 1, n do args2[i] = fresh[i] end
-              args2[pos] = o2
-              a, an = with_self(args2, n)
-              call(string.format("base %d arg %d .%s = %s", bi, pos, k, v[1]), a, an)
-            end
-          end
-        end
-      end
-      -- a freed receiver
-      if make then
-        local r = receiver()
-        sfree(r)
-        local fa = {r}
-        for i = 1, n do fa[i + 1] = args[i] end
-        call("base " .. bi .. " on a freed receiver", fa, n + 1)
-      end
-      -- reentrancy: an error handler that frees everything, and a finalizer
-      -- that frees the receiver during the call
-      do
-        a, an = with_self(base_args(b), n)
-        ncalls = ncalls + 1
-        say("CASE ", name, " base ", bi, " under an xpcall handler that frees")
-        xpcall(fn, function(m)
-          for _, o in ipairs(ctx.victims) do sfree(o) end
-          collectgarbage()
-          return m
-        end, table.unpack(a, 1, an))
-        xsa.set_grad_enabled(true)
-        if spec.after then pcall(spec.after) end
-      end
-      if not spec.light then
-        for j = 0, (sanitized and 1 or 3) do
-          a, an = with_self(base_args(b), n)
-          local victims = ctx.victims
-          local st = {armed = false, seen = 0, outside = 0}
-          local target = 10 * j + 1
-          local mt = {__gc = function()
-            if not st.armed then st.outside = st.outside + 1; return end
-            st.seen = st.seen + 1
-            if st.seen == target then for _, o in ipairs(victims) do sfree(o) end end
-          end}
-          collectgarbage()
-          collectgarbage("incremental", 1, 1, 1)
-          for _ = 1, 10 * j + 40 do setmetatable({}, mt) end
-          local guard = 0
-          while st.outside == 0 and guard < 100000 do collectgarbage("step", 0); guard = guard + 1 end
-          collectgarbage("incremental", 1, 40, 1)
-          collectgarbage("restart")
-          ncalls = ncalls + 1
-          say("CASE ", name, " base ", bi, " with a finalizer freeing at step ", j)
-          st.armed = true
-          local ok, e = pcall(fn, table.unpack(a, 1, an))
-          st.armed = false
-          collectgarbage("incremental", 200, 100, 13)
-          if not ok and not (type(e) == "string" and #e > 0) then
-            failures[#failures + 1] = "finalizer step " .. j .. ": an error without a message"
-          end
-          xsa.set_grad_enabled(true)
-          if spec.after then pcall(spec.after) end
-        end
-      end
-    end
-    -- wrong receivers: every value as self
-    if make then
-      local args = base_args(bases[1])
-      for _, v in ipairs(values) do
-        local a = {v[2]}
-        for i = 1, #args do a[i + 1] = args[i] end
-        call("self = " .. v[1], a, #args + 1)
-      end
-    end
+    local bt = battery_target(tgt, S, SPEC, counts)
+    battery_run_target(bt, sanitized)
     nfuncs = nfuncs + 1
-    if os.getenv("XSA_HOSTILE_TIMES") then io.stderr:write(string.format("%8.3f %s\n", os.clock() - t0, name)) end
-    if #failures == 0 then say("PASS battery ", name)
-    else say("FAIL battery ", name, ": ", table.concat(failures, "; ")) end
-    if recv then sfree(recv) end
+    if bt.recv then sfree(bt.recv) end
     collectgarbage()
   end
-  say("STAT ", nfuncs, " functions, ", ncalls, " calls")
+  say("STAT ", nfuncs, " functions, ", counts.calls, " calls")
   say("END ", nfuncs)
 end
 
