@@ -44,19 +44,64 @@ static int block_rows(long bytes, int R)
     return vb < 64 ? 64 : (int)vb;
 }
 
+/* 0 when the options parse and are in range, else -1 */
+static int parse_args(int argc, char **argv, int *B, int *T, int *rounds, int *bf16)
+{
+    for (int i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) return -1;
+        if (!strcmp(a, "--batch")) *B = atoi(v);
+        else if (!strcmp(a, "--seq")) *T = atoi(v);
+        else if (!strcmp(a, "--rounds")) *rounds = atoi(v);
+        else if (!strcmp(a, "--precision") && (!strcmp(v, "f32") || !strcmp(v, "bf16"))) *bf16 = !strcmp(v, "bf16");
+        else return -1;
+    }
+    return *B < 1 || *T < 1 || *rounds < 1 || *rounds > MAX_ROUNDS ? -1 : 0;
+}
+
+/* the best of 3 train steps (forward and backward) and of 2 eval steps, in ms */
+static void best_steps(xsa_gpt *m, const int32_t *in, const int32_t *tg, int B, int T, double *train,
+                       double *eval, float *loss)
+{
+    double bt = INFINITY, be = INFINITY;
+    float eloss;
+    for (int s = 0; s < 3; s++) { /* the first may page in a new scratch */
+        xsa_gpt_zero_grad(m);
+        double t0 = bench_seconds();
+        if (xsa_gpt_forward(m, in, tg, B, T, loss) != 0 || xsa_gpt_backward(m, 1.0f) != 0) die("step");
+        double t = bench_seconds() - t0;
+        if (t < bt) bt = t;
+    }
+    for (int s = 0; s < 2; s++) {
+        double t0 = bench_seconds();
+        if (xsa_gpt_eval_loss(m, in, tg, B, T, &eloss) != 0) die("eval");
+        double t = bench_seconds() - t0;
+        if (t < be) be = t;
+    }
+    *train = 1e3 * bt;
+    *eval = 1e3 * be;
+}
+
+/* normwise: elements near 0 (cancellation) make elementwise ratios meaningless */
+static double grad_diff(const float *gk, const float *g0, size_t nw)
+{
+    double dmax = 0.0, gmax = 0.0;
+    for (size_t i = 0; i < nw; i++) {
+        double d = fabs((double)gk[i] - g0[i]);
+        if (d > dmax) dmax = d;
+        if (fabs(g0[i]) > gmax) gmax = fabs(g0[i]);
+    }
+    return gmax > 0.0 ? dmax / gmax : dmax;
+}
+
 int main(int argc, char **argv)
 {
     int B = 16, T = 64, rounds = 7, bf16 = 0;
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) goto usage;
-        if (!strcmp(a, "--batch")) B = atoi(v);
-        else if (!strcmp(a, "--seq")) T = atoi(v);
-        else if (!strcmp(a, "--rounds")) rounds = atoi(v);
-        else if (!strcmp(a, "--precision") && (!strcmp(v, "f32") || !strcmp(v, "bf16"))) bf16 = !strcmp(v, "bf16");
-        else goto usage;
+    if (parse_args(argc, argv, &B, &T, &rounds, &bf16) != 0) {
+        fprintf(stderr, "usage: bench_blocking [--rounds K (1-%d)] [--precision f32|bf16] [--batch B] [--seq T]\n",
+                MAX_ROUNDS);
+        return 2;
     }
-    if (B < 1 || T < 1 || rounds < 1 || rounds > MAX_ROUNDS) goto usage;
     xsa_gpt_config c;
     xsa_gpt_config_default(&c);
     c.seq_len = T;
@@ -86,7 +131,7 @@ int main(int argc, char **argv)
            xsa_blas_corename(), xsa_gemm_describe(), xsa_threads(), peak_load());
     printf("the rule: %s\n", xsa_nn_lmhead_describe());
     double tr[8][MAX_ROUNDS], ev[8][MAX_ROUNDS], gdiff[8] = {0};
-    float loss[8], eloss;
+    float loss[8];
     xsa_tensor *wte = xsa_gpt_param(m, 0); /* wte: its gradient is the lm_head's and the embedding's */
     size_t nw = (size_t)xsa_tensor_numel(wte);
     float *g0 = malloc(nw * sizeof *g0);
@@ -94,33 +139,10 @@ int main(int argc, char **argv)
     for (int r = 0; r < rounds; r++)
         for (int k = 0; k < nb; k++) {
             if (xsa_nn_lmhead_set_blocking(bl[k].rows, bl[k].vblock) != 0) die("blocking");
-            double bt = INFINITY, be = INFINITY;
-            for (int s = 0; s < 3; s++) { /* the first may page in a new scratch */
-                xsa_gpt_zero_grad(m);
-                double t0 = bench_seconds();
-                if (xsa_gpt_forward(m, in, tg, B, T, &loss[k]) != 0 || xsa_gpt_backward(m, 1.0f) != 0) die("step");
-                double t = bench_seconds() - t0;
-                if (t < bt) bt = t;
-            }
-            for (int s = 0; s < 2; s++) {
-                double t0 = bench_seconds();
-                if (xsa_gpt_eval_loss(m, in, tg, B, T, &eloss) != 0) die("eval");
-                double t = bench_seconds() - t0;
-                if (t < be) be = t;
-            }
-            tr[k][r] = 1e3 * bt;
-            ev[k][r] = 1e3 * be;
+            best_steps(m, in, tg, B, T, &tr[k][r], &ev[k][r], &loss[k]);
             const float *gk = xsa_tensor_f32(wte->grad); /* the last train step's */
             if (r == 0 && k == 0) memcpy(g0, gk, nw * sizeof *g0);
-            if (r == 0 && k > 0) { /* normwise: elements near 0 (cancellation) make elementwise ratios meaningless */
-                double dmax = 0.0, gmax = 0.0;
-                for (size_t i = 0; i < nw; i++) {
-                    double d = fabs((double)gk[i] - g0[i]);
-                    if (d > dmax) dmax = d;
-                    if (fabs(g0[i]) > gmax) gmax = fabs(g0[i]);
-                }
-                gdiff[k] = gmax > 0.0 ? dmax / gmax : dmax;
-            }
+            if (r == 0 && k > 0) gdiff[k] = grad_diff(gk, g0, nw);
         }
     double t0 = bench_median(tr[0], rounds), e0 = bench_median(ev[0], rounds);
     for (int k = 0; k < nb; k++) {
@@ -138,8 +160,4 @@ int main(int argc, char **argv)
     free(in);
     free(tg);
     return 0;
-usage:
-    fprintf(stderr, "usage: bench_blocking [--rounds K (1-%d)] [--precision f32|bf16] [--batch B] [--seq T]\n",
-            MAX_ROUNDS);
-    return 2;
 }
