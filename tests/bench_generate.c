@@ -135,24 +135,15 @@ static double generate_run(xsa_gpt *m, int B, int steps)
     return dt;
 }
 
-int main(int argc, char **argv)
+/* the machine's copy and read bandwidth over 256 MB arrays (GB/s, read's
+ * in *read_bw), printed with the run's setting; -1 when out of memory */
+static int measure_bandwidth(int nthreads, double peak_read_gbs, double *read_bw_out)
 {
-    int runs = 7;
-    double peak_read_gbs = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--read-gbs") && i + 1 < argc) peak_read_gbs = atof(argv[++i]);
-        else runs = atoi(argv[i]);
-    }
-    if (runs < 1) runs = 1;
-    int nthreads = xsa_threads();
-    if (nthreads < 1) nthreads = 1;
-    if (nthreads > 16) nthreads = 16;
-
     size_t n = (size_t)64 << 20; /* 64 M floats = 256 MB per array */
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
     if (!a || !b) {
         puts("bench_generate: out of memory for the bandwidth arrays");
-        return 1;
+        return -1;
     }
     for (size_t i = 0; i < n; i++) {
         a[i] = 0.0f;
@@ -169,6 +160,51 @@ int main(int argc, char **argv)
            nthreads, nthreads == 1 ? "" : "s", copy_bw, read_bw);
     if (peak_read_gbs > 0) printf("; bench_peak's read %.1f GB/s", peak_read_gbs);
     printf("\n");
+    *read_bw_out = read_bw;
+    return 0;
+}
+
+/* tokens/s decoding with the cache at batch B (median of runs), printed
+ * with xsa_gpt_generate's rate */
+static double decode_rate(xsa_gpt *m, int B, int V, int steps, int runs)
+{
+    xsa_kv_cache *c = xsa_kv_cache_new(m, B);
+    float *logits = malloc((size_t)B * V * sizeof *logits);
+    int32_t *ids = malloc((size_t)B * sizeof *ids);
+    decode_run(m, c, B, steps, logits, ids); /* warm-up */
+    double *t = malloc((size_t)runs * sizeof *t), *g = malloc((size_t)runs * sizeof *g);
+    for (int r = 0; r < runs; r++) {
+        t[r] = decode_run(m, c, B, steps, logits, ids);
+        g[r] = generate_run(m, B, steps);
+    }
+    double mt = bench_median(t, runs), mg = bench_median(g, runs);
+    double rate = B * steps / mt;
+    printf("decode batch %2d: %7.0f tokens/s (%.3f ms per step; median of %d runs of %d steps)  "
+           "through xsa_gpt_generate: %7.0f tokens/s\n",
+           B, rate, mt / steps * 1e3, runs, steps, B * (steps + 1) / mg);
+    xsa_kv_cache_free(c);
+    free(logits);
+    free(ids);
+    free(t);
+    free(g);
+    return rate;
+}
+
+int main(int argc, char **argv)
+{
+    int runs = 7;
+    double peak_read_gbs = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--read-gbs") && i + 1 < argc) peak_read_gbs = atof(argv[++i]);
+        else runs = atoi(argv[i]);
+    }
+    if (runs < 1) runs = 1;
+    int nthreads = xsa_threads();
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > 16) nthreads = 16;
+
+    double read_bw;
+    if (measure_bandwidth(nthreads, peak_read_gbs, &read_bw) != 0) return 1;
     if (peak_read_gbs > read_bw) read_bw = peak_read_gbs;
 
     xsa_gpt_config cfg;
@@ -186,28 +222,7 @@ int main(int argc, char **argv)
 
     double rate[2] = {0, 0};
     int batches[2] = {1, 16};
-    for (int k = 0; k < 2; k++) {
-        int B = batches[k];
-        xsa_kv_cache *c = xsa_kv_cache_new(m, B);
-        float *logits = malloc((size_t)B * V * sizeof *logits);
-        int32_t *ids = malloc((size_t)B * sizeof *ids);
-        decode_run(m, c, B, steps, logits, ids); /* warm-up */
-        double *t = malloc((size_t)runs * sizeof *t), *g = malloc((size_t)runs * sizeof *g);
-        for (int r = 0; r < runs; r++) {
-            t[r] = decode_run(m, c, B, steps, logits, ids);
-            g[r] = generate_run(m, B, steps);
-        }
-        double mt = bench_median(t, runs), mg = bench_median(g, runs);
-        rate[k] = B * steps / mt;
-        printf("decode batch %2d: %7.0f tokens/s (%.3f ms per step; median of %d runs of %d steps)  "
-               "through xsa_gpt_generate: %7.0f tokens/s\n",
-               B, rate[k], mt / steps * 1e3, runs, steps, B * (steps + 1) / mg);
-        xsa_kv_cache_free(c);
-        free(logits);
-        free(ids);
-        free(t);
-        free(g);
-    }
+    for (int k = 0; k < 2; k++) rate[k] = decode_rate(m, batches[k], V, steps, runs);
     printf("batch 1: %.0f tokens/s = %.0f%% of the bandwidth bound %.0f tokens/s (%.1f MB a token / %.1f GB/s read; "
            "target >= 50%%): %s\n", rate[0], 100 * rate[0] / bound, bound, per_token / 1e6, read_bw,
            rate[0] >= 0.5 * bound ? "met" : "NOT met");
