@@ -357,7 +357,7 @@ for _, d in ipairs(PARTS.load()) do
   end)
 end
 
-T.case("data-parallel: 20 step losses within 1e-5 of one process (batch 7 over 2 ranks, 2 over 3)", function()
+T.case("data-parallel: 20 step losses within 1e-5 of one process, a pair and a group of three (batch 7 over 2 ranks, 2 over 3)", function()
   local script = TMP .. "/dp.lua"
   T.writefile(script, [[
 local out, batch = arg[1], tonumber(arg[2])
@@ -366,12 +366,19 @@ local sa = xsa.gpt{seed = 0, n_layer = 1, d_model = 32, n_head = 2, seq_len = 16
 local xm = sa:clone{attention = "xsa", lambda = 1}
 local r = xsa.train.pair(sa, xm, train, val, {steps = 20, eval_every = 10, eval_batches = 2,
   data_parallel = true, progress = false})
+-- a group of three (SA, XSA at 0.5 and 1) through train.runs, as the grid trains them
+local t2, v2 = xsa.data.tinystories{seq_len = 16, max_tokens = 12000, batch = batch, seed = 1}
+local base = xsa.gpt{seed = 1, n_layer = 1, d_model = 32, n_head = 2, seq_len = 16}
+local ms = {base, base:clone{attention = "xsa", lambda = 0.5}, base:clone{attention = "xsa", lambda = 1}}
+local g = xsa.train.runs({{model = ms[1], label = "SA"}, {model = ms[2], label = "XSA 0.5"}, {model = ms[3], label = "XSA 1"}},
+  t2, v2, {steps = 20, eval_every = 10, eval_batches = 2, data_parallel = true, progress = false})
 local p = 0
-for _, m in ipairs{sa, xm} do for _, e in ipairs(m:parameters()) do p = p + e.tensor:sum():item() end end
+for _, m in ipairs{sa, xm, ms[1], ms[2], ms[3]} do for _, e in ipairs(m:parameters()) do p = p + e.tensor:sum():item() end end
 local all = xsa.mpi.gather(p)
 if xsa.mpi.rank() == 0 then
   xsa.json.write_file(out, {sa = r.sa.step_loss, xsa = r.xsa.step_loss, sa_val = r.sa.val, xsa_val = r.xsa.val,
-    final = {r.sa.final_val, r.xsa.final_val}, sums = all})
+    final = {r.sa.final_val, r.xsa.final_val}, g1 = g.runs[1].step_loss, g2 = g.runs[2].step_loss,
+    g3 = g.runs[3].step_loss, gfinal = {g.runs[1].final_val, g.runs[2].final_val, g.runs[3].final_val}, sums = all})
 end
 ]])
   -- 7 rows over 2 ranks: 3 + 4; 2 over 3: 0 + 1 + 1 (one rank has none)
@@ -388,7 +395,8 @@ end
     T.eq(#a.sa, 20)
     T.eq(#b.sa, 20)
     local worst = 0
-    for _, k in ipairs{"sa", "xsa", "sa_val", "xsa_val", "final"} do
+    T.eq(#b.g3, 20, "the group's third run")
+    for _, k in ipairs{"sa", "xsa", "sa_val", "xsa_val", "final", "g1", "g2", "g3", "gfinal"} do
       for i, v in ipairs(a[k]) do
         local rel = math.abs(b[k][i] - v) / math.abs(v)
         worst = math.max(worst, rel)
