@@ -232,6 +232,20 @@ local function once(recs)
   return out
 end
 
+-- The names in a records folder; none when it does not exist. One that
+-- cannot be listed (not a folder, no permission, an I/O error) is an error,
+-- never "none" (strerror's text: xsa never sets a locale).
+local function listed(pdir)
+  local files, err = core.list_files(pdir)
+  if files then return files end
+  if tostring(err):find(": No such file or directory$") then return {} end
+  error(string.format("records folder %s cannot be listed: %s", pdir, tostring(err)), 0)
+end
+
+local function refuse(path, why)
+  error(string.format("record %s is refused: %s. Restore it (git checkout -- %s) or remove it.", path, why, path), 0)
+end
+
 local function older(a, b)
   if a.provenance.date ~= b.provenance.date then return a.provenance.date < b.provenance.date end
   return a.file < b.file
@@ -243,15 +257,8 @@ end
 function M.find(dir, part, name, config, check)
   assert(type(name) == "string" and name:match(SAFE), "xsa.record: bad run name " .. tostring(name))
   local pdir = part_dir(dir, part)
-  local files, err = core.list_files(pdir)
+  local files = listed(pdir)
   local out = {}
-  if not files then
-    -- no folder: no records; one that cannot be listed (not a folder, no
-    -- permission, an I/O error) is an error, never "none" (strerror's
-    -- text: xsa never sets a locale)
-    if tostring(err):find(": No such file or directory$") then return out end
-    error(string.format("records folder %s cannot be listed: %s", pdir, tostring(err)), 0)
-  end
   -- a group's records (format 2) under its key; format 1 under the whole
   -- configuration's (records written before groups, or not of a group)
   local identity = M.data_identity()
@@ -269,9 +276,7 @@ function M.find(dir, part, name, config, check)
       local rec, why = nil, err
       if text then rec, why = M.parse(text, key, check) end
       if rec and rec.format ~= format then rec, why = nil, "its format is " .. rec.format .. ", its key's " .. format end
-      if not rec then
-        error(string.format("record %s is refused: %s. Restore it (git checkout -- %s) or remove it.", path, why, path), 0)
-      end
+      if not rec then refuse(path, why) end
       rec.file, rec.path = f, path
       out[#out + 1] = rec
     end
@@ -290,12 +295,8 @@ function M.all(dir, folders)
   local out = {}
   for _, folder in ipairs(folders) do
     local pdir = part_dir(dir, folder)
-    local files, err = core.list_files(pdir)
-    if not files and not tostring(err):find(": No such file or directory$") then
-      error(string.format("records folder %s cannot be listed: %s", pdir, tostring(err)), 0)
-    end
     local runs, order = {}, {} -- a run's records (its name and key), as find gathers them
-    for _, f in ipairs(files or {}) do
+    for _, f in ipairs(listed(pdir)) do
       if f:match("^[%w%.%-_]+%.json$") then
         local path = pdir .. "/" .. f
         local text, why = core.read_file(path)
@@ -310,9 +311,7 @@ function M.all(dir, folders)
         elseif text then
           why = "not a record where its part, name and key would put it"
         end
-        if not rec then
-          error(string.format("record %s is refused: %s. Restore it (git checkout -- %s) or remove it.", path, why, path), 0)
-        end
+        if not rec then refuse(path, why) end
         rec.file, rec.path, rec.folder = f, path, folder
         local id = f:sub(1, #raw.name + 13)
         if not runs[id] then runs[id], order[#order + 1] = {}, id end
