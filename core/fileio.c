@@ -308,7 +308,9 @@ void xsa_free_names(char **names, size_t n)
     free(names);
 }
 
-char **xsa_list_files(const char *dir, size_t max, size_t *n)
+/* The sorted names of dir's entries of one kind: regular files, or folders
+ * (want_dirs). Links are neither: a record folder holds what it holds. */
+static char **list_entries(const char *dir, size_t max, int want_dirs, size_t *n)
 {
     *n = 0;
     DIR *d = opendir(dir);
@@ -322,11 +324,12 @@ char **xsa_list_files(const char *dir, size_t max, size_t *n)
     while (names && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.') continue;
         struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (!(want_dirs ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode))) continue;
         if (len == max) {
             xsa_free_names(names, len);
             closedir(d);
-            xsa_error("%s: more than %zu files", dir, max);
+            xsa_error("%s: more than %zu %s", dir, max, want_dirs ? "folders" : "files");
             return NULL;
         }
         if (len == cap) {
@@ -348,4 +351,14 @@ char **xsa_list_files(const char *dir, size_t max, size_t *n)
     qsort(names, len, sizeof *names, by_bytes);
     *n = len;
     return names;
+}
+
+char **xsa_list_files(const char *dir, size_t max, size_t *n)
+{
+    return list_entries(dir, max, 0, n);
+}
+
+char **xsa_list_dirs(const char *dir, size_t max, size_t *n)
+{
+    return list_entries(dir, max, 1, n);
 }

@@ -47,6 +47,8 @@ int xsa_file_crc64(const char *path, uint64_t *crc, uint64_t *size);
  * cannot be read (an empty folder gives a non-NULL array with *n = 0). At
  * most max names: a folder holding more is an error, not a truncation. */
 char **xsa_list_files(const char *dir, size_t max, size_t *n);
+/* The same of dir's folders (no "." entries, no links to folders). */
+char **xsa_list_dirs(const char *dir, size_t max, size_t *n);
 void xsa_free_names(char **names, size_t n);
 
 #endif

@@ -7,8 +7,8 @@
  *   whole files: xsa.read_file(path) -> bytes | nil, message;
  *     xsa.write_file_atomic(path, s) -> true (temporary file, then rename)
  *   folders and identities: xsa.cwd() -> the working directory (getcwd);
- *     xsa.list_files(dir) -> sorted names of its
- *     regular files | nil, message; xsa.file_checksum(path) ->
+ *     xsa.list_files(dir [, "files" | "folders"]) -> sorted names of
+ *     its regular files (or folders) | nil, message; xsa.file_checksum(path) ->
  *     "crc64:<16 hex>", bytes | nil, message
  *   grad mode: xsa.no_grad(fn, ...) xsa.grad_enabled() xsa.set_grad_enabled(flag)
  *   tensors (sizes as varargs or one table; trailing dtype "float32"|"int32"
@@ -140,7 +140,9 @@ static int names_box_gc(lua_State *L)
 
 static int l_list_files(lua_State *L)
 {
+    static const char *const kinds[] = {"files", "folders", NULL};
     const char *dir = luaL_checkstring(L, 1);
+    int folders = luaL_checkoption(L, 2, "files", kinds);
     names_box *b = lua_newuserdatauv(L, sizeof *b, 0);
     b->names = NULL;
     b->n = 0;
@@ -149,7 +151,7 @@ static int l_list_files(lua_State *L)
         lua_setfield(L, -2, "__gc");
     }
     lua_setmetatable(L, -2);
-    b->names = xsa_list_files(dir, LIST_MAX, &b->n);
+    b->names = folders ? xsa_list_dirs(dir, LIST_MAX, &b->n) : xsa_list_files(dir, LIST_MAX, &b->n);
     if (!b->names) {
         luaL_pushfail(L);
         lua_pushstring(L, xsa_last_error());

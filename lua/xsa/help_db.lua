@@ -206,8 +206,8 @@ add("xsa.schedule.processes", "xsa.schedule.processes(units, start)",
 add("xsa.report.own_figure", "xsa.report.own_figure(entry, plots) -> figure | nil, why",
   "A summary's figure entry, accepted only when it names PLOTS/NAME.gp and PLOTS/NAME.png|svg with a plain NAME.",
   "local f = xsa.report.own_figure({name = \"x\", gp = \"/p/x.gp\", path = \"/p/x.png\"}, \"/p\")")
-add("xsa.list_files", "xsa.list_files(dir) -> {names} | nil, message",
-  "The names of the regular files in dir (no folders, links or dot files), sorted bytewise.",
+add("xsa.list_files", "xsa.list_files(dir [, \"files\" | \"folders\"]) -> {names} | nil, message",
+  "The names of the regular files in dir (or, given \"folders\", of its folders): no links or dot files, sorted bytewise.",
   "for _, f in ipairs(xsa.list_files(\"data\") or {}) do print(f) end")
 add("xsa.file_checksum", "xsa.file_checksum(path) -> \"crc64:HEX\", bytes | nil, message",
   "The CRC-64 (as xz computes it) and size of a regular file's bytes: a content identity, not a signature.",
@@ -217,7 +217,7 @@ add("xsa.record.find", "xsa.record.find(dir, part, name, config [, check]) -> {r
   "local r = xsa.record.find(\"results\", \"mine\", \"mine-300steps-seed0\", config)[1]")
 add("xsa.record.all", "xsa.record.all(dir, folders) -> {records}",
   "Every record in the named folders of dir, for accounting: each checked as find checks it and read only where find would read it (its part's folder, its name and key in its file name); each record has .folder and .file. Raises, naming the file, on a refused or misplaced one.",
-  "for _, r in ipairs(xsa.record.all(\"results\", {\"part3\"})) do print(r.file, r.result.cpu_s) end")
+  "for _, r in ipairs(xsa.record.all(\"results\", {\"grid\"})) do print(r.file, r.result.cpu_s) end")
 add("xsa.record.write", "xsa.record.write(dir, part, name, config, result [, provenance]) -> path",
   "Writes a new record (atomically, beside any other of its key); paths in the result are not recorded.",
   "xsa.record.write(\"/tmp/res\", \"mine\", \"mine-seed0\", {n = 1}, {v = 2})")
