@@ -1,82 +1,103 @@
--- lambda.lua: the runs of part 6's lambda sweep that other parts have made.
--- XSA(1) and XSA(0) (= SA, to the bit) of a seed are part 3's pair, and
--- their probes part 5's: when both are recorded, part 6 reads them instead
--- of training them again, and its other lambdas train against part 3's SA.
+-- lambda.lua: what part 6's lambda sweep takes from other parts. The sweep
+-- is one group per seed, SA and XSA at each lambda (XSA(0) computes what SA
+-- computes, to the bit: its SA), trained on the same batches; a run another
+-- part trained (part 3's SA and XSA(1)) is found in that part's record by
+-- its key (xsa.reuse) and not trained again. What the records of runs do
+-- not hold is their probes of part 5's probe set, which part 5 records of
+-- part 3's models: those are read here.
 --
 --   local L = dofile(dir .. "lambda.lua")
---   local units = L.units(ex, {0, 0.5, 1}, 8, probe_data, run)   -- run(seed, lambda, first, reuse)
+--   local probes = L.part5_probes(ex, seed, 8, probe_data)  -- run key -> probe
+--   for i, x in ipairs(L.sweep(ex, seed, probes)) do print(ex.opts.lambdas[i], x.improvement_pct) end
 local xsa = xsa or require "xsa"
 xsa.sys.library_file()
-local record, study, E = xsa.record, xsa.study, xsa.experiment
+local record, study, E, group = xsa.record, xsa.study, xsa.experiment, xsa.group
 
 local M = {}
 
--- Part 3's pair of `seed` at ex's flags and part 5's probes of its models
--- (probe_batches batches of probe_data), from their records: {pair = <part
--- 3's result>, probes = <part 5's>}, or nil when either is missing or
--- --no-cache (a run is never trained twice for two parts).
-function M.part3_with_probes(ex, seed, probe_batches, probe_data)
+-- The arms of a sweep over `lambdas`: SA, then XSA at each lambda but 0,
+-- in order; and the arm each lambda reads (at[i]; lambda 0: SA's).
+function M.arms(lambdas)
+  local arms, at = {"sa"}, {}
+  for i, lam in ipairs(lambdas) do
+    if lam == 0 then at[i] = 1 else arms[#arms + 1], at[i] = {attention = "xsa", lambda = lam}, #arms + 1 end
+  end
+  return arms, at
+end
+
+-- Part 5's probes of part 3's models for `seed` at ex's flags (probe_batches
+-- batches of probe_data): run key text -> probe, with both records noted;
+-- {} when either record is missing or --no-cache (not --from-records).
+function M.part5_probes(ex, seed, probe_batches, probe_data)
   local opts = ex.opts
-  if not opts.results or (opts.no_cache and not opts.from_records) then return nil end
+  if not opts.results or (opts.no_cache and not opts.from_records) then return {} end
   local c3 = E.pair_config(opts, "part3", {seed = seed, lambda = 1.0})
   local c5 = {part = "part5", part3 = c3, probe_batches = probe_batches, probe = probe_data}
   local n3, n5 = E.pair_name("part3", c3), "part5-" .. E.seed_tag(c3)
   local r3 = record.find(opts.results, "part3", n3, c3, function(r) return type(r.sa.step_loss) == "table", "no step_loss" end)
   local r5 = record.find(opts.results, "part5", n5, c5, function(r)
     return type(r.models.sa) == "table" and type(r.models.xsa) == "table", "no probes" end)
-  if not (r3[1] and r5[1]) then return nil end
+  if not (r3[1] and r5[1]) then return {} end
   ex:note_record(n3, r3)
   ex:note_record(n5, r5)
-  return {pair = r3[1].result, probes = r5[1].result}
+  local out, models = {}, r5[1].result.models
+  for _, run in ipairs(group.runs(c3, record.data_identity())) do out[group.run_key(run)] = models[run.arm] end
+  return out
 end
 
--- The units of a lambda sweep: per seed, one per lambda, whose run is
--- run(seed, lambda, first, reuse). With part 3's pair and part 5's probes
--- of the seed recorded (reuse, M.part3_with_probes) they are independent;
--- else the others need the first lambda's (first: its result).
-function M.units(ex, lambdas, probe_batches, probe_data, run)
-  local units = {}
-  for _, seed in ipairs(ex.seeds) do
-    local first = string.format("seed %d lambda %g", seed, lambdas[1])
-    ex.unit_seed = seed -- the records it reads are this seed's (ex:note_record)
-    local reuse = M.part3_with_probes(ex, seed, probe_batches, probe_data)
-    ex.unit_seed = nil
-    for i, lam in ipairs(lambdas) do
-      local dep = not reuse and i > 1 and {first} or nil
-      units[#units + 1] = {key = string.format("seed %d lambda %g", seed, lam), seed = seed, after = dep,
-        run = function(d) return run(seed, lam, dep and d[first], reuse) end}
-    end
+-- Whether a run found in another record serves the sweep (ex:group's
+-- accept): with its probe of this probe set, its own group's or part 5's
+-- (probes: M.part5_probes); without one it is trained again.
+function M.accept(probes)
+  return function(_, hit, with, key)
+    if hit.probe ~= nil and hit.with == with then return hit end
+    if probes[key] == nil then return nil end
+    local h = {}
+    for k, v in pairs(hit) do h[k] = v end
+    h.probe = probes[key]
+    return h
   end
-  return units
 end
 
--- A lambda sweep's run from part 3's pair and part 5's probes of it
--- (M.part3_with_probes): at lambda 1 their XSA; at lambda 0 their SA, since
--- XSA(0) computes what SA computes (z = y - 0 * projection: the same bits,
--- tests/test_train.lua). Other lambdas: nil, and `baseline` is the SA run
--- to train against (xsa.train.pair's baseline, with its probe).
-function M.from_part3(reuse, lam)
-  local p3, p5 = reuse.pair, reuse.probes
-  local baseline = {sa = p3.sa, probe = {sa = p5.models.sa}}
-  if lam ~= 0 and lam ~= 1 then return nil, baseline end
-  local x = lam == 1 and p3.xsa or p3.sa
-  return {sa = p3.sa, xsa = x, steps = p3.steps, improvement_pct = lam == 1 and p3.improvement_pct or 0, elapsed_s = 0, checkpoints = {},
-    probe = {batches = p5.probe_batches, sa = p5.models.sa, xsa = lam == 1 and p5.models.xsa or p5.models.sa},
-    reused = lam == 1 and "part 3's pair, part 5's probes" or "part 3's SA, part 5's probe"}, baseline
-end
-
--- The `after` of a paired run that probes both trained models on
--- n_batches of the probe set (probe_data); with `baseline` (its seed's SA
--- run, reused) the SA probe and checkpoint are the baseline's.
-function M.probe_after(probe_data, n_batches, baseline)
+-- The group's after(): every trained model probed on n_batches of the
+-- probe set (a run found elsewhere keeps its probe). Step losses stay: a
+-- later sweep at other lambdas trains beside these runs (xsa.train.runs'
+-- baseline) instead of training them again.
+function M.probe_after(probe_data, n_batches)
   return function(res, m)
-    res.xsa.step_loss = nil
     local _, pv = study.loaders(probe_data)
     local n = math.min(n_batches, pv:num_batches())
-    res.probe = {batches = n, xsa = study.probe(m.xsa, pv, n), sa = baseline and baseline.probe.sa or study.probe(m.sa, pv, n)}
-    if baseline then res.checkpoints.sa = baseline.checkpoints and baseline.checkpoints.sa end
+    res.probes = {}
+    for i, model in ipairs(m.models) do
+      res.probes[i] = m.reused[i] and m.reused[i].probe or study.probe(model, pv, n)
+    end
     pv:free()
   end
+end
+
+-- One seed of the sweep at ex's flags: SA and XSA at every lambda, one
+-- group (runs found elsewhere not trained again), probed; per lambda, what
+-- part 6's tables and figures read. probes: M.part5_probes.
+function M.sweep(ex, seed, probes)
+  local o, probe_data = ex.opts, study.probe_data_config(ex.opts, ex.opts.seq_len)
+  local config = ex:pair_config{seed = seed, probe_batches = o.probe_batches, probe = probe_data}
+  local at
+  config.arms, at = M.arms(o.lambdas)
+  local r, status, entry = ex:group{name = "part6-" .. xsa.experiment.seed_tag(config), config = config,
+    label = string.format("part6 seed %d", seed), checkpoints = true, accept = M.accept(probes),
+    after = M.probe_after(probe_data, o.probe_batches),
+    check = function(res) return #(res.probes or {}) == #config.arms, "no probe" end}
+  local sa, out = r.runs[1], {}
+  local cos = function(j, key) return study.layer_mean(r.probes[j], key or "post_cos_pos1") end
+  for i in ipairs(o.lambdas) do
+    local j = at[i]
+    local x = r.runs[j]
+    out[i] = {seed = seed, sa_val = sa.final_val, xsa_val = x.final_val, steps = r.steps, sa_curve = sa.val, xsa_curve = x.val,
+      improvement_pct = j == 1 and 0 or xsa.train.improvement(sa.final_val, x.final_val), -- the mean val loss (make results)
+      xsa_post_cos = cos(j), sa_post_cos = cos(1), xsa_post_cos_all = cos(j, "post_cos"), elapsed_s = r.elapsed_s,
+      checkpoints = r.checkpoints, cache = status, entry = entry}
+  end
+  return out
 end
 
 return M

@@ -1,5 +1,5 @@
--- part6_lambda_sweep.lua: how much projection? Per seed, each XSA(lambda) trains against one SA baseline (part 3's
--- when recorded, see lambda.lua; else trained with the first lambda) and is probed: mean cos(z_i, v_i), positions >= 1.
+-- part6_lambda_sweep.lua: how much projection? Per seed, one group: SA and XSA at every lambda from one init on the same
+-- batches (runs part 3 trained are read from its records, lambda.lua), each probed: mean cos(z_i, v_i), positions >= 1.
 --   xsa scripts/part6_lambda_sweep.lua [--lambdas 0,1] [--seeds 3] [--quick]
 local xsa = xsa or require "xsa"
 local study, plot = xsa.study, xsa.plot
@@ -13,36 +13,22 @@ local P = {name = "part6", title = "Lambda sweep", report = "report/part6.lua", 
   quick = {steps = 4, max_tokens = 6000, batch = 2, eval_every = 2, eval_batches = 2, probe_batches = 2,
     probe_tokens = 6000, probe_batch = 2, seq_len = 32, lambdas = {0, 1}}}
 
-local function train(ex, seed, lam, base, probe_data) -- XSA(lam), against base (the seed's SA run) when given
-  local config = ex:pair_config{lambda = lam, seed = seed, probe_batches = ex.opts.probe_batches, probe = probe_data}
-  local baseline = base and base.sa.step_loss and base.probe.sa and base -- a record of it that kept what is reused
-  return ex:pair{name = string.format("part6-lambda%g-%s", lam, xsa.experiment.seed_tag(config)), config = config,
-    label = string.format("part6 λ=%g seed %d", lam, seed), what = string.format("part6 lambda %g seed %d", lam, seed),
-    baseline = baseline and baseline.sa, checkpoints = baseline and {"xsa"} or {"sa", "xsa"}, optimizer = false,
-    after = L.probe_after(probe_data, ex.opts.probe_batches, baseline),
-    check = function(res) return #((res.probe or {}).xsa or {}) > 0, "no probe" end}
-end
-
-local function run(ex, seed, lam, first, reuse) -- one (seed, lambda); first: the first lambda's run (its SA baseline)
-  local probe_data, base, r, status, entry = study.probe_data_config(ex.opts, ex.opts.seq_len), first and first.r
-  if reuse then r, base = L.from_part3(reuse, lam) end
-  if not r then r, status, entry = train(ex, seed, lam, base, probe_data) end
-  local cos = function(m, key) return study.layer_mean(r.probe[m], key or "post_cos_pos1") end
-  return {r = r, x = {seed = seed, sa_val = r.sa.final_val, xsa_val = r.xsa.final_val, improvement_pct = r.improvement_pct,
-    steps = r.steps, sa_curve = r.sa.val, xsa_curve = r.xsa.val, -- the mean val loss (make results)
-    xsa_post_cos = cos("xsa"), sa_post_cos = cos("sa"), xsa_post_cos_all = cos("xsa", "post_cos"), elapsed_s = r.elapsed_s,
-    checkpoints = r.checkpoints, cache = status or r.reused, entry = entry}}
-end
-
-function P.units(ex) -- per seed and lambda; part 3's records (probed by part 5) or the first lambda's SA baseline
-  local o = ex.opts
-  return L.units(ex, o.lambdas, o.probe_batches, study.probe_data_config(o, o.seq_len), function(...) return run(ex, ...) end)
+function P.units(ex) -- one per seed; part 5's probes of part 3's models read first (lambda.lua)
+  local o, units = ex.opts, {}
+  for _, seed in ipairs(ex.seeds) do
+    ex.unit_seed = seed -- the records it reads are this seed's (ex:note_record)
+    local probes = L.part5_probes(ex, seed, o.probe_batches, study.probe_data_config(o, o.seq_len))
+    ex.unit_seed = nil
+    units[#units + 1] = {key = "seed " .. seed, seed = seed, run = function() return L.sweep(ex, seed, probes) end}
+  end
+  return units
 end
 
 function P.main(ex, runs)
   local opts, N, lams, tics, sts, bias_x, bias_s, rows, list = ex.opts, #ex.seeds, ex.opts.lambdas, {}, {}, {}, {}, {}, {}
-  local groups = study.paired_groups(study.collect(runs, function(u) return u.x end), #lams, function(_, j)
-    return (j - 1) % #lams + 1 end, ex.seeds) -- the units: per seed, every lambda
+  local each = {} -- per seed, every lambda
+  for _, u in ipairs(runs) do for _, x in ipairs(u) do each[#each + 1] = x end end
+  local groups = study.paired_groups(each, #lams, function(_, j) return (j - 1) % #lams + 1 end, ex.seeds)
   for i, lam in ipairs(lams) do
     local g, fmt = groups[i], string.format
     tics[i], sts[i], bias_x[i] = {fmt("%g", lam), lam}, g.stats, study.collect(g.runs, function(r) return r.xsa_post_cos end)

@@ -316,6 +316,57 @@ T.case("a pair is a group of two: the same numbers; a group's on_start, on_point
   T.raises(function() tiny():group{name = "mine-group", nope = 1} end, "nope")
 end)
 
+-- A run is keyed by what determines its numbers, not by its group, name or
+-- part (xsa.group): one that another group recorded is an ordinary cache
+-- hit (xsa.reuse), and the runs still missing train beside it on the same
+-- batches, with the numbers they get when trained with nothing reused.
+T.case("a run another group recorded is not trained again: a sweep beside a pair, to the bit", function()
+  if not xsa.data.find(xsa.data.TEXT_NAMES) then error("the TinyStories corpus is missing") end
+  local function ex_in(dir, name, extra)
+    local argv = {"--out", TMP .. "/" .. dir, "--plots", TMP .. "/" .. dir, "--results", TMP .. "/" .. dir .. "/records"}
+    for _, a in ipairs(TINY) do argv[#argv + 1] = a end
+    for _, a in ipairs(extra or {}) do argv[#argv + 1] = a end
+    return new(argv, {name = name})
+  end
+  local function run(ex, o)
+    local points = 0
+    o.on_point = function() points = points + 1 end
+    local r, err = capture(function() return ex:group(o) end)
+    T.ok(r[1], tostring(r[2]) .. err)
+    local written = select(2, err:gsub("record written", ""))
+    return r[2], r[3], points, written, err
+  end
+  local function same_run(a, b, what)
+    T.eq(xsa.json.encode({a.train, a.val, a.step_loss, a.final_val}), xsa.json.encode({b.train, b.val, b.step_loss,
+      b.final_val}), what)
+  end
+  local sweep = {"sa", {attention = "xsa", lambda = 0.5}, "xsa"}
+  local pair = run(ex_in("reuse", "first"), {name = "first-g"})
+  local r2, _, _, written = run(ex_in("reuse", "second"), {name = "second-g", arms = sweep})
+  T.eq(written, 1, "the sweep trained and recorded")
+  T.ok(r2.runs[1].reused and r2.runs[3].reused and not r2.runs[2].reused, "SA and XSA(1) are the pair's")
+  same_run(r2.runs[1], pair.runs[1], "SA as the pair recorded it")
+  same_run(r2.runs[3], pair.runs[2], "XSA(1) as the pair recorded it")
+  local alone = run(ex_in("alone", "second"), {name = "second-g", arms = sweep})
+  T.ok(not alone.runs[1].reused, "nothing to reuse: every arm trains")
+  same_run(r2.runs[2], alone.runs[2], "XSA(0.5) beside reused runs: the numbers it gets alone")
+  -- every run recorded by others: nothing trains, nothing is written
+  local r4, status, points, w4, err = run(ex_in("reuse", "third"), {name = "third-g"})
+  T.eq(status, "record")
+  T.eq(points, 0, "not trained")
+  T.eq(w4, 0, "no record of runs trained elsewhere")
+  T.ok(err:find("every run from the records of others", 1, true), err)
+  same_run(r4.runs[2], pair.runs[2], "XSA(1)")
+  T.eq(r4.elapsed_s, 0, "no time spent now")
+  -- --no-cache: trained again, found nowhere; a probe set asked for: the pair's runs have none of it
+  local _, s5, p5 = run(ex_in("reuse", "third", {"--no-cache"}), {name = "third-g"})
+  T.ok(s5 ~= "record" and p5 > 0, "--no-cache trains")
+  local c = ex_in("reuse", "fourth"):pair_config{seed = 0}
+  c.probe = {batches = 1}
+  local _, s6, p6 = run(ex_in("reuse", "fourth"), {name = "fourth-g", config = c})
+  T.ok(s6 ~= "record" and p6 > 0, "a group asking for a probe set reuses only runs probed on it")
+end)
+
 -- glibc's system() (os.execute) ignores SIGINT while its shell runs, so a
 -- Ctrl-C that came then was lost and the run went on to the end (CI, under
 -- load). Training and its saves run no shell; a stale temporary file of a

@@ -236,9 +236,17 @@ T.case("a run's key: model with attention and lambda, data, training, precision;
   local back = record.find(TMP .. "/res6", "t", "sweep-seed0", sweep_config)[1].result
   T.ok(xsa.numbers.same(back.runs, runs) and xsa.numbers.same(back.config.models, res.config.models), "the runs as given")
   T.eq(back.config.lr, 1)
-  sraw.runs[2].probe = {1}
-  T.writefile(sp, xsa.json.encode(sraw))
-  T.raises(function() record.find(TMP .. "/res6", "t", "sweep-seed0", sweep_config) end, "probe outside a pair")
+  -- a list's probes (result.probes, in arm order) are its runs': each in its run's entry
+  res.probes = {{cos = 0.5}, {cos = 0.25}, {cos = 0.125}}
+  local pp = record.write(TMP .. "/res7", "t", "sweep-seed0", sweep_config, res, prov("2026-12-01T00:00:00Z", "A"))
+  local praw = xsa.json.decode(T.readfile(pp))
+  T.eq(praw.runs[2].probe.cos, 0.25, "run 2's probe in its entry")
+  T.eq(praw.result.probes, nil, "and nowhere else")
+  T.ok(xsa.numbers.same(record.find(TMP .. "/res7", "t", "sweep-seed0", sweep_config)[1].result.probes, res.probes),
+    "read back in arm order")
+  praw.result.probes = {{cos = 1}}
+  T.writefile(pp, xsa.json.encode(praw))
+  T.raises(function() record.find(TMP .. "/res7", "t", "sweep-seed0", sweep_config) end, "result.probes holds run 1's probe")
   T.ok(keys{part = "t", data = {seq_len = 4, seed = 3}, model = {seed = 1}, train = {steps = 2}, lambda = 1}[1] ~= base[1],
     "another batch order: another run")
   T.ok(keys{part = "t", data = {seq_len = 4}, model = {seed = 1, precision = "bf16"}, train = {steps = 2}, lambda = 1}[1] ~=
@@ -403,9 +411,10 @@ pkill -KILL -f -- "%s.*--seeds 1, --[w]orker"; sleep 1; pkill -INT -f -- "%s.*--
   T.ok(err:find("seed 1 crashed: killed by signal 9", 1, true), err)
 end)
 
--- No run trained twice for two parts: part 6's lambda 1 pair is part 3's,
--- its lambda 0 XSA is part 3's SA (XSA(0) computes what SA computes), with
--- part 5's probes; the numbers equal those of a sweep that trains them all.
+-- No run trained twice for two parts: part 6's sweep of a seed is one
+-- group whose SA and XSA(1) are part 3's runs, found by their keys (lambda
+-- 0 is SA: XSA(0) computes what SA computes), with part 5's probes; the
+-- numbers equal those of a sweep that trains them all.
 T.case("part 6 takes lambda 1 and 0 from part 3's records and part 5's probes: the same numbers as training", function()
   local function run(script, dir, extra)
     local probe = script == "part3_train.lua" and "" or "--probe-batches 2 --probe-tokens 6000 --probe-batch 2"
@@ -424,8 +433,8 @@ T.case("part 6 takes lambda 1 and 0 from part 3's records and part 5's probes: t
   run("part5_bias_trained.lua", reused)
   local a, n_a = run("part6_lambda_sweep.lua", reused, "--lambdas 0,0.5,1")
   local b, n_b = run("part6_lambda_sweep.lua", alone, "--lambdas 0,0.5,1")
-  T.eq(n_a, 2, "only lambda 0.5 trained, once per seed")
-  T.eq(n_b, 6, "without part 3's records every lambda trains")
+  T.eq(n_a, 2, "one group per seed, training only lambda 0.5")
+  T.eq(n_b, 2, "without part 3's records: one group per seed, every arm trained once")
   for i, lam in ipairs{0, 0.5, 1} do
     local x, y = a.result.runs[i], b.result.runs[i]
     T.eq(x.lambda, lam)

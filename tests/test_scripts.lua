@@ -564,7 +564,7 @@ long_case("part6: lambda sweep from one init", function()
   local runs = summary("part6").result.runs
   T.eq(#runs, 2)
   all_finite(runs, "part6")
-  -- lambda 0 is SA: the pair trains identically
+  -- lambda 0 is SA (XSA(0) computes what SA computes, test_train): no gain
   T.eq(runs[1].lambda, 0)
   T.ok(math.abs(runs[1].improvement_pct) < 1e-3, "lambda 0 improvement " .. runs[1].improvement_pct)
   T.near(runs[1].xsa_val, runs[1].sa_val, 1e-5)

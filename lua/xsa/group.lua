@@ -91,15 +91,28 @@ function M.runs(config, identity)
   return out
 end
 
+-- The fields of a group configuration that are its own (what it asks of
+-- its runs beyond training: a probe set), or nil when there are none.
+local function own(config)
+  local t = {}
+  for k, v in pairs(config) do if not SHARED[k] then t[k] = v end end
+  return next(t) and t or nil
+end
+
 -- The key text of a group (nil when config is not a group's): its runs'
 -- keys in order and the fields of the configuration that are its own.
 function M.key(config, identity)
   local runs = M.runs(config, identity)
   if not runs then return nil end
-  local keys, own = {}, {}
+  local keys = {}
   for i, r in ipairs(runs) do keys[i] = r.key end
-  for k, v in pairs(config) do if not SHARED[k] then own[k] = v end end
-  return cache.key({runs = keys, with = next(own) and own or nil})
+  return cache.key({runs = keys, with = own(config)})
+end
+
+-- The key text of a group's own fields (M.key's `with`), or nil.
+function M.with_key(config)
+  local t = own(config)
+  return t and cache.key(t) or nil
 end
 
 -- The Lua variants (xsa.attention.register) among the arms of a group
@@ -150,22 +163,24 @@ function M.split(config, result, identity)
   local rest = copy(result)
   local conf = type(result.config) == "table" and copy(result.config) or nil
   local models = conf and (lay == "pair" and conf or (type(conf.models) == "table" and copy(conf.models)))
-  local probe = lay == "pair" and type(result.probe) == "table" and copy(result.probe) or nil
+  local pk = lay == "pair" and "probe" or "probes" -- a pair's probes by arm, a list's in arm order
+  local probe = type(result[pk]) == "table" and copy(result[pk]) or nil
   local entries = {}
   for i, arm in ipairs(a) do
     local slot = lay == "pair" and arm or i
     local e = {arm = runs[i].arm, key = M.run_key(runs[i])}
     if lay == "pair" then e.result, rest[arm] = result[arm], nil else e.result = result.runs[i] end
     if models and models[slot] ~= nil then e.model, models[slot] = models[slot], nil end
-    if probe and probe[arm] ~= nil then e.probe, probe[arm] = probe[arm], nil end
+    if probe and probe[slot] ~= nil then e.probe, probe[slot] = probe[slot], nil end
     entries[i] = e
   end
   if lay == "list" then
     rest.runs = nil
     if models then conf.models = next(models) and models or nil end
+    if probe then probe = next(probe) and probe or nil end
   end
   rest.config = conf
-  if probe then rest.probe = probe end
+  rest[pk] = probe
   return entries, rest, lay
 end
 
@@ -206,11 +221,12 @@ function M.join(rec)
   if lay == "pair" then
     if #entries ~= 2 or entries[1].arm ~= "sa" or entries[2].arm ~= "xsa" then return nil, "a pair's runs are not sa, xsa" end
   elseif r.runs ~= nil then return nil, "result.runs is in the runs list" end
-  for _, k in ipairs{"config", "probe"} do
+  local pk = lay == "pair" and "probe" or "probes"
+  for _, k in ipairs{"config", pk} do
     if r[k] ~= nil and type(r[k]) ~= "table" then return nil, "result." .. k .. " is not an object" end
   end
   local conf = r.config and copy(r.config)
-  local probe = r.probe and copy(r.probe)
+  local probe = r[pk] and copy(r[pk])
   if lay == "list" and conf and conf.models ~= nil and type(conf.models) ~= "table" then
     return nil, "result.config.models is not a list"
   end
@@ -230,17 +246,16 @@ function M.join(rec)
       models[slot] = e.model
     end
     if e.probe ~= nil then
-      if lay ~= "pair" then return nil, "run " .. i .. " has a probe outside a pair" end
       probe = probe or {}
-      if probe[e.arm] ~= nil then return nil, "result.probe holds run " .. i .. "'s probe" end
-      probe[e.arm] = e.probe
+      if probe[slot] ~= nil then return nil, "result." .. pk .. " holds run " .. i .. "'s probe" end
+      probe[slot] = e.probe
     end
   end
   if lay == "list" then
     r.runs = list
     if models then conf.models = models end
   end
-  r.config, r.probe = conf, probe
+  r.config, r[pk] = conf, probe
   return r
 end
 

@@ -17,7 +17,8 @@ D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.j
   "xsa.data", "xsa.train", "xsa.checkpoint", "xsa.plot", "xsa.stats", "xsa.generate", "xsa.samples", "xsa.help", "xsa.args",
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
   "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text", "xsa.notebook", "xsa.schedule", "xsa.show",
-  "xsa.store", "xsa.pair", "xsa.executor", "xsa.group", "xsa.provenance", "xsa.attention", "xsa.runs"}
+  "xsa.store", "xsa.pair", "xsa.executor", "xsa.group", "xsa.provenance", "xsa.attention", "xsa.runs",
+  "xsa.reuse"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -1070,8 +1071,18 @@ add("xsa.attention.code", "xsa.attention.code(f) -> code | nil, upvalue",
 add("xsa.attention.clone", "xsa.attention.clone(model, name [, lambda]) -> model",
   "A model with model's weights and variant name's attention (lambda for a built-in one that takes it).",
   "local gated = xsa.attention.clone(xsa.gpt{seed = 0}, \"half\")")
+group("xsa.reuse", "a run found by its own key in any record of a results folder, whichever group or part trained it",
+  "The index of every group record's runs (every folder, each record checked as xsa.record.all checks it), read once per process and forgotten when a record is written. A run copied into a record from another (a reused baseline) is not a hit: its own record is. Of several records of one run the oldest is chosen.",
+  "local hit = xsa.reuse.find(\"results\", xsa.group.run_key(run))\nif hit then print(hit.result.final_val, hit.record.file) end")
+add("xsa.reuse.find", "xsa.reuse.find(dir, key) -> {result=, model=, probe=, with=, record=} | nil",
+  "The chosen record of the run keyed key (xsa.group.run_key): its result as the trainer gave it, its model, its probe and the key text of what its group asked beyond training (with), and the record it is in.",
+  "print(xsa.reuse.find(\"results\", key))")
+add("xsa.reuse.all", "xsa.reuse.all(dir, key) -> {hits}",
+  "Every record's hit of the run keyed key, the chosen (oldest) first; {} when none.", "print(#xsa.reuse.all(\"results\", key))")
+add("xsa.reuse.forget", "xsa.reuse.forget(dir)", "Forgets what was read of dir's records (one was written).",
+  "xsa.reuse.forget(\"results\")")
 group("xsa.runs", "a group of runs, one per attention arm, as a cached, recorded, resumable entry of an experiment",
-  "Its method is an experiment's: ex:group{seed=, arms=, config=, name=, label=, checkpoints=, on_start=, on_point=, after=, check=} trains the arms (built-in names or registered Lua variants) from one initial model on the same batches (xsa.train.runs); the result lists them in arm order (r.runs). after(r, {models=, labels=, train=, val=}) runs before the entry is stored (probes); under mpirun --data-parallel every rank trains the group together. ex:pair is a group of two on the same path (xsa.runs.run).",
+  "Its method is an experiment's: ex:group{seed=, arms=, config=, name=, label=, checkpoints=, on_start=, on_point=, after=, accept=, check=} trains the arms (built-in names or registered Lua variants) from one initial model on the same batches (xsa.train.runs); the result lists them in arm order (r.runs). A run that another group's record holds (the same key, any part: xsa.reuse) is not trained again: with all of them recorded nothing trains, with some the others train beside them; accept(i, hit, with, key) -> hit | nil decides whether a found run serves (default: when its group asked the same probe set). after(r, {models=, labels=, train=, val=, reused=}) runs before the entry is stored (probes: r.probes in arm order); under mpirun --data-parallel every rank trains the group together. ex:pair is a group of two on the same path (xsa.runs.run).",
   "xsa.attention.register(\"half\", function(a) return a.y * 0.5 end)\nlocal r = ex:group{seed = 0, arms = {\"sa\", \"half\"}}")
 add("xsa.runs.start", "xsa.runs.start(config, f, key, say [, label [, fresh]]) -> runs, saved",
   "The runs of a group for xsa.train.runs ({label=, model=, optimizer=}): from its saved state beside the cache " ..

@@ -34,6 +34,7 @@ local sys = require "xsa.sys"
 local cache = require "xsa.cache"
 local record = require "xsa.record"
 local executor = require "xsa.executor"
+local reuse = require "xsa.reuse"
 
 local M = {}
 
@@ -107,6 +108,7 @@ end
 local function train_group(ex, p, dp, follower)
   local tl, vl = study.loaders(p.config.data)
   local runs, saved = p.start(p, dp, follower)
+  for i, hit in pairs(p.found or {}) do runs[i].baseline = hit.result end -- not trained: its record's numbers
   if p.on_start then p.on_start(runs[1].model, tl, vl) end
   local r = train.runs(runs, tl, vl, study.pair_options(p.config.train, {label = p.label, layout = p.layout,
     save_every = ex.opts.save_every or 0, on_point = p.on_point, data_parallel = dp or nil,
@@ -132,6 +134,56 @@ local function data_parallel_share(ex, p, no_cache)
   return train_group(ex, p, true, true), "miss", p.f.entry
 end
 
+-- The runs of group p that records of other groups hold (xsa.reuse: a
+-- run is found by its own key, whichever part trained it), {[arm index] =
+-- hit}, and how many: none for a pair (looked up by its own record only),
+-- under --no-cache (unless --from-records) or without a records folder. A
+-- hit serves when its group asked what this one asks of its runs beyond
+-- training (the key's `with`: a probe set), or this one asks nothing;
+-- p.accept(i, hit, with, key) -> hit | nil decides instead when given (it
+-- may add what the hit lacks, a probe recorded elsewhere). When some runs
+-- still train, a hit serves only with its step losses (xsa.train.runs'
+-- baseline needs them).
+local function found_runs(ex, p)
+  local opts, found, n = ex.opts, {}, 0
+  if not p.reuse or not opts.results or (opts.no_cache and not opts.from_records) then return found, 0 end
+  local with = group.with_key(p.config)
+  for i, run in ipairs(group.runs(p.config, record.data_identity())) do
+    local key = group.run_key(run)
+    local hit = reuse.find(opts.results, key)
+    if hit and p.accept then hit = p.accept(i, hit, with, key)
+    elseif hit and with and hit.with ~= with then hit = nil end
+    if hit then found[i], n = hit, n + 1 end
+  end
+  if n < #p.config.arms then -- the others train: a run beside them needs its step losses (a baseline)
+    for i, hit in pairs(found) do
+      local sl = hit.result.step_loss
+      if type(sl) ~= "table" or #sl < p.config.train.steps then found[i], n = nil, n - 1 end
+    end
+  end
+  return found, n
+end
+
+-- A group every run of which other records hold, as the trainer would have
+-- returned it (list layout; its evaluation steps and tokens its runs'
+-- groups', which the equal keys make equal): nothing trained now, so no
+-- time. nil when those groups disagree (one was edited).
+local function assembled(found)
+  local runs, models, probes = {}, {}, {}
+  local first = found[1].record.result
+  for i, hit in ipairs(found) do
+    local g = hit.record.result
+    if not numbers.same(g.steps, first.steps) or g.tokens ~= first.tokens then return nil end
+    local r = {}
+    for k, v in pairs(hit.result) do r[k] = v end
+    r.reused = true
+    runs[i], models[i], probes[i] = r, hit.model, hit.probe
+  end
+  return {status = "done", steps = first.steps, completed_steps = first.completed_steps, tokens = first.tokens,
+    runs = runs, config = {models = models}, probes = #probes == #runs and probes or nil, elapsed_s = 0, train_s = 0,
+    eval_s = 0}
+end
+
 -- The group p as a cache entry of ex: its record, else its entry, else
 -- trained (train_group) and stored, its saved state removed, its record
 -- written. p: name, config, keyed (store.cache_config), f (store.files),
@@ -140,8 +192,21 @@ end
 -- caller sees: checkpoints of this machine), on_start, on_point. Returns
 -- result, status, entry path.
 function M.run(ex, p)
-  local rec = ex:recorded(p.name, p.config, p.record_check, p.what)
+  local rec = ex:recorded(p.name, p.config, p.record_check, p.what, true)
   if rec then return p.decorate(p, rec.result, "record"), "record", rec.path end
+  local found, n = found_runs(ex, p)
+  if n > 0 and n == #p.config.arms then
+    local r = assembled(found)
+    if r and p.check(r) then
+      for _, hit in ipairs(found) do ex:note_reused(hit) end
+      io.stderr:write(string.format("record: %s, every run from the records of others (%s)\n", p.what, found[1].record.file))
+      return p.decorate(p, r, "record"), "record", found[1].record.path
+    end
+    found, n = {}, 0
+  end
+  if ex.opts.from_records then ex:no_record(p.what) end
+  for _, hit in pairs(found) do ex:note_reused(hit) end
+  p.found = n > 0 and found or nil
   local no_cache = ex:refresh(p.name, p.config)
   local dp = ex.opts.data_parallel and executor.ranks() > 1 and not ex.alone
   if dp then
@@ -187,10 +252,11 @@ local function group_finish(p, r, runs, tl, vl, follower)
     if lua and type(models) == "table" and type(models[i]) == "table" then
       models[i].attention, models[i].attention_code, models[i].attention_version = e.label, lua.code, lua.version
     end
-    if p.checkpoints and not follower then e.model:save(p.f.checkpoint(e.label)) end
+    -- a run of another record was not trained here: its model is the initial one
+    if p.checkpoints and not follower and not (p.found and p.found[i]) then e.model:save(p.f.checkpoint(e.label)) end
     m[i], labels[i] = e.model, e.label
   end
-  if p.after then p.after(r, {models = m, labels = labels, train = tl, val = vl}) end
+  if p.after then p.after(r, {models = m, labels = labels, train = tl, val = vl, reused = p.found or {}}) end
   for _, e in ipairs(runs) do
     e.model:free()
     if e.optimizer then e.optimizer:free() end
@@ -240,15 +306,23 @@ M.methods = Ex
 --                is the arm's name, with "-l<lambda>" when it has its own)
 --   on_start(first_model, train_loader, val_loader)   before training
 --   on_point(step, vals, trains, result)   at each evaluation point
---   after(r, {models =, labels =, train =, val =})   after training, before
---                the entry is stored (probes: r.probe, as a pair's after())
+--   after(r, {models =, labels =, train =, val =, reused =})   after
+--                training, before the entry is stored (probes: r.probes in
+--                arm order); reused[i]: run i's hit (found_runs), not trained
+--   accept(i, hit, with, key) -> hit | nil   whether run i (key: its key
+--                text), found in another group's record, serves here
+--                (found_runs)
 --   check(r)     an extra cache check
+-- A run that another group's record holds (the same key: xsa.group) is
+-- not trained again: with all of them there, nothing trains; with some,
+-- the others train beside them on the same batches (xsa.train.runs'
+-- baseline).
 -- Under mpirun with --data-parallel every rank trains the group together.
 -- Returns result (r.runs in arm order), status ("record", "hit", "miss",
 -- ...), entry path.
 function Ex:group(o)
   o = options.check("ex:group", o, {"seed", "config", "arms", "name", "label", "checkpoints", "on_start", "on_point",
-    "after", "check"})
+    "after", "accept", "check"})
   local config = group_config(self, o)
   local name = o.name or string.format("%s-%dsteps-%s", self.name, config.train.steps, store.seed_tag(config))
   local key = store.cache_config(config)
@@ -263,7 +337,8 @@ function Ex:group(o)
   local label = o.label or name
   return M.run(self, {name = name, config = config, keyed = key, key = key, f = store.files(self.opts.out, name, key),
     label = label, what = label, checkpoints = o.checkpoints, check = check, record_check = check,
-    on_start = o.on_start, on_point = o.on_point, after = o.after, start = group_start, save = group_save,
+    on_start = o.on_start, on_point = o.on_point, after = o.after, accept = o.accept, reuse = true,
+    start = group_start, save = group_save,
     finish = group_finish, remove_state = group_remove_state, decorate = group_decorate})
 end
 

@@ -8,7 +8,8 @@
 -- A finished run is looked up in the records before the cache; a run
 -- trained now, or a cache entry without a record, gets a record. The
 -- methods (M.methods) are an experiment's (xsa.experiment installs them):
--- ex:cached, ex:recorded, ex:record, ex:note_record, ex:refresh,
+-- ex:cached, ex:recorded, ex:no_record, ex:record, ex:note_record,
+-- ex:note_reused, ex:refresh,
 -- ex:timing, ex:measured_with, ex:measured_text.
 -- Non-goals: the training (xsa.pair, the units' own run functions), where
 -- runs execute (xsa.executor).
@@ -17,6 +18,7 @@ local numbers = require "xsa.numbers"
 local cache = require "xsa.cache"
 local record = require "xsa.record"
 local group = require "xsa.group"
+local reuse = require "xsa.reuse"
 
 local M = {}
 
@@ -97,7 +99,9 @@ function Ex:refresh(name, config)
 end
 
 -- The chosen record of a run, or nil (none; --no-cache: not looked at).
-function Ex:recorded(name, config, check, label)
+-- Under --from-records a run without one raises NO_RECORD, unless `later`
+-- (the caller looks further, then calls ex:no_record).
+function Ex:recorded(name, config, check, label, later)
   local opts = self.opts
   if not opts.results or (opts.no_cache and not opts.from_records) then return nil end
   local recs = record.find(opts.results, record_part(self, config), name, config, check)
@@ -111,11 +115,27 @@ function Ex:recorded(name, config, check, label)
       tostring(rec.provenance.cpu)))
     return rec
   end
-  if opts.from_records then
-    self.missing = self.missing or {}
-    self.missing[#self.missing + 1] = label or name
-    error(M.NO_RECORD, 0)
+  if opts.from_records and not later then self:no_record(label or name) end
+end
+
+-- --from-records: the run `label` has no record; its seed is left out.
+function Ex:no_record(label)
+  self.missing = self.missing or {}
+  self.missing[#self.missing + 1] = label
+  error(M.NO_RECORD, 0)
+end
+
+-- What the summary says of a run found in another group's record
+-- (xsa.reuse's hit): that record, once however many runs came from it.
+function Ex:note_reused(hit)
+  local rec = hit.record
+  for _, u in ipairs(self.records_used or {}) do
+    if u.folder == rec.folder and u.file == rec.file then return end
   end
+  self:note_record(rec.name, record.find(self.opts.results, rec.folder, rec.name, rec.config))
+  self:measured_with(rec.provenance)
+  self.record_provenance = self.record_provenance or {}
+  self.record_provenance[rec.path] = rec.provenance
 end
 
 -- What the summary says of the records a run came from (the published
@@ -154,6 +174,7 @@ function Ex:record(name, config, r, status)
   for k, v in pairs(r) do copy[k] = v end
   copy.provenance = nil
   local path = record.write(opts.results, part, name, config, copy, prov)
+  reuse.forget(opts.results)
   io.stderr:write("record written: ", path, "\n")
 end
 
