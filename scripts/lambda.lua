@@ -87,15 +87,16 @@ function M.sweep(ex, seed, probes)
     label = string.format("part6 seed %d", seed), checkpoints = true, accept = M.accept(probes),
     after = M.probe_after(probe_data, o.probe_batches),
     check = function(res) return #(res.probes or {}) == #config.arms, "no probe" end}
-  local sa, out = r.runs[1], {}
+  local sa, out, ck = r.runs[1], {}, r.checkpoints
   local cos = function(j, key) return study.layer_mean(r.probes[j], key or "post_cos_pos1") end
-  for i in ipairs(o.lambdas) do
+  for i, lam in ipairs(o.lambdas) do
     local j = at[i]
-    local x = r.runs[j]
+    local x = r.runs[j] -- its checkpoints: SA's, and this lambda's (files named by arm: "xsa-l0.5", ex:group)
+    local checkpoints = ck and {sa = ck.sa, xsa = ck[j == 1 and "sa" or string.format("xsa-l%g", lam)]}
     out[i] = {seed = seed, sa_val = sa.final_val, xsa_val = x.final_val, steps = r.steps, sa_curve = sa.val, xsa_curve = x.val,
       improvement_pct = j == 1 and 0 or xsa.train.improvement(sa.final_val, x.final_val), -- the mean val loss (make results)
       xsa_post_cos = cos(j), sa_post_cos = cos(1), xsa_post_cos_all = cos(j, "post_cos"), elapsed_s = r.elapsed_s,
-      checkpoints = r.checkpoints, cache = status, entry = entry}
+      checkpoints = checkpoints, cache = status, entry = entry}
   end
   return out
 end

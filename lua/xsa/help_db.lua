@@ -1043,6 +1043,9 @@ add("xsa.group.runs", "xsa.group.runs(config, identity) -> {{arm=, key=}} | nil"
 add("xsa.group.key", "xsa.group.key(config, identity) -> text | nil",
   "A group's key text: its runs' keys in order and the configuration's own fields (not part, data, model, train, lambda, arms).",
   "print(xsa.group.key({data = {}, model = {}, train = {}}, {}))")
+add("xsa.group.with_key", "xsa.group.with_key(config) -> text | nil",
+  "The key text of what a group configuration asks of its runs beyond training (its own fields: a probe set), as xsa.group.key holds it; nil when it asks nothing.",
+  "print(xsa.group.with_key({data = {}, model = {}, train = {}, probe_batches = 8}))")
 add("xsa.group.run_key", "xsa.group.run_key(run) -> text", "The key text of one run of xsa.group.runs.",
   "print(xsa.group.run_key(xsa.group.runs({data = {}, model = {}, train = {}}, {})[1]))")
 add("xsa.group.split", "xsa.group.split(config, result, identity) -> entries, rest, layout | nil",
