@@ -43,8 +43,8 @@ M.RECEIVERS = {
 
 -- The pure-Lua modules of lua/xsa/ (xsa.NAME loads them on first use).
 M.MODULES = {"args", "attention", "cache", "checkpoint", "data", "endpoints", "executor", "experiment", "generate", "group",
-  "help", "notebook", "numbers", "options", "pair", "plot", "progress", "provenance", "record", "report", "runs", "samples",
-  "schedule", "show", "stats", "store", "study", "sys", "text", "tokenizer", "train"}
+  "help", "notebook", "numbers", "options", "pair", "plot", "progress", "provenance", "record", "report", "reuse", "runs",
+  "samples", "schedule", "show", "stats", "store", "study", "sys", "text", "tokenizer", "train"}
 
 local function db() return require("xsa.help_db") end
 
