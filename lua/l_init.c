@@ -20,8 +20,8 @@
 static const char *const lua_modules[] = {"args", "attention", "cache", "checkpoint", "data", "endpoints", "executor",
                                           "experiment", "generate", "group", "help", "help_db", "notebook", "numbers",
                                           "options", "pair", "plot", "progress", "provenance", "record", "report", "reuse",
-                                          "runs", "samples", "schedule", "show", "stats", "store", "study", "sys", "text",
-                                          "tokenizer", "train", NULL};
+                                          "runs", "samples", "schedule", "show", "state_files", "stats", "store", "study",
+                                          "sys", "text", "tokenizer", "train", NULL};
 
 static int is_lua_module(const char *name)
 {

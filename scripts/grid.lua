@@ -12,7 +12,7 @@
 -- Not here: statistics and verdicts (verdicts.lua), figures (the parts).
 local xsa = xsa or require "xsa"
 xsa.sys.library_file() -- run alone, it says what it is
-local study, train, checkpoint, store = xsa.study, xsa.train, xsa.checkpoint, xsa.store
+local study, train, state_files, store = xsa.study, xsa.train, xsa.state_files, xsa.store
 
 local M = {}
 
@@ -80,9 +80,9 @@ local function train_group(config, label, f, key)
   local o = study.pair_options(config.train, {label = label, save_every = M.save_every,
     resume = saved and saved.resume, save = function(_, status, ctx)
       if status == "checkpoint" or status == "interrupted" then
-        return checkpoint.write_group(f.base, key, ctx, {cpu_s = before + os.clock() - c0})
+        return state_files.write_group(f.base, key, ctx, {cpu_s = before + os.clock() - c0})
       end
-      if status == "nan" then checkpoint.remove_group(f.base, #runs) end -- resuming would diverge again
+      if status == "nan" then state_files.remove_group(f.base, #runs) end -- resuming would diverge again
     end})
   local r = train.runs(runs, tl, vl, o)
   r.cpu_s = before + os.clock() - c0
@@ -109,7 +109,7 @@ function M.group(ex, config, cell, with_lr)
   local r, status, where = ex:cached(function(c) return train_group(c, name, f, key) end, {name = name,
     config = config, check = check, label = name})
   -- the entry (or record) holds the finished group now: its saved state is done with
-  if status ~= "record" then checkpoint.remove_group(f.base, #config.arms) end
+  if status ~= "record" then state_files.remove_group(f.base, #config.arms) end
   return r, status, where
 end
 

@@ -193,11 +193,11 @@ T.case("a group's saved state reloads its Lua model with the function, and refus
   local dir, key = T.tmpdir(), {config = "a group with a Lua arm"}
   local r = xsa.train.runs(runs, tl, vl, {steps = 4, eval_every = 2, eval_batches = 2, progress = false, quiet = true,
     save_every = 2, save = function(_, status, ctx)
-      if status == "checkpoint" then return xsa.checkpoint.write_group(dir .. "/g", key, ctx) end
+      if status == "checkpoint" then return xsa.state_files.write_group(dir .. "/g", key, ctx) end
     end})
   T.eq(r.status, "done")
   local say = function() end
-  local saved = xsa.checkpoint.load_group(dir .. "/g", key, 2, 4, say, {nil, f})
+  local saved = xsa.state_files.load_group(dir .. "/g", key, 2, 4, say, {nil, f})
   T.ok(saved, "loaded with the function")
   T.eq(saved.resume.completed_steps, 2)
   T.eq(saved.models[1]:config().attention, "sa")
@@ -206,7 +206,7 @@ T.case("a group's saved state reloads its Lua model with the function, and refus
   T.ok(xsa.numbers.finite(xsa.no_grad(function() return saved.models[2]:loss(x, y):item() end)))
   for i = 1, 2 do saved.models[i]:free(); saved.optimizers[i]:free() end
   -- without it the state is unusable: said, removed, the group starts over
-  local none, why = xsa.checkpoint.load_group(dir .. "/g", key, 2, 4, say)
+  local none, why = xsa.state_files.load_group(dir .. "/g", key, 2, 4, say)
   T.eq(none, nil)
   T.ok(why:find("cannot be loaded", 1, true), why)
   T.eq(xsa.sys.exists(dir .. "/g.resume.json"), false)

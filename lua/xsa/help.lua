@@ -44,7 +44,7 @@ M.RECEIVERS = {
 -- The pure-Lua modules of lua/xsa/ (xsa.NAME loads them on first use).
 M.MODULES = {"args", "attention", "cache", "checkpoint", "data", "endpoints", "executor", "experiment", "generate", "group",
   "help", "notebook", "numbers", "options", "pair", "plot", "progress", "provenance", "record", "report", "reuse", "runs",
-  "samples", "schedule", "show", "stats", "store", "study", "sys", "text", "tokenizer", "train"}
+  "samples", "schedule", "show", "state_files", "stats", "store", "study", "sys", "text", "tokenizer", "train"}
 
 local function db() return require("xsa.help_db") end
 

@@ -18,7 +18,7 @@ D._modules = {"xsa", "xsa.nn", "xsa.gpt", "xsa.optim", "xsa.safetensors", "xsa.j
   "xsa.cache", "xsa.study", "xsa.report", "xsa.progress", "xsa.sys", "xsa.numbers", "xsa.experiment",
   "xsa.record", "xsa.endpoints", "xsa.options", "xsa.text", "xsa.notebook", "xsa.schedule", "xsa.show",
   "xsa.store", "xsa.pair", "xsa.executor", "xsa.group", "xsa.provenance", "xsa.attention", "xsa.runs",
-  "xsa.reuse"}
+  "xsa.reuse", "xsa.state_files"}
 D._types = {"tensor", "generator", "model", "cache", "optimizer", "tokenizer", "loader", "figure", "panel", "bar"}
 
 ----------------------------------------------------------------------------
@@ -65,8 +65,13 @@ group("xsa.train", "the training loop: any number of models on the same batches;
 group("xsa.checkpoint", "the saved state of a training run, and resuming from it",
   "What xsa.train hands its save hook as ctx.state (steps done by each model, the loader's position, the " ..
   "generator, the result so far), its checks, and putting a run back where it stood; the caller writes the " ..
-  "files (models with their AdamW beside the state).",
+  "files (models with their AdamW beside the state: xsa.state_files).",
   "print(xsa.checkpoint.check({}, 10))")
+group("xsa.state_files", "a training run's saved state on disk, written so that a kill at any moment leaves a complete one",
+  "Beside a run's cache entry: its JSON (key, configuration, xsa.checkpoint's state) and its models with their AdamW, " ..
+  "written in two slots in turn; loading checks the state first, and a damaged or foreign one is removed and said (the " ..
+  "run starts over). Also the -atN files of a run stopped by a NaN.",
+  "local saved = xsa.state_files.load_group(\"cache/mine-seed0-0123456789ab\", key, 2, 300, print)")
 group("xsa.plot", "figures through gnuplot (PNG, SVG, GIF, terminal)",
   "Figures of panels holding lines, points, bands, bars and labels; saved with their .dat and .gp files, " ..
   "or drawn in the terminal with fig:show().",
@@ -610,15 +615,15 @@ add("xsa.checkpoint.state", "xsa.checkpoint.state{result=, status=, model_steps=
 add("xsa.checkpoint.resume", "xsa.checkpoint.resume(state, result, steps, what, active) -> {elapsed=, train=, eval=} | nil, why",
   "Continues a fresh training result from a saved state: checks that it is intact and was saved by the same run " ..
   "(settings, records), copies the points and (active[k]) the step losses; returns the time already spent.", nil)
-add("xsa.checkpoint.write_group", "xsa.checkpoint.write_group(base, key, ctx, extra) -> text | nil",
+add("xsa.state_files.write_group", "xsa.state_files.write_group(base, key, ctx, extra) -> text | nil",
   "Writes the state of a group of runs (xsa.train.runs' save hook ctx: ctx.state, ctx.models, ctx.optimizers) as " ..
   "BASE.resume.json and one model file per run, in the slot the JSON does not name, so a kill leaves a complete state; " ..
   "extra is plain data kept with it.", nil)
-add("xsa.checkpoint.load_group", "xsa.checkpoint.load_group(base, key, n, steps, say [, attentions]) -> {resume=, models=, optimizers=, extra=} | nil, why",
+add("xsa.state_files.load_group", "xsa.state_files.load_group(base, key, n, steps, say [, attentions]) -> {resume=, models=, optimizers=, extra=} | nil, why",
   "The saved state of a group of n runs for key: models and AdamW loaded and checked against it, or nil and \"none\", " ..
   "or nil and why it is unusable (said through say and removed); attentions[i] is model i's attention function when it is written in Lua " ..
   "(states saved before checkpoints recorded the variant need it).", nil)
-add("xsa.checkpoint.remove_group", "xsa.checkpoint.remove_group(base, n)",
+add("xsa.state_files.remove_group", "xsa.state_files.remove_group(base, n)",
   "Removes a group's saved state: the JSON, both slots of its n models, temporaries a kill left.", nil)
 add("xsa.checkpoint.restore", "xsa.checkpoint.restore(state, loader)",
   "Puts the train loader where it stood after the state's completed_steps batches (loader:seek, else reset and " ..
@@ -1148,21 +1153,21 @@ add("xsa.executor.exe", "xsa.executor.exe() -> path",
 add("xsa.executor.worker_status", "xsa.executor.worker_status(code) -> kind [, words]",
   "What a --jobs worker's exit status means: \"ok\", \"interrupted\" (130 or none), \"crashed\" (a signal), \"failed\".",
   "print(xsa.executor.worker_status(137))")
-add("xsa.checkpoint.remove_stale_temps", "xsa.checkpoint.remove_stale_temps(files)",
+add("xsa.state_files.remove_stale_temps", "xsa.state_files.remove_stale_temps(files)",
   "Removes the temporary files of a saved state's atomic writes that a SIGKILL interrupted (files: xsa.store.files).",
-  "xsa.checkpoint.remove_stale_temps(xsa.store.files(\"cache\", \"mine\", key))")
-add("xsa.checkpoint.remove_files", "xsa.checkpoint.remove_files(files)",
+  "xsa.state_files.remove_stale_temps(xsa.store.files(\"cache\", \"mine\", key))")
+add("xsa.state_files.remove_files", "xsa.state_files.remove_files(files)",
   "Removes a run's saved state: the JSON, both slots' models, stale temporaries.",
-  "xsa.checkpoint.remove_files(xsa.store.files(\"cache\", \"mine\", key))")
-add("xsa.checkpoint.write_files", "xsa.checkpoint.write_files(files, key, ctx) -> words | nil",
+  "xsa.state_files.remove_files(xsa.store.files(\"cache\", \"mine\", key))")
+add("xsa.state_files.write_files", "xsa.state_files.write_files(files, key, ctx) -> words | nil",
   "Writes a save hook's ctx.state and models into the free slot, then the JSON naming it (atomically), then removes the other slot: a kill at any moment leaves a complete state.",
-  "save = function(res, st, ctx) return xsa.checkpoint.write_files(f, key, ctx) end")
-add("xsa.checkpoint.load_files", "xsa.checkpoint.load_files(files, key, steps, say) -> state | nil, why",
+  "save = function(res, st, ctx) return xsa.state_files.write_files(f, key, ctx) end")
+add("xsa.state_files.load_files", "xsa.state_files.load_files(files, key, steps, say) -> state | nil, why",
   "The saved state of a run ({resume=, sa=, xsa=, sa_opt=, xsa_opt=}), or nil and \"none\", or nil and why it is unusable (said through say and removed).",
-  "local saved = xsa.checkpoint.load_files(f, key, 300, print)")
-add("xsa.checkpoint.write_partial", "xsa.checkpoint.write_partial(files, config, result, ctx) -> paths",
+  "local saved = xsa.state_files.load_files(f, key, 300, print)")
+add("xsa.state_files.write_partial", "xsa.state_files.write_partial(files, config, result, ctx) -> paths",
   "What an unfinished run leaves for inspection: its models (with AdamW) and the result so far as -atN files.",
-  "save = function(res, st, ctx) if st == \"nan\" then return xsa.checkpoint.write_partial(f, config, res, ctx) end end")
+  "save = function(res, st, ctx) if st == \"nan\" then return xsa.state_files.write_partial(f, config, res, ctx) end end")
 
 group("xsa.options", "the check of options tables, and \"did you mean\"",
   "The one check every options table of xsa's Lua functions goes through: unknown keys are errors naming " ..

@@ -19,7 +19,7 @@ local args = require "xsa.args"
 local cache = require "xsa.cache"
 local options = require "xsa.options"
 local store = require "xsa.store"
-local checkpoint = require "xsa.checkpoint"
+local state_files = require "xsa.state_files"
 local executor = require "xsa.executor"
 local runs = require "xsa.runs"
 
@@ -163,11 +163,11 @@ end
 -- discards it.
 local function resume_state(ex, p, dp)
   local f, opts, say = p.f, ex.opts, p.say
-  checkpoint.remove_stale_temps(f)
+  state_files.remove_stale_temps(f)
   if dp then
     if sys.exists(f.state) then say("resume: --data-parallel does not resume; starting %s over", p.what) end
   elseif opts.resume ~= false then
-    local saved, why = checkpoint.load_files(f, p.keyed, p.config.train.steps, say)
+    local saved, why = state_files.load_files(f, p.keyed, p.config.train.steps, say)
     if saved then
       say("resume: %s from step %d of %d (%s; --no-resume starts over)", p.what, saved.resume.completed_steps,
         p.config.train.steps, f.state)
@@ -177,7 +177,7 @@ local function resume_state(ex, p, dp)
     return saved
   elseif sys.exists(f.state) then
     say("resume: --no-resume, starting %s over (discarding %s)", p.what, f.state)
-    checkpoint.remove_files(f)
+    state_files.remove_files(f)
   end
 end
 
@@ -185,9 +185,9 @@ end
 local function save_hook(p)
   local f = p.f
   return function(res, st, ctx)
-    if st == "checkpoint" or st == "interrupted" then return checkpoint.write_files(f, p.keyed, ctx) end
-    if st == "nan" then checkpoint.remove_files(f) end -- resuming would diverge again
-    if st ~= "done" then return checkpoint.write_partial(f, p.config, res, ctx) end
+    if st == "checkpoint" or st == "interrupted" then return state_files.write_files(f, p.keyed, ctx) end
+    if st == "nan" then state_files.remove_files(f) end -- resuming would diverge again
+    if st ~= "done" then return state_files.write_partial(f, p.config, res, ctx) end
     local written = {}
     for _, k in ipairs{"sa", "xsa"} do
       if p.keep[k] then
@@ -232,7 +232,7 @@ local function pair_finish(p, r, runs, tl, vl)
   xsa_model:free()
 end
 
-local function pair_remove_state(p) checkpoint.remove_files(p.f) end -- the finished entry replaces it
+local function pair_remove_state(p) state_files.remove_files(p.f) end -- the finished entry replaces it
 
 -- A record holds no checkpoint: one read from a record names this machine's.
 local function pair_decorate(p, r, status)

@@ -26,7 +26,7 @@ local study = require "xsa.study"
 local options = require "xsa.options"
 local numbers = require "xsa.numbers"
 local store = require "xsa.store"
-local checkpoint = require "xsa.checkpoint"
+local state_files = require "xsa.state_files"
 local group = require "xsa.group"
 local train = require "xsa.train"
 local variants = require "xsa.attention"
@@ -88,7 +88,7 @@ function M.start(config, f, key, say, label, fresh)
     fns[i] = type(att) == "function" and att or nil
     runs[i] = {label = (label or arm_label)(arm)}
   end
-  local saved = not fresh and checkpoint.load_group(f.base, key, #runs, config.train.steps, say, fns)
+  local saved = not fresh and state_files.load_group(f.base, key, #runs, config.train.steps, say, fns)
   if saved then
     say("resume: %s from step %d of %d (%s.resume.json)", f.base:match("[^/]+$"), saved.resume.completed_steps,
       config.train.steps, f.base)
@@ -236,8 +236,8 @@ end
 -- The save hook: the group's saved state.
 local function group_save(p, n)
   return function(_, status, ctx)
-    if status == "checkpoint" or status == "interrupted" then return checkpoint.write_group(p.f.base, p.key, ctx) end
-    if status == "nan" then checkpoint.remove_group(p.f.base, n) end -- resuming would diverge again
+    if status == "checkpoint" or status == "interrupted" then return state_files.write_group(p.f.base, p.key, ctx) end
+    if status == "nan" then state_files.remove_group(p.f.base, n) end -- resuming would diverge again
   end
 end
 
@@ -263,7 +263,7 @@ local function group_finish(p, r, runs, tl, vl, follower)
   end
 end
 
-local function group_remove_state(p) checkpoint.remove_group(p.f.base, #p.config.arms) end
+local function group_remove_state(p) state_files.remove_group(p.f.base, #p.config.arms) end
 
 -- What the caller sees: with o.checkpoints, the arms' files on this machine.
 local function group_decorate(p, r)
