@@ -8,7 +8,8 @@
 --   local hit = xsa.reuse.find("results", xsa.group.run_key(run))
 --   if hit then print(hit.result.final_val, hit.record.file) end
 --
--- A hit: {result = <the run's record as the trainer gave it>, model =,
+-- A hit: {key = <the run's key text>, result = <the run's record as the
+-- trainer gave it>, model =,
 -- probe = <its probe, if its group probed it>, with = <the key text of
 -- what else its group's configuration asked (a probe set), or nil>,
 -- record = <the record it is in>}. Of several records of one run the
@@ -47,8 +48,8 @@ local function hits_of(rec, add)
     local slot = pair and e.arm or i
     local res = pair and r[e.arm] or r.runs[i]
     if type(res) == "table" and res.reused == nil then
-      add(e.key, {result = res, model = pair and conf[slot] or (conf.models or {})[slot], probe = probes[slot],
-        with = with, record = rec, slot = i})
+      add(e.key, {key = e.key, result = res, model = pair and conf[slot] or (conf.models or {})[slot],
+        probe = probes[slot], with = with, record = rec, slot = i})
     end
   end
 end

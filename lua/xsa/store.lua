@@ -126,13 +126,21 @@ function Ex:no_record(label)
 end
 
 -- What the summary says of a run found in another group's record
--- (xsa.reuse's hit): that record, once however many runs came from it.
+-- (xsa.reuse's hit): that record, once however many runs came from it,
+-- with the other records of its group (the run's other hits in records of
+-- the same folder, name and key; not found again through the group's
+-- configuration, whose key may hold the code of a Lua variant since edited).
 function Ex:note_reused(hit)
   local rec = hit.record
   for _, u in ipairs(self.records_used or {}) do
     if u.folder == rec.folder and u.file == rec.file then return end
   end
-  self:note_record(rec.name, record.find(self.opts.results, rec.folder, rec.name, rec.config))
+  local recs = {rec}
+  for _, h in ipairs(reuse.all(self.opts.results, hit.key)) do
+    local r = h.record
+    if r ~= rec and r.folder == rec.folder and r.name == rec.name and r.key == rec.key then recs[#recs + 1] = r end
+  end
+  self:note_record(rec.name, recs)
   self:measured_with(rec.provenance)
   self.record_provenance = self.record_provenance or {}
   self.record_provenance[rec.path] = rec.provenance
