@@ -221,8 +221,11 @@ add("xsa.file_checksum", "xsa.file_checksum(path) -> \"crc64:HEX\", bytes | nil,
 add("xsa.record.find", "xsa.record.find(dir, part, name, config [, check]) -> {records}",
   "The records of a group of runs (either format) or of a result, the chosen (oldest) first, each result as the trainer gave it; {} when none. Raises, naming the file, on a refused record.",
   "local r = xsa.record.find(\"results\", \"mine\", \"mine-300steps-seed0\", config)[1]")
-add("xsa.record.all", "xsa.record.all(dir, folders) -> {records}",
-  "Every record in the named folders of dir, for accounting: each checked as find checks it and read only where find would read it (its part's folder, its name and key in its file name); each record has .folder and .file. Raises, naming the file, on a refused or misplaced one.",
+add("xsa.record.older", "xsa.record.older(a, b) -> boolean",
+  "Whether record a is chosen before b among records of one run: the older by provenance date, ties broken by file name.",
+  "table.sort(recs, xsa.record.older)")
+add("xsa.record.all", "xsa.record.all(dir [, folders]) -> {records}",
+  "Every record in the named folders of dir (default: every folder), for accounting: each checked as find checks it and read only where find would read it (its part's folder, its name and key in its file name); each record has .folder and .file. Raises, naming the file, on a refused or misplaced one.",
   "for _, r in ipairs(xsa.record.all(\"results\", {\"grid\"})) do print(r.file, r.result.cpu_s) end")
 add("xsa.record.write", "xsa.record.write(dir, part, name, config, result [, provenance]) -> path",
   "Writes a new record (atomically, beside any other of its key); paths in the result are not recorded.",

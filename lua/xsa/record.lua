@@ -235,8 +235,8 @@ end
 -- The names in a records folder; none when it does not exist. One that
 -- cannot be listed (not a folder, no permission, an I/O error) is an error,
 -- never "none" (strerror's text: xsa never sets a locale).
-local function listed(pdir)
-  local files, err = core.list_files(pdir)
+local function listed(pdir, kind)
+  local files, err = core.list_files(pdir, kind)
   if files then return files end
   if tostring(err):find(": No such file or directory$") then return {} end
   error(string.format("records folder %s cannot be listed: %s", pdir, tostring(err)), 0)
@@ -246,10 +246,13 @@ local function refuse(path, why)
   error(string.format("record %s is refused: %s. Restore it (git checkout -- %s) or remove it.", path, why, path), 0)
 end
 
+-- The rule that chooses among records of one run: the oldest by its
+-- provenance date, ties broken by file name.
 local function older(a, b)
   if a.provenance.date ~= b.provenance.date then return a.provenance.date < b.provenance.date end
   return a.file < b.file
 end
+M.older = older
 
 -- The records of a run (a list, the chosen one first; empty when none).
 -- Raises, naming the file, on any record of this name and key that is
@@ -286,14 +289,15 @@ function M.find(dir, part, name, config, check)
   return out
 end
 
--- Every record of the folders `folders` (names) of `dir`, for accounting
--- (a run's CPU time and machine, each record once): each checked as find
+-- Every record of the folders `folders` (names; default: every folder) of
+-- `dir`, for accounting (a run's CPU time and machine, each record once)
+-- and for finding a run in any of them (xsa.reuse): each checked as find
 -- checks it, against the key its own file holds, where find would read it
 -- (its folder its part's, its file name its name's and key's). A folder
 -- that does not exist has none. Raises, naming the file, on one refused.
 function M.all(dir, folders)
   local out = {}
-  for _, folder in ipairs(folders) do
+  for _, folder in ipairs(folders or listed(dir, "folders")) do
     local pdir = part_dir(dir, folder)
     local runs, order = {}, {} -- a run's records (its name and key), as find gathers them
     for _, f in ipairs(listed(pdir)) do

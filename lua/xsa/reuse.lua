@@ -13,25 +13,21 @@
 -- probe = <its probe, if its group probed it>, with = <the key text of
 -- what else its group's configuration asked (a probe set), or nil>,
 -- record = <the record it is in>}. Of several records of one run the
--- oldest is chosen (xsa.record.find's rule). A run copied into a record
+-- oldest is chosen (xsa.record.older). A run copied into a record
 -- from another (a reused baseline) is not a hit: its own record is.
 -- The index of a folder is read once per process (every record of every
 -- folder, each checked as xsa.record.all checks it: a refused one raises,
 -- naming its file) and forgotten when a record is written (M.forget).
 -- Non-goals: training, the runs a group still lacks (xsa.runs).
 local record = require "xsa.record"
-local cache = require "xsa.cache"
+local group = require "xsa.group"
 
 local M = {}
-
-local core = require "xsa.core" -- the C functions and libraries
 
 local indexes = {} -- results folder -> {run key text -> hits, oldest first}
 
 local function older(a, b)
-  local x, y = a.record, b.record
-  if x.provenance.date ~= y.provenance.date then return x.provenance.date < y.provenance.date end
-  if x.file ~= y.file then return x.file < y.file end
+  if a.record ~= b.record then return record.older(a.record, b.record) end
   return a.slot < b.slot
 end
 
@@ -39,8 +35,7 @@ end
 -- result keeps of each where the trainer put it (a pair: result.sa, .xsa;
 -- a list: result.runs[i]).
 local function hits_of(rec, add)
-  local ok, key = pcall(core.json.decode, rec.key)
-  local with = ok and type(key) == "table" and type(key.with) == "table" and cache.key(key.with) or nil
+  local with = group.with_key(rec.config)
   local r, pair = rec.result, rec.layout == "pair"
   local conf = type(r.config) == "table" and r.config or {}
   local probes = (pair and r.probe or r.probes) or {}
@@ -56,21 +51,12 @@ end
 
 local function build(dir)
   local idx = {}
-  local folders, err = core.list_files(dir, "folders")
-  if not folders then
-    if not tostring(err):find(": No such file or directory$") then
-      error(string.format("records folder %s cannot be listed: %s", dir, tostring(err)), 0)
-    end
-    folders = {}
-  end
   local function add(k, hit)
     idx[k] = idx[k] or {}
     table.insert(idx[k], hit)
   end
-  for _, folder in ipairs(folders) do
-    for _, rec in ipairs(record.all(dir, {folder})) do
-      if rec.format == record.GROUP_FORMAT then hits_of(rec, add) end
-    end
+  for _, rec in ipairs(record.all(dir)) do
+    if rec.format == record.GROUP_FORMAT then hits_of(rec, add) end
   end
   for _, list in pairs(idx) do table.sort(list, older) end
   return idx

@@ -76,6 +76,20 @@ function M.write_files(f, config, ctx)
     models.sa, models.xsa, f.state, st.completed_steps)
 end
 
+-- The JSON of a saved state, text, for the run keyed `key`: decoded and
+-- its shape checked (n models when n is given), or nil and why not.
+local function state_json(text, key, n)
+  local ok, j = pcall(core.json.decode, text)
+  if not ok or type(j) ~= "table" then return nil, "is not valid JSON" end
+  if j.key ~= cache.key(key) then return nil, "is for another configuration" end
+  local st = j.state
+  if type(st) ~= "table" or type(j.result) ~= "table" or type(j.models) ~= "table" or (n and #j.models ~= n) or
+    type(st.model_steps) ~= "table" then
+    return nil, "is incomplete"
+  end
+  return j
+end
+
 -- The saved state for config (the run's cache key: another corpus is
 -- another state) of a run of `steps` steps: {resume = <xsa.train's
 -- opts.resume>, sa, xsa (models), sa_opt, xsa_opt}, or nil and "none", or
@@ -89,13 +103,9 @@ function M.load_files(f, config, steps, say)
     M.remove_files(f)
     return nil, why
   end
-  local ok, j = pcall(core.json.decode, text)
-  if not ok or type(j) ~= "table" then return unusable("is not valid JSON") end
-  if j.key ~= cache.key(config) then return unusable("is for another configuration") end
+  local j, bad = state_json(text, config)
+  if not j then return unusable(bad) end
   local st = j.state
-  if type(st) ~= "table" or type(j.result) ~= "table" or type(j.models) ~= "table" or type(st.model_steps) ~= "table" then
-    return unusable("is incomplete")
-  end
   local out = {}
   for _, k in ipairs(M.KINDS) do
     local good, m, opt = pcall(core.gpt.load, tostring(j.models[k]))
@@ -192,14 +202,9 @@ function M.load_group(base, key, n, steps, say, attentions)
     M.remove_group(base, n)
     return nil, why
   end
-  local ok, j = pcall(core.json.decode, text)
-  if not ok or type(j) ~= "table" then return unusable("is not valid JSON") end
-  if j.key ~= cache.key(key) then return unusable("is for another configuration") end
+  local j, bad = state_json(text, key, n)
+  if not j then return unusable(bad) end
   local st = j.state
-  if type(st) ~= "table" or type(j.result) ~= "table" or type(j.models) ~= "table" or #j.models ~= n or
-    type(st.model_steps) ~= "table" then
-    return unusable("is incomplete")
-  end
   for i = 1, n do
     local f = attentions and attentions[i]
     local good, m, opt = pcall(core.gpt.load, tostring(j.models[i]), f and {attention = f} or nil)

@@ -9,7 +9,7 @@
 -- trained now, or a cache entry without a record, gets a record. The
 -- methods (M.methods) are an experiment's (xsa.experiment installs them):
 -- ex:cached, ex:recorded, ex:no_record, ex:record, ex:note_record,
--- ex:note_reused, ex:refresh,
+-- ex:note_reused, ex:read_from, ex:refresh,
 -- ex:timing, ex:measured_with, ex:measured_text.
 -- Non-goals: the training (xsa.pair, the units' own run functions), where
 -- runs execute (xsa.executor).
@@ -107,10 +107,7 @@ function Ex:recorded(name, config, check, label, later)
   local recs = record.find(opts.results, record_part(self, config), name, config, check)
   local rec = recs[1]
   if rec then
-    self:note_record(name, recs)
-    self:measured_with(rec.provenance)
-    self.record_provenance = self.record_provenance or {}
-    self.record_provenance[rec.path] = rec.provenance
+    self:read_from(name, recs)
     io.stderr:write(string.format("record: %s (%s, %s on %s)\n", label or name, rec.file, rec.provenance.date,
       tostring(rec.provenance.cpu)))
     return rec
@@ -140,10 +137,16 @@ function Ex:note_reused(hit)
     local r = h.record
     if r ~= rec and r.folder == rec.folder and r.name == rec.name and r.key == rec.key then recs[#recs + 1] = r end
   end
-  self:note_record(rec.name, recs)
-  self:measured_with(rec.provenance)
+  self:read_from(rec.name, recs)
+end
+
+-- A run's numbers come from recs (the chosen first): the summary names
+-- them, the figures their kernel, ex:timing their provenance.
+function Ex:read_from(name, recs)
+  self:note_record(name, recs)
+  self:measured_with(recs[1].provenance)
   self.record_provenance = self.record_provenance or {}
-  self.record_provenance[rec.path] = rec.provenance
+  self.record_provenance[recs[1].path] = recs[1].provenance
 end
 
 -- What the summary says of the records a run came from (the published
