@@ -1,15 +1,20 @@
 -- claims.lua: the study's claims (each declared by its part's report section
--- in the registry, scripts/parts.lua: the notebook's three and part 7's so
--- far), tested against the study's summaries (as `make results` builds them
--- from the records). Each claim is tested on every endpoint the part's
--- summary can give (doc/study.md, "Endpoints") and gets a word: "supported" when the 95% t interval lies on
--- the claim's side of 0, "contradicted" when it lies on the other side,
--- "inconclusive at N" otherwise, with the seeds a decision would need at the
--- spread observed. Used by scripts/results.lua; a library, not a script: the
--- claims' table is in doc/results.md and results/report.html (make results).
+-- in the registry, scripts/parts.lua: the notebook's three, part 7's, and
+-- the paper's three that parts 8 and 9 registered), tested against the
+-- study's summaries (as `make results` builds them from the records). A
+-- claim asked after the fact is tested on every endpoint the part's summary
+-- can give (doc/study.md, "Endpoints") and gets a word: "supported" when the
+-- 95% t interval lies on the claim's side of 0, "contradicted" when it lies
+-- on the other side, "inconclusive at N" otherwise, with the seeds a
+-- decision would need at the spread observed; Holm's correction runs over
+-- all of their tests. A registered claim keeps its plan's endpoint, test,
+-- correction and words (scripts/verdicts.lua decides it). Used by
+-- scripts/results.lua; a library, not a script: the claims' tables are in
+-- doc/results.md, the README and results/report.html (make results).
 --
 --   local claims = dofile(xsa.sys.root() .. "/scripts/claims.lua")
 --   local rows = claims.rows(summaries)   -- summaries: {part3 = ..., part4 = ...}
+--   print(claims.registered_meaning(rows)); print(claims.table(rows, true))
 --   print(claims.meaning(rows)); print(claims.table(rows))
 local xsa = xsa or require "xsa"
 xsa.sys.library_file()
@@ -179,15 +184,16 @@ end
 
 -- A claim's verdict: on its primary rows (the final val loss; for claim 3
 -- every comparison, as "largest" must hold against each other λ)
--- contradicted if any is, supported if all are, else inconclusive (nil: no
--- records); and its secondary endpoints {n =, yes =, no =}.
+-- contradicted if any is, supported if all are, else inconclusive ("not
+-- decided", the plan's word, for a registered claim; nil: no records); and
+-- its secondary endpoints {n =, yes =, no =}.
 function M.verdict(rows, claim)
-  local all, any_no, n, sec = true, false, 0, {n = 0, yes = 0, no = 0}
+  local all, any_no, n, sec, reg = true, false, 0, {n = 0, yes = 0, no = 0}, true -- reg: every primary row registered
   local esc -- the step endpoints (escape, reaching 5.5, reaching 5) measure one phenomenon: one vote
   for _, r in ipairs(rows) do
     if r.claim == claim and r.n > 0 then
       if r.endpoint:find("^final val loss") then
-        n = n + 1
+        n, reg = n + 1, reg and r.registered == true
         if r.word == "contradicted" then any_no = true end
         if r.word ~= "supported" then all = false end
       elseif r.unit == "steps" then
@@ -208,12 +214,25 @@ function M.verdict(rows, claim)
     sec.no = sec.no + (esc.no and 1 or 0)
   end
   if n == 0 then return nil, sec end
-  return any_no and "contradicted" or all and "supported" or "inconclusive", sec
+  return any_no and "contradicted" or all and "supported" or (reg and "not decided" or "inconclusive"), sec
 end
 
 -- A registered claim whose grid is under way: the reason its row gives.
 local function pending(rows, claim)
   for _, r in ipairs(rows) do if r.claim == claim and r.pending then return r.pending end end
+end
+
+-- A registered claim's decided row (nil: unregistered, or not decided yet).
+local function registered_row(rows, claim)
+  for _, r in ipairs(rows) do if r.claim == claim and r.registered and r.n > 0 then return r end end
+end
+
+-- A registered row's estimate, interval and both p values, in words.
+function M.numbers(r)
+  local t = xsa.numbers.text
+  return string.format("%s (95%% t %s to %s, %d seeds; raw p %s, Holm-adjusted %s over the %d registered claims)",
+    r.finding or (t("%+.2f", r.mean) .. " " .. r.unit), t("%+.2f", r.lo), t("%+.2f", r.hi), r.n, t("%.2g", r.p),
+    t("%.2g", r.p_holm), r.holm_of or 3)
 end
 
 function M.overall(rows, claim)
@@ -222,6 +241,8 @@ function M.overall(rows, claim)
     local why = pending(rows, claim)
     return why and "not decided yet: " .. why or "no records yet"
   end
+  local reg = registered_row(rows, claim)
+  if reg then return string.format("%s; %s", word, M.numbers(reg)) end
   if sec.n == 0 then return word .. " on the final val loss" end
   local out = string.format("%s on the final val loss; secondary endpoints%s: supported on %d of %d, contradicted on %d",
     word, sec.escape and string.format(" (the %d step endpoints counted once, as one phenomenon: the plateau escape)",
@@ -242,30 +263,70 @@ local function names(list)
   return "claims " .. table.concat(list, ", ", 1, #list - 1) .. " and " .. list[#list]
 end
 
--- What the claims' table means, in a few sentences computed from its rows:
--- which claims the primary endpoint decides, which it leaves open and where
--- the secondary endpoints lean.
+-- Whether a claim is registered (its rows say so, decided or not).
+function M.is_registered(rows, claim)
+  for _, r in ipairs(rows) do if r.claim == claim and r.registered then return true end end
+  return false
+end
+local is_registered = M.is_registered
+
+-- What the table of the claims asked after the fact (not registered) means,
+-- in a few sentences computed from its rows: which claims the primary
+-- endpoint decides, which it leaves open and where the secondary endpoints
+-- lean.
 function M.meaning(rows)
-  local by, lean, list = {supported = {}, contradicted = {}, inconclusive = {}, none = {}, pending = {}}, {}, M.list()
-  for i, c in ipairs(list) do
-    local word, sec = M.verdict(rows, c.text)
-    table.insert(by[word or (pending(rows, c.text) and "pending" or "none")], i)
-    if word == "inconclusive" and sec.n > 0 then
-      lean[#lean + 1] = string.format("claim %d is supported on %d of its %d secondary endpoint%s and contradicted on %d",
-        i, sec.yes, sec.n, sec.n == 1 and "" or "s", sec.no)
+  local by, lean, n = {supported = {}, contradicted = {}, inconclusive = {}, none = {}}, {}, 0
+  for i, c in ipairs(M.list()) do
+    if not is_registered(rows, c.text) then
+      local word, sec = M.verdict(rows, c.text)
+      n = n + 1
+      table.insert(by[word or "none"], i)
+      if word == "inconclusive" and sec.n > 0 then
+        lean[#lean + 1] = string.format("claim %d is supported on %d of its %d secondary endpoint%s and contradicted on %d",
+          i, sec.yes, sec.n, sec.n == 1 and "" or "s", sec.no)
+      end
     end
   end
-  local out = {string.format("Of the %d claims, the primary endpoint (the final val loss) supports %s, contradicts %s " ..
-    "and leaves %s open.", #list, #by.supported > 0 and names(by.supported) or "none",
+  local out = {string.format("Of the %d claims asked after the fact (not registered), the primary endpoint (the final " ..
+    "val loss) supports %s, contradicts %s and leaves %s open.", n, #by.supported > 0 and names(by.supported) or "none",
     #by.contradicted > 0 and names(by.contradicted) or "none", #by.inconclusive > 0 and names(by.inconclusive) or "none")}
-  if #by.pending > 0 then
-    out[#out + 1] = string.format("%s %s registered and not decided yet: the plan decides once every cell has its seeds.",
-      names(by.pending):gsub("^c", "C"), #by.pending == 1 and "is" or "are")
-  end
   if #by.none > 0 then out[#out + 1] = string.format("%s %s no records yet.", names(by.none):gsub("^c", "C"), #by.none == 1 and "has" or "have") end
   if #lean > 0 then out[#out + 1] = "Of the open ones, " .. table.concat(lean, "; ") .. "." end
   out[#out + 1] = "Open means the 95% interval still contains 0 at the seeds run, not that there is no effect: " ..
     "the last column gives the seeds a decision would need at the spread observed."
+  return table.concat(out, " ")
+end
+
+-- What the registered claims' table says, in a few sentences from its rows:
+-- each claim's finding and its verdict once the plan decides, else how far
+-- the grid is (nil: no registered claim).
+function M.registered_meaning(rows)
+  local regs, nums, rule = {}, {}, nil
+  for i, c in ipairs(M.list()) do
+    if is_registered(rows, c.text) then regs[#regs + 1], nums[#nums + 1] = c, i end
+  end
+  if #regs == 0 then return nil end
+  local decided = {}
+  for _, c in ipairs(regs) do
+    local r = registered_row(rows, c.text)
+    if r then
+      decided[#decided + 1] = string.format("%s: %s.", (M.numbers(r):gsub("^%l", string.upper)), (M.verdict(rows, c.text)))
+      rule = rule or r.seeds_rule
+    end
+  end
+  if #decided < #regs then
+    local why = pending(rows, regs[1].text)
+    local one = #regs == 1
+    return string.format("%s, the paper's, %s registered before %s runs and %s.", (names(nums):gsub("^c", "C")),
+      one and "was" or "were", one and "its" or "their", why and ((one and "is" or "are") .. " not decided yet: " .. why) or
+      ((one and "has" or "have") .. " no records yet"))
+  end
+  local out = {string.format("%s, the paper's, were registered before their runs and are " ..
+    "decided as the plan states, at equal tokens, each seen once.", (names(nums):gsub("^c", "C")))}
+  for _, d in ipairs(decided) do out[#out + 1] = d end
+  if rule and rule:find("capped", 1, true) then
+    out[#out + 1] = "The budget capped N below what the pilot's spread asked for (" .. rule .. ")."
+  end
   return table.concat(out, " ")
 end
 
@@ -277,16 +338,42 @@ local function num(x, unit, r)
   return xsa.numbers.text("%+." .. dec .. "f", x)
 end
 
--- The claims as a markdown table (xsa.study.md_table).
-function M.table(rows)
+local function short_of(claim)
+  for _, c in ipairs(LIST) do if M.CLAIMS[c.key] == claim then return M.SHORT[c.key] end end
+  return claim
+end
+
+-- The registered claims as a markdown table: each with its estimate,
+-- interval, raw and Holm-adjusted p and the plan's verdict.
+local function registered_table(rows)
   local t = {}
   for _, r in ipairs(rows) do
-    local short
-    for _, c in ipairs(LIST) do if M.CLAIMS[c.key] == r.claim then short = M.SHORT[c.key] end end
-    t[#t + 1] = {short or r.claim, r.endpoint, tostring(r.n), r.mean and (num(r.mean, r.unit, r) .. " " .. r.unit) or "n/a",
-      r.lo and (num(r.lo, r.unit, r) .. " to " .. num(r.hi, r.unit, r)) or "n/a", r.word,
-      finite(r.p_holm) and xsa.numbers.text("%.2g", r.p_holm) .. (r.registered and " (registered, of 3)" or "") or "n/a",
-      r.need and string.format("%d (±%g %s)", r.need, r.half_width, r.half_width == 1 and r.unit:gsub("^points", "point") or r.unit) or "n/a"}
+    if r.registered then
+      t[#t + 1] = {short_of(r.claim), r.endpoint, tostring(r.n), r.mean and (num(r.mean, r.unit, r) .. " " .. r.unit) or "n/a",
+        r.lo and (num(r.lo, r.unit, r) .. " to " .. num(r.hi, r.unit, r)) or "n/a",
+        finite(r.p) and xsa.numbers.text("%.2g", r.p) or "n/a",
+        finite(r.p_holm) and xsa.numbers.text("%.2g", r.p_holm) or "n/a", r.word}
+    end
+  end
+  return xsa.study.md_table({"claim", "primary endpoint (positive: for the claim)", "seeds", "estimate",
+    "95% t interval", "raw p", "Holm p (over 3)", "verdict"}, t, 2)
+end
+
+-- The claims as a markdown table (xsa.study.md_table): those asked after
+-- the fact, or with registered = true those registered (nil: none).
+function M.table(rows, registered)
+  if registered then
+    for _, r in ipairs(rows) do if r.registered then return registered_table(rows) end end
+    return nil
+  end
+  local t = {}
+  for _, r in ipairs(rows) do
+    if not r.registered then
+      t[#t + 1] = {short_of(r.claim), r.endpoint, tostring(r.n), r.mean and (num(r.mean, r.unit, r) .. " " .. r.unit) or "n/a",
+        r.lo and (num(r.lo, r.unit, r) .. " to " .. num(r.hi, r.unit, r)) or "n/a", r.word,
+        finite(r.p_holm) and xsa.numbers.text("%.2g", r.p_holm) or "n/a",
+        r.need and string.format("%d (±%g %s)", r.need, r.half_width, r.half_width == 1 and r.unit:gsub("^points", "point") or r.unit) or "n/a"}
+    end
   end
   return xsa.study.md_table({"claim", "endpoint (positive: for the claim)", "seeds", "mean", "95% t interval",
     "verdict", "Holm p", "seeds for a decision"}, t, 2)

@@ -3,8 +3,9 @@
 -- them, in this order. Adding a part: its script here in scripts/ (one file
 -- ending in `return xsa.experiment.part(decl, ...)`) and one line below; a
 -- claim it tests: `claim = {text =, short =, rows =}` in its report section
--- (scripts/claims.lua numbers them in this order; the claims' table opens
--- doc/results.md and the report).
+-- (scripts/claims.lua numbers them in this order; the registered claims'
+-- table opens doc/results.md, the README's results and the report, the
+-- table of those asked after the fact follows).
 --
 --   local parts = dofile("scripts/parts.lua")
 --   for _, p in ipairs(parts.load()) do print(p.name, p.script, p.title) end

@@ -27,23 +27,39 @@ T.case("no published number is a signed zero", function()
   end
 end)
 
-T.case("the answers first: the claims open doc/results.md and the report", function()
+-- The paper's claims (parts 8 and 9, registered) open the page, before the
+-- claims asked after the fact (the notebook's and part 7's).
+T.case("the answers first: the paper's registered claims open doc/results.md and the report", function()
   local claims = dofile(ROOT .. "/scripts/claims.lua")
+  local reg, after = {}, {}
+  for _, c in ipairs(claims.list()) do
+    if c.key:match("^part[89]%.") then reg[#reg + 1] = c else after[#after + 1] = c end
+  end
+  T.eq(#reg, 3, "gain, length and size")
   local md = assert(xsa.read_file(ROOT .. "/doc/results.md"))
   T.eq(md:match("\n## ([^\n]*)"), "The claims", "doc/results.md's first section")
   local first = md:match("\n## The claims\n(.-)\n## ")
-  T.ok(first:find("^\nOf the " .. #claims.list() .. " claims, "), "the paragraph of what they mean opens it")
-  for _, c in ipairs(claims.list()) do T.ok(first:find("| " .. c.short .. " |", 1, true), "the table has " .. c.short) end
+  local paper, rest = first:match("^\n### The paper's claims, registered %(doc/preregistration.md%)\n\n(.-)\n### (.*)$")
+  T.ok(paper, "the registered claims come first: " .. first:sub(1, 300))
+  T.ok(paper:find("^Claims " .. reg[1].text:match("^%d+") .. ", "), "what they say opens it: " .. paper:sub(1, 200))
+  for _, c in ipairs(reg) do T.ok(paper:find("| " .. c.short .. " |", 1, true), "the registered table has " .. c.short) end
+  T.ok(rest:find("^The claims asked after the fact\n\nOf the " .. #after .. " claims asked after the fact"), rest:sub(1, 200))
+  for _, c in ipairs(after) do T.ok(rest:find("| " .. c.short .. " |", 1, true), "the second table has " .. c.short) end
   local html = assert(xsa.read_file(ROOT .. "/results/report.html"))
   local body = html:match("<body>(.*)")
-  -- the headings and one paragraph of what the claims mean, then their
-  -- table: the first screen, in the order doc/results.md gives them
+  -- the headings and one paragraph of what the registered claims say, then
+  -- their table: the first screen, in the order doc/results.md gives them
   local before = body:match("^(.-)<table")
-  local rest = before:gsub("<h1[^>]*>[^<]*</h1>", ""):gsub('<h2 id="claims">The claims, tested</h2>', "")
-  T.ok(rest:match("^%s*<p>Of the " .. #claims.list() .. " claims, [^<]*</p>%s*$"),
-    "only the headings and the meaning before the claims table: " .. before)
-  T.ok(body:find('^%s*<table class="claims">', #before + 1), "the first table is the claims'")
-  T.ok(body:find('<table class="claims">', 1, true) < body:find('<h2 id="part1">', 1, true), "before the parts")
+  local left = before:gsub("<h1[^>]*>[^<]*</h1>", ""):gsub('<h2 id="claims">The claims, tested</h2>', "")
+    :gsub("<h3>The paper's claims, registered %(doc/preregistration.md%)</h3>", "")
+  T.ok(left:match("^%s*<p>Claims [%d, and]+, the paper's, [^<]*</p>%s*$"),
+    "only the headings and what the registered claims say before their table: " .. before)
+  local t1 = body:find('<table class="claims">', 1, true)
+  T.eq(t1, #before + 1, "the first table is the claims'")
+  local t2 = body:find('<table class="claims">', t1 + 1, true)
+  T.ok(t2 and t2 < body:find('<h2 id="part1">', 1, true), "both claims' tables before the parts")
+  T.ok(body:sub(t1, t2):find(reg[1].short, 1, true) and not body:sub(t1, t2):find(after[1].short .. "<", 1, true),
+    "the first table is the registered one")
 end)
 
 -- How many places `pattern` (a per-seed table's start) matches in text; each must be inside <details>.

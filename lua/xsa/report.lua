@@ -309,13 +309,17 @@ local function head_html(o, info, by_key)
     "<style>" .. css .. "</style></head><body>",
     '<h1 class="top">Exclusive Self Attention (XSA) vs standard self attention (SA)</h1>',
   }
-  if o.claims then -- the answers first (published: scripts/claims.lua's table, computed by the caller)
+  if o.claims then -- the answers first (published: scripts/claims.lua's tables, computed by the caller)
     head[#head + 1] = '<h2 id="claims">The claims, tested</h2>'
-    head[#head + 1] = "<p>" .. esc(o.claims.meaning or "") .. "</p>"
-    head[#head + 1] = md_table_html(o.claims.table, "claims")
-    local li = {}
-    for i, l in ipairs(o.claims.lines or {}) do li[i] = "<li>" .. esc(l) .. "</li>" end
-    head[#head + 1] = "<ul>" .. table.concat(li) .. "</ul>"
+    -- one block {meaning =, table =, lines =}, or a list of them, each under its title
+    for _, b in ipairs(o.claims.table and {o.claims} or o.claims) do
+      if b.title then head[#head + 1] = "<h3>" .. esc(b.title) .. "</h3>" end
+      head[#head + 1] = "<p>" .. esc(b.meaning or "") .. "</p>"
+      head[#head + 1] = md_table_html(b.table, "claims")
+      local li = {}
+      for i, l in ipairs(b.lines or {}) do li[i] = "<li>" .. esc(l) .. "</li>" end
+      if #li > 0 then head[#head + 1] = "<ul>" .. table.concat(li) .. "</ul>" end
+    end
     head[#head + 1] = '<h2 id="about">The study</h2>'
   end
   for _, l in ipairs{
@@ -352,8 +356,8 @@ end
 -- the closing section's paragraphs (optional), folder_flags = text added to
 -- the commands of missing sections (optional), published = the published
 -- page's note on where it comes from (HTML; no date, no folder, no samples),
--- claims = {table = markdown, meaning = a paragraph, lines = {...}} (optional:
--- the page opens with them)}.
+-- claims = {table = markdown, meaning = a paragraph, lines = {...}}, or a
+-- list of such blocks each with a title (optional: the page opens with them)}.
 -- Returns html, {present = {...}, missing = {...}, warnings = {...}}.
 function M.build(o)
   local info, body, by_key = {present = {}, missing = {}, warnings = {}}, {}, {}

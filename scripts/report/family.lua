@@ -11,6 +11,24 @@ local WHAT = {gain = {"final val loss: the mean gain over the five cells", "poin
   length = {"final val loss: the slope of the gain per doubling of seq_len", "points per doubling"},
   size = {"final val loss: the slope of the gain per doubling of the non-embedding parameters", "points per doubling"}}
 
+-- What the estimate says, in words (m: the mean per-seed number; decided:
+-- its interval excludes 0, else the words do not lean either way).
+local FINDING = {
+  gain = function(m, decided)
+    if not decided then return fmt("XSA's gain in final val loss, the mean over the five cells, is %+.2f points", m) end
+    return fmt("XSA's final val loss is %s than SA's by %.2f points, the mean gain over the five cells",
+      m >= 0 and "lower" or "higher", math.abs(m))
+  end,
+  length = function(m, decided)
+    if not decided then return fmt("the slope of the gain is %+.2f points per doubling of seq_len", m) end
+    return fmt("the gain %s by %.2f points per doubling of seq_len", m >= 0 and "grows" or "shrinks", math.abs(m))
+  end,
+  size = function(m, decided)
+    if not decided then return fmt("the slope of the gain is %+.2f points per doubling of the non-embedding parameters", m) end
+    return fmt("the gain %s by %.2f points per doubling of the non-embedding parameters", m >= 0 and "grows" or "shrinks",
+      math.abs(m))
+  end}
+
 local function row_of(s, key)
   for _, r in ipairs(s and s.family or {}) do if r.key == key then return r end end
 end
@@ -23,18 +41,18 @@ function M.claim(key, text, short)
       -- the table's cell stays short (the full reason would hide the verdict
       -- column); the claim's sentence carries `pending`, the whole reason
       if not s then
-        return {{claim = claim, endpoint = w[1] .. " (registered)", n = 0, unit = w[2], word = "no records yet",
-          registered = true}}
+        return {{claim = claim, endpoint = w[1], n = 0, unit = w[2], word = "no records yet", registered = true}}
       end
       local why = s.n and (s.incomplete or "") or "the pilot has not fixed N"
       local word = s.total and fmt("not yet: %d of %d groups", s.recorded, s.total) or "not yet"
-      return {{claim = claim, endpoint = w[1] .. " (registered)", n = 0, unit = w[2], word = word, registered = true,
+      return {{claim = claim, endpoint = w[1], n = 0, unit = w[2], word = word, registered = true,
         pending = why}}
     end
-    return {{claim = claim, endpoint = fmt("%s (registered: Holm over 3, adjusted p %s)", w[1],
-      xsa.numbers.text("%.3g", r.p_holm)), n = r.n, unit = w[2], mean = r.mean, lo = r.lo, hi = r.hi,
-      registered = true, p = r.p, p_holm = r.p_holm,
-      word = r.verdict == "not decided" and fmt("inconclusive at %d (registered N)", r.n) or r.verdict}}
+    -- the plan's own words: "supported", "contradicted", "not decided"
+    return {{claim = claim, endpoint = w[1], n = r.n, unit = w[2], mean = r.mean, lo = r.lo, hi = r.hi,
+      registered = true, p = r.p, p_holm = r.p_holm, holm_of = #s.family, seeds_rule = s.seeds_rule,
+      finding = FINDING[key](r.mean, r.verdict ~= "not decided"),
+      word = r.verdict == "not decided" and fmt("not decided at %d (the registered N)", r.n) or r.verdict}}
   end}
 end
 

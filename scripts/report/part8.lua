@@ -7,9 +7,9 @@ local family = dofile((debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./
 
 return {
   claims = {family.claim("gain", "XSA's final validation loss is lower than SA's at equal tokens, each seen once " ..
-      "(parts 8-9, registered)", "XSA beats SA (registered)"),
+      "(parts 8-9, registered)", "XSA beats SA (equal tokens)"),
     family.claim("length", "XSA's gain grows with the sequence length at equal tokens (part 8, registered)",
-      "gain grows with seq_len (registered)")},
+      "gain grows with seq_len (equal tokens)")},
   title = "Part 8: the gain against the sequence length, at equal tokens",
   command = "xsa scripts/part8_length.lua",
   paper = "the paper's claim that XSA's gains grow with the sequence length (up to 16K there), at laptop scale",

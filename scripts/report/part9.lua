@@ -7,7 +7,7 @@ local family = dofile((debug.getinfo(1, "S").source:match("^@(.-)[^/]*$") or "./
 
 return {
   claims = {family.claim("size", "XSA's gain grows with the model size at equal tokens (part 9, registered)",
-    "gain grows with size (registered)")},
+    "gain grows with size (equal tokens)")},
   title = "Part 9: the gain against the model size, at equal tokens",
   command = "xsa scripts/part9_size.lua",
   paper = "the paper's claim that XSA's gains grow with the model size (0.7B to 2.7B there), at laptop scale",
