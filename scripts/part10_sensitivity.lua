@@ -64,7 +64,8 @@ function P.main(ex, runs)
   ex:save_figure(fig, "part10_sensitivity", "Each dot one seed's paired improvement; markers the mean with its 95% t interval.")
   local tbl = ex:table({"peak lr", "lr", "seeds", "SA val (mean)", "XSA val (mean)", "improvement", "95% t interval"}, rows)
   print("\nsecondary: no verdict (doc/preregistration.md); the 1 x row is the grid's cell")
-  ex:summary{table = tbl, exploratory = axis.explore(ex.opts) or nil, factors = FACTORS}
+  ex:summary{table = tbl, exploratory = axis.explore(ex.opts) or nil, factors = FACTORS,
+    seeds = ex.opts.seeds and ex.seeds or S.seeds}
 end
 
 return xsa.experiment.part(P, ...)

@@ -326,10 +326,10 @@ local function part_md(s, out)
   end
   local st = {}
   for i, l in ipairs(s.stats_lines or {}) do st[i] = "- " .. l end
-  out[#out + 1] = ""
+  if out[#out] ~= "" then out[#out + 1] = "" end -- one blank line after the heading or the lines above
   if #st == 0 and not s.table then return end -- a registered part still being run has nothing more yet
   if #st > 3 then collapsed(out, "Every statistic in words (" .. #st .. " lines; the table below has them)", st)
-  else for _, l in ipairs(st) do out[#out + 1] = l end; out[#out + 1] = "" end
+  elseif #st > 0 then for _, l in ipairs(st) do out[#out + 1] = l end; out[#out + 1] = "" end
   local tbl = s.table or ""
   local rows = select(2, tbl:gsub("\n", "")) - 2
   if tbl:match("^| seed |") then collapsed(out, string.format("Per seed (%d rows)", rows), {tbl})
