@@ -53,8 +53,11 @@ M.config, M.explore = config, explore
 function M.pair_row(ex, cfg, cell, with_lr)
   local r, status = grid.group(ex, cfg, cell, with_lr)
   local f, gap = grid.finals(r, {"sa", "xsa"})
+  -- a damaged record is bad input, said in one line (not an engine fault with a traceback)
+  local ok, curves = pcall(grid.curves, r, {"sa", "xsa"}, grid.name(cfg, cell, with_lr))
+  if not ok then ex:fail(tostring(curves)) end
   return {cell = cell.key, seed = cfg.model.seed, sa = f.sa, xsa = f.xsa, gain = 100 * (f.sa - f.xsa) / f.sa, gap = gap,
-    cpu_s = r.cpu_s, wall_s = r.elapsed_s, status = status}
+    cpu_s = r.cpu_s, wall_s = r.elapsed_s, status = status, curves = curves}
 end
 
 function M.units(ex, cells)
@@ -110,6 +113,48 @@ function M.slope(by, axis)
   return out
 end
 
+-- Exploratory (outside the plan's family, doc/preregistration.md): the
+-- validation curves of every cell, each seed thin and the mean over seeds
+-- bold, on one y range. They show what a cell's gain is made of: an earlier
+-- escape from the loss plateau, a lead kept to the end, or a model that has
+-- not left the plateau by the last step. Step 0 (the same loss for both
+-- models, far above the rest) is left out.
+local LIGHT = {sa = "#F5B7B1", xsa = "#A9CCE3"}
+local function curves_figure(ex, by, axis, label)
+  local lo, hi = math.huge, -math.huge
+  local with = {} -- per cell, its runs that kept their curves
+  for _, c in ipairs(axis.cells) do
+    with[c.key] = {}
+    for _, r in ipairs(by[c.key] or {}) do
+      if r.curves then table.insert(with[c.key], r) end
+      for _, arm in ipairs(r.curves and {"sa", "xsa"} or {}) do
+        for k = 2, #r.curves.steps do lo, hi = math.min(lo, r.curves[arm][k]), math.max(hi, r.curves[arm][k]) end
+      end
+    end
+  end
+  if lo > hi then return end -- one evaluation point: no curve to draw
+  local fig = plot.figure{cols = #axis.cells, width = 430 * #axis.cells + 80, height = 460,
+    title = fmt("%s: validation curves, each seed and the mean over seeds (exploratory)%s", axis.title, label)}
+  for _, c in ipairs(axis.cells) do
+    local list = with[c.key]
+    local p = fig:panel{title = fmt("%s %s, %d seeds", axis.column, axis.tic(c), #list), xlabel = "step",
+      ylabel = "val loss", yrange = {lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo)}}
+    for _, arm in ipairs{"sa", "xsa"} do
+      local sum, steps = {}, nil
+      for _, r in ipairs(list) do
+        steps = {table.unpack(r.curves.steps, 2)}
+        p:line(steps, {table.unpack(r.curves[arm], 2)}, {color = LIGHT[arm], width = 0.5})
+        for k = 2, #r.curves.steps do sum[k - 1] = (sum[k - 1] or 0) + r.curves[arm][k] end
+      end
+      for k = 1, #sum do sum[k] = sum[k] / #list end
+      if steps then p:line(steps, sum, {color = plot.colors[arm], width = 2, label = arm:upper() .. ", mean"}) end
+    end
+  end
+  ex:save_figure(fig, axis.figure .. "_curves", "Exploratory: every seed's validation curve (thin) and the mean over " ..
+    "seeds (bold), SA red and XSA blue. The points before the last are on the first 8 batches of the held-out tail; " ..
+    "the last is the final loss on all of it, which the verdicts use.")
+end
+
 -- The part's outputs from its units' results (a list).
 function M.main(ex, runs, axis)
   if ex.not_yet then
@@ -144,6 +189,7 @@ function M.main(ex, runs, axis)
     ylabel = "improvement %", xtics = tics, zero = true, key = "top left", xrange = {xs[1] - 0.6, xs[#xs] + 0.6}}
   study.points_ci(p, xs, per, {color = plot.colors.xsa, label = "XSA over SA", line = true})
   ex:save_figure(fig, axis.figure, "Each dot one seed's paired improvement; markers the mean with its 95% t interval.")
+  curves_figure(ex, by, axis, label)
   local tbl = ex:table({axis.column, "seeds", "SA val (mean)", "XSA val (mean)", "improvement", "95% t interval",
     "val - train, SA / XSA"}, rows)
   local fam = (not explore(ex.opts)) and V.family(ex.opts.results) or {incomplete = "exploratory flags: no verdict"}

@@ -160,6 +160,24 @@ T.case("part 8 end to end on small settings: exploratory records, read back with
   T.ok(p:close())
   T.ok(not out:find("cache miss", 1, true) and select(2, out:gsub("record: explore%-", "")) == 3,
     "read back from the records:\n" .. out)
+  -- the exploratory curves: per cell each seed's SA and XSA curve and their means, from the records
+  T.ok(xsa.sys.exists(dir .. "/p/part8_length_curves.png"), "the curves figure is drawn")
+  local gp = assert(xsa.read_file(dir .. "/p/part8_length_curves.gp"))
+  local _, means = gp:gsub('title "[SX]+A, mean"', "")
+  T.eq(means, 6, "an SA and an XSA mean in each of the three panels:\n" .. gp)
+  -- a record whose curve lost a point (records are untrusted): a clear error naming the group, no traceback
+  local f
+  for _, name in ipairs(xsa.list_files(dir .. "/r/explore")) do if name:find("T64", 1, true) then f = name end end
+  local path = dir .. "/r/explore/" .. f
+  local rec = assert(xsa.json.read_file(path))
+  T.eq(#rec.runs[2].result.val, 2, "steps 0 and 2")
+  table.remove(rec.runs[2].result.val)
+  xsa.json.write_file(path, rec)
+  p = io.popen(cmd)
+  out = p:read("a")
+  T.ok(not p:close(), "a damaged curve is refused:\n" .. out)
+  T.ok(out:find("explore-2x128-T64-seed0's xsa curve has 1 points for 2 evaluation steps", 1, true), out)
+  T.ok(not out:find("traceback", 1, true), out)
 end)
 
 T.case("stats.holm and the chi-square quantile against closed forms", function()
