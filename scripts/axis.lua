@@ -53,11 +53,8 @@ M.config, M.explore = config, explore
 function M.pair_row(ex, cfg, cell, with_lr)
   local r, status = grid.group(ex, cfg, cell, with_lr)
   local f, gap = grid.finals(r, {"sa", "xsa"})
-  -- a damaged record is bad input, said in one line (not an engine fault with a traceback)
-  local ok, curves = pcall(grid.curves, r, {"sa", "xsa"}, grid.name(cfg, cell, with_lr))
-  if not ok then ex:fail(tostring(curves)) end
   return {cell = cell.key, seed = cfg.model.seed, sa = f.sa, xsa = f.xsa, gain = 100 * (f.sa - f.xsa) / f.sa, gap = gap,
-    cpu_s = r.cpu_s, wall_s = r.elapsed_s, status = status, curves = curves}
+    cpu_s = r.cpu_s, wall_s = r.elapsed_s, status = status, curves = grid.curves(r, {"sa", "xsa"})}
 end
 
 function M.units(ex, cells)
@@ -120,15 +117,16 @@ end
 -- not left the plateau by the last step. Step 0 (the same loss for both
 -- models, far above the rest) is left out.
 local LIGHT = {sa = "#F5B7B1", xsa = "#A9CCE3"}
+local function tail(list) return {table.unpack(list, 2)} end
 local function curves_figure(ex, by, axis, label)
-  local lo, hi = math.huge, -math.huge
-  local with = {} -- per cell, its runs that kept their curves
+  local with, lo, hi = {}, math.huge, -math.huge -- per cell, its runs that kept their curves; their y range
   for _, c in ipairs(axis.cells) do
     with[c.key] = {}
     for _, r in ipairs(by[c.key] or {}) do
       if r.curves then table.insert(with[c.key], r) end
       for _, arm in ipairs(r.curves and {"sa", "xsa"} or {}) do
-        for k = 2, #r.curves.steps do lo, hi = math.min(lo, r.curves[arm][k]), math.max(hi, r.curves[arm][k]) end
+        local v = tail(r.curves[arm])
+        lo, hi = math.min(lo, table.unpack(v)), math.max(hi, table.unpack(v))
       end
     end
   end
@@ -139,15 +137,15 @@ local function curves_figure(ex, by, axis, label)
     local list = with[c.key]
     local p = fig:panel{title = fmt("%s %s, %d seeds", axis.column, axis.tic(c), #list), xlabel = "step",
       ylabel = "val loss", yrange = {lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo)}}
-    for _, arm in ipairs{"sa", "xsa"} do
-      local sum, steps = {}, nil
+    local steps = list[1] and tail(list[1].curves.steps) -- one configuration per cell: the same steps
+    for _, arm in ipairs(steps and {"sa", "xsa"} or {}) do
+      local mean = {}
       for _, r in ipairs(list) do
-        steps = {table.unpack(r.curves.steps, 2)}
-        p:line(steps, {table.unpack(r.curves[arm], 2)}, {color = LIGHT[arm], width = 0.5})
-        for k = 2, #r.curves.steps do sum[k - 1] = (sum[k - 1] or 0) + r.curves[arm][k] end
+        local v = tail(r.curves[arm])
+        p:line(steps, v, {color = LIGHT[arm], width = 0.5})
+        for k, x in ipairs(v) do mean[k] = (mean[k] or 0) + x / #list end
       end
-      for k = 1, #sum do sum[k] = sum[k] / #list end
-      if steps then p:line(steps, sum, {color = plot.colors[arm], width = 2, label = arm:upper() .. ", mean"}) end
+      p:line(steps, mean, {color = plot.colors[arm], width = 2, label = arm:upper() .. ", mean"})
     end
   end
   ex:save_figure(fig, axis.figure .. "_curves", "Exploratory: every seed's validation curve (thin) and the mean over " ..

@@ -14,7 +14,7 @@
 --
 --   local claims = dofile(xsa.sys.root() .. "/scripts/claims.lua")
 --   local rows = claims.rows(summaries)   -- summaries: {part3 = ..., part4 = ...}
---   print(claims.registered_meaning(rows)); print(claims.table(rows, true))
+--   print(claims.registered_meaning(rows)); print(claims.registered_table(rows))
 --   print(claims.meaning(rows)); print(claims.table(rows))
 local xsa = xsa or require "xsa"
 xsa.sys.library_file()
@@ -145,14 +145,14 @@ function M.lambda_rows(s, claim, out)
 end
 
 -- Every claim's rows, in the order of the claims: sums = {part3 = summary,
--- ...} (a part without records: nil, and its claim's rows say so).
+-- ...} (a part without records: nil, and its claim's rows say so); and the
+-- number of tests Holm's correction after the fact ran over (M.holm).
 function M.rows(sums)
   local out = {}
   for _, c in ipairs(LIST) do
     for _, r in ipairs(c.rows(sums[c.part], M, M.CLAIMS[c.key]) or {}) do out[#out + 1] = r end
   end
-  M.holm(out)
-  return out
+  return out, M.holm(out)
 end
 
 -- Holm's correction over every test of the table outside the registered
@@ -227,12 +227,12 @@ local function registered_row(rows, claim)
   for _, r in ipairs(rows) do if r.claim == claim and r.registered and r.n > 0 then return r end end
 end
 
--- A registered row's estimate, interval and both p values, in words.
+-- A registered row's finding (scripts/report/family.lua words it),
+-- interval and both p values.
 function M.numbers(r)
   local t = xsa.numbers.text
   return string.format("%s (95%% t %s to %s, %d seeds; raw p %s, Holm-adjusted %s over the %d registered claims)",
-    r.finding or (t("%+.2f", r.mean) .. " " .. r.unit), t("%+.2f", r.lo), t("%+.2f", r.hi), r.n, t("%.2g", r.p),
-    t("%.2g", r.p_holm), r.holm_of or 3)
+    r.finding, t("%+.2f", r.lo), t("%+.2f", r.hi), r.n, t("%.2g", r.p), t("%.2g", r.p_holm), r.holm_of)
 end
 
 function M.overall(rows, claim)
@@ -343,36 +343,39 @@ local function short_of(claim)
   return claim
 end
 
--- The registered claims as a markdown table: each with its estimate,
--- interval, raw and Holm-adjusted p and the plan's verdict.
-local function registered_table(rows)
+-- The cells both tables open with: the claim, its endpoint, the seeds, the
+-- estimate with its unit and the 95% interval.
+local function first_cells(r)
+  return {short_of(r.claim), r.endpoint, tostring(r.n), r.mean and (num(r.mean, r.unit, r) .. " " .. r.unit) or "n/a",
+    r.lo and (num(r.lo, r.unit, r) .. " to " .. num(r.hi, r.unit, r)) or "n/a"}
+end
+local function p_text(p) return finite(p) and xsa.numbers.text("%.2g", p) or "n/a" end
+
+-- The registered claims as a markdown table (nil: none): each with its
+-- estimate, interval, raw and Holm-adjusted p and the plan's verdict.
+function M.registered_table(rows)
   local t = {}
   for _, r in ipairs(rows) do
     if r.registered then
-      t[#t + 1] = {short_of(r.claim), r.endpoint, tostring(r.n), r.mean and (num(r.mean, r.unit, r) .. " " .. r.unit) or "n/a",
-        r.lo and (num(r.lo, r.unit, r) .. " to " .. num(r.hi, r.unit, r)) or "n/a",
-        finite(r.p) and xsa.numbers.text("%.2g", r.p) or "n/a",
-        finite(r.p_holm) and xsa.numbers.text("%.2g", r.p_holm) or "n/a", r.word}
+      local cells = first_cells(r)
+      table.move({p_text(r.p), p_text(r.p_holm), r.word}, 1, 3, #cells + 1, cells)
+      t[#t + 1] = cells
     end
   end
+  if #t == 0 then return nil end
   return xsa.study.md_table({"claim", "primary endpoint (positive: for the claim)", "seeds", "estimate",
     "95% t interval", "raw p", "Holm p (over 3)", "verdict"}, t, 2)
 end
 
--- The claims as a markdown table (xsa.study.md_table): those asked after
--- the fact, or with registered = true those registered (nil: none).
-function M.table(rows, registered)
-  if registered then
-    for _, r in ipairs(rows) do if r.registered then return registered_table(rows) end end
-    return nil
-  end
+-- The claims asked after the fact as a markdown table (xsa.study.md_table).
+function M.table(rows)
   local t = {}
   for _, r in ipairs(rows) do
     if not r.registered then
-      t[#t + 1] = {short_of(r.claim), r.endpoint, tostring(r.n), r.mean and (num(r.mean, r.unit, r) .. " " .. r.unit) or "n/a",
-        r.lo and (num(r.lo, r.unit, r) .. " to " .. num(r.hi, r.unit, r)) or "n/a", r.word,
-        finite(r.p_holm) and xsa.numbers.text("%.2g", r.p_holm) or "n/a",
-        r.need and string.format("%d (±%g %s)", r.need, r.half_width, r.half_width == 1 and r.unit:gsub("^points", "point") or r.unit) or "n/a"}
+      local cells = first_cells(r)
+      table.move({r.word, p_text(r.p_holm), r.need and string.format("%d (±%g %s)", r.need, r.half_width,
+        r.half_width == 1 and r.unit:gsub("^points", "point") or r.unit) or "n/a"}, 1, 3, #cells + 1, cells)
+      t[#t + 1] = cells
     end
   end
   return xsa.study.md_table({"claim", "endpoint (positive: for the claim)", "seeds", "mean", "95% t interval",

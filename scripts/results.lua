@@ -281,15 +281,13 @@ end
 -- say, their table), then those asked after the fact (what they mean, the
 -- table, one line per claim with its overall word); claims in the
 -- registry's order (scripts/claims.lua).
-local function claims_section(sums)
-  local rows, lines = claims.rows(sums), {}
+local function claims_section(rows, m)
+  local lines = {}
   for _, c in ipairs(claims.list()) do
     if not claims.is_registered(rows, c.text) then
       lines[#lines + 1] = string.format("%s: %s.", c.text, claims.overall(rows, c.text))
     end
   end
-  local m = 0
-  for _, r in ipairs(rows) do if r.holm_of and not r.registered then m = r.holm_of end end
   lines[#lines + 1] = string.format("A claim is supported on an endpoint when the 95%% t interval of its per-seed " ..
     "number lies above 0 and its Holm-adjusted p is below 0.05, contradicted when the interval lies below 0 with the " ..
     "same p, inconclusive otherwise. None of these claims was registered: their %d tests are corrected together, after " ..
@@ -297,7 +295,7 @@ local function claims_section(sums)
     "decides, the secondary endpoints (doc/study.md) are reported beside it. \"Seeds for a decision\": the seeds whose " ..
     "interval would be as narrow as the half-width named, at the spread observed.", m)
   local blocks = {}
-  local reg = claims.table(rows, true)
+  local reg = claims.registered_table(rows)
   if reg then
     blocks[1] = {registered = true, title = "The paper's claims, registered (doc/preregistration.md)",
       meaning = claims.registered_meaning(rows), table = reg}
@@ -410,10 +408,11 @@ study.main(function()
   local c = compute(sums, all)
   local files = {}
   local readme = assert(xsa.read_file(root .. "/README.md"))
-  local cl = claims_section(sums)
+  local claim_rows, holm_m = claims.rows(sums)
+  local cl = claims_section(claim_rows, holm_m)
   files[#files + 1] = {root .. "/README.md", with_section(readme, readme_section(sums, c, cl)) or error("README.md has no results markers", 0)}
   files[#files + 1] = {root .. "/scripts/study.ipynb", notebook.build{sections = registry.sections(), parts = PARTS,
-    says = notebook_says(sums, claims.rows(sums))}}
+    says = notebook_says(sums, claim_rows)}}
   files[#files + 1] = {root .. "/doc/results.md", results_md(sums, cl, c)}
   local html, info = xsa.report.build{out = scratch, plots = scratch .. "/figures", sections = registry.sections(),
     closing = registry.closing, published = PUBLISHED, claims = cl}

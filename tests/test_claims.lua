@@ -207,7 +207,7 @@ T.case("the registered claims decided: the plan's words, both p values, the cap 
   for _, k in ipairs{"gain", "length", "size"} do
     for _, r in ipairs(family.claim(k, "x").rows(s, claims, claims.CLAIMS[keys[k]])) do rows[#rows + 1] = r end
   end
-  local t = claims.table(rows, true)
+  local t = claims.registered_table(rows)
   T.ok(t:find("| 24 | +1.50 points | +0.50 to +2.50 | 0.004 | 0.012 | supported |", 1, true), t)
   T.ok(t:find("| -3.06 points per doubling | -3.36 to -2.76 | 1.5e-16 | 4.5e-16 | contradicted |", 1, true), t)
   T.ok(t:find("| 0.66 | 0.66 | not decided at 24 (the registered N) |", 1, true), t)
@@ -271,9 +271,9 @@ T.case("Holm after the fact over the unregistered rows; a registered row keeps i
   local t = claims.table(rows)
   T.ok(t:find("| supported (not after Holm) | 0.06 |", 1, true), t)
   T.ok(not t:find("0.003", 1, true), "the registered row is not in the table of the claims asked after the fact: " .. t)
-  local reg = claims.table(rows, true)
+  local reg = claims.registered_table(rows)
   T.ok(reg:find("| 0.001 | 0.003 | supported |", 1, true), "raw p, then Holm's, then the verdict: " .. reg)
-  T.eq(claims.table({rows[1]}, true), nil, "no registered row: no registered table")
+  T.eq(claims.registered_table({rows[1]}), nil, "no registered row: no registered table")
 end)
 
 T.done()

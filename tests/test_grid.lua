@@ -165,7 +165,8 @@ T.case("part 8 end to end on small settings: exploratory records, read back with
   local gp = assert(xsa.read_file(dir .. "/p/part8_length_curves.gp"))
   local _, means = gp:gsub('title "[SX]+A, mean"', "")
   T.eq(means, 6, "an SA and an XSA mean in each of the three panels:\n" .. gp)
-  -- a record whose curve lost a point (records are untrusted): a clear error naming the group, no traceback
+  -- a record whose curve lost a point (records are untrusted): refused as xsa.runs.check refuses it, the file named,
+  -- no traceback
   local f
   for _, name in ipairs(xsa.list_files(dir .. "/r/explore")) do if name:find("T64", 1, true) then f = name end end
   local path = dir .. "/r/explore/" .. f
@@ -176,7 +177,8 @@ T.case("part 8 end to end on small settings: exploratory records, read back with
   p = io.popen(cmd)
   out = p:read("a")
   T.ok(not p:close(), "a damaged curve is refused:\n" .. out)
-  T.ok(out:find("explore-2x128-T64-seed0's xsa curve has 1 points for 2 evaluation steps", 1, true), out)
+  T.ok(out:find(f .. " is refused: its result fails the check: run 2's val curve has 1 points for 2 evaluation steps",
+    1, true), out)
   T.ok(not out:find("traceback", 1, true), out)
 end)
 

@@ -1104,7 +1104,7 @@ add("xsa.runs.run", "xsa.runs.run(ex, p) -> result, status, entry",
   "entry (name, config, keyed, f, label, what, layout, check, record_check) and what is the group's own (start, " ..
   "save, finish, remove_state, decorate, on_start, on_point).", nil)
 add("xsa.runs.check", "xsa.runs.check(result) -> true | false, why",
-  "Whether a result is a finished group's (xsa.train.runs): done, every run with a final val loss, every number finite.",
+  "Whether a result is a finished group's (xsa.train.runs): done, every run with a final val loss and, when it kept its evaluation steps, a train and a val point at each; every number finite.",
   "print(xsa.runs.check({status = \"done\", runs = {}}))")
 add("xsa.record.legacy_key", "xsa.record.legacy_key(config [, identity]) -> text",
   "The key of a format 1 record: the whole configuration (its part too), the data files by content, the precision.",

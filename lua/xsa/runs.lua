@@ -279,12 +279,21 @@ local function group_decorate(p, r)
   return copy
 end
 
--- Whether r is a finished group's result: true, or false and why.
+-- Whether r is a finished group's result: true, or false and why. A
+-- result that kept its evaluation steps has a train and a val point at each
+-- of them in every run (readers index the curves by step).
 function M.check(r)
   if r.status ~= "done" then return false, "run did not finish" end
   if type(r.runs) ~= "table" then return false, "no runs" end
-  for _, x in ipairs(r.runs) do
+  local steps = type(r.steps) == "table" and #r.steps or nil
+  for i, x in ipairs(r.runs) do
     if not numbers.finite(x.final_val) then return false, "final val loss missing" end
+    for _, k in ipairs(steps and {"train", "val"} or {}) do
+      if type(x[k]) ~= "table" or #x[k] ~= steps then
+        return false, string.format("run %d's %s curve has %s points for %d evaluation steps", i, k,
+          type(x[k]) == "table" and tostring(#x[k]) or "no", steps)
+      end
+    end
   end
   return numbers.all_finite(r)
 end

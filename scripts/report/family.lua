@@ -7,27 +7,24 @@ xsa.sys.library_file()
 
 local M = {}
 local fmt = string.format
+-- Per claim: its endpoint, its unit and, for a trend, what it doubles.
 local WHAT = {gain = {"final val loss: the mean gain over the five cells", "points"},
-  length = {"final val loss: the slope of the gain per doubling of seq_len", "points per doubling"},
-  size = {"final val loss: the slope of the gain per doubling of the non-embedding parameters", "points per doubling"}}
+  length = {"final val loss: the slope of the gain per doubling of seq_len", "points per doubling", "seq_len"},
+  size = {"final val loss: the slope of the gain per doubling of the non-embedding parameters", "points per doubling",
+    "the non-embedding parameters"}}
 
--- What the estimate says, in words (m: the mean per-seed number; decided:
--- its interval excludes 0, else the words do not lean either way).
-local FINDING = {
-  gain = function(m, decided)
+-- What the estimate m says, in words; when its interval holds 0 (not
+-- decided) the words lean neither way.
+local function finding(key, m, decided)
+  local of = WHAT[key][3]
+  if not of then
     if not decided then return fmt("XSA's gain in final val loss, the mean over the five cells, is %+.2f points", m) end
     return fmt("XSA's final val loss is %s than SA's by %.2f points, the mean gain over the five cells",
       m >= 0 and "lower" or "higher", math.abs(m))
-  end,
-  length = function(m, decided)
-    if not decided then return fmt("the slope of the gain is %+.2f points per doubling of seq_len", m) end
-    return fmt("the gain %s by %.2f points per doubling of seq_len", m >= 0 and "grows" or "shrinks", math.abs(m))
-  end,
-  size = function(m, decided)
-    if not decided then return fmt("the slope of the gain is %+.2f points per doubling of the non-embedding parameters", m) end
-    return fmt("the gain %s by %.2f points per doubling of the non-embedding parameters", m >= 0 and "grows" or "shrinks",
-      math.abs(m))
-  end}
+  end
+  if not decided then return fmt("the slope of the gain is %+.2f points per doubling of %s", m, of) end
+  return fmt("the gain %s by %.2f points per doubling of %s", m >= 0 and "grows" or "shrinks", math.abs(m), of)
+end
 
 local function row_of(s, key)
   for _, r in ipairs(s and s.family or {}) do if r.key == key then return r end end
@@ -51,7 +48,7 @@ function M.claim(key, text, short)
     -- the plan's own words: "supported", "contradicted", "not decided"
     return {{claim = claim, endpoint = w[1], n = r.n, unit = w[2], mean = r.mean, lo = r.lo, hi = r.hi,
       registered = true, p = r.p, p_holm = r.p_holm, holm_of = #s.family, seeds_rule = s.seeds_rule,
-      finding = FINDING[key](r.mean, r.verdict ~= "not decided"),
+      finding = finding(key, r.mean, r.verdict ~= "not decided"),
       word = r.verdict == "not decided" and fmt("not decided at %d (the registered N)", r.n) or r.verdict}}
   end}
 end
